@@ -1,0 +1,1 @@
+"""revolta-cli."""

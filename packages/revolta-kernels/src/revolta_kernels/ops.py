@@ -1,0 +1,145 @@
+"""The public ops, registered once as torch custom ops (namespace ``revolta``).
+
+Every op has a default implementation (the pure-torch reference, used on the CPU and wherever no native
+kernel exists) and a fake implementation so torch.compile and CUDA graph capture can trace it. Native CUDA
+kernels register themselves for the ``cuda`` device in :mod:`revolta_kernels.native` when the extension is
+built and loadable.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from revolta_kernels import reference as ref
+
+LIB = "revolta"
+
+
+@torch.library.custom_op(f"{LIB}::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool = False) -> torch.Tensor:
+    """RMSNorm over the last dimension (``zero_centered`` uses ``x_hat * (1 + w)``)."""
+    return ref.rms_norm(x, weight, eps, zero_centered)
+
+
+@rms_norm.register_fake
+def _(x, weight, eps, zero_centered=False):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::fused_add_rms_norm", mutates_args=())
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``residual += x`` then RMSNorm; returns ``(normed, new_residual)``."""
+    return ref.fused_add_rms_norm(x, residual, weight, eps, zero_centered)
+
+
+@fused_add_rms_norm.register_fake
+def _(x, residual, weight, eps, zero_centered=False):
+    return torch.empty_like(x), torch.empty_like(residual)
+
+
+@torch.library.custom_op(f"{LIB}::silu_and_mul", mutates_args=())
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` where ``x = cat(gate, up)`` on the last dimension."""
+    return ref.silu_and_mul(x)
+
+
+@silu_and_mul.register_fake
+def _(x):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+@torch.library.custom_op(f"{LIB}::rotary_embedding", mutates_args=())
+def rotary_embedding(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary embedding of query [T, H, D] and key [T, Hkv, D]; partial when ``rot_dim < D``."""
+    return ref.rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+
+
+@rotary_embedding.register_fake
+def _(positions, query, key, cos_sin_cache, is_neox):
+    return torch.empty_like(query), torch.empty_like(key)
+
+
+@torch.library.custom_op(
+    f"{LIB}::reshape_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
+)
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> None:
+    """Write new K/V [T, Hkv, D] into the paged cache (layout in :mod:`revolta_kernels.reference.cache`)."""
+    ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+
+
+@reshape_and_cache.register_fake
+def _(key, value, key_cache, value_cache, slot_mapping, k_scales=None, v_scales=None):
+    return None
+
+
+def _attention_schema(name: str, doc: str):
+    @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
+    def op(
+        query: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        context_lens: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        max_query_len: int,
+        scale: float,
+        k_scales: torch.Tensor | None = None,
+        v_scales: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return ref.paged_attention(
+            query, key_cache, value_cache, block_tables, context_lens, query_start_loc, scale, k_scales, v_scales
+        )
+
+    @op.register_fake
+    def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+          k_scales=None, v_scales=None):
+        return torch.empty_like(query)
+
+    op.__doc__ = doc
+    return op
+
+
+paged_attention_decode = _attention_schema(
+    "paged_attention_decode",
+    "Attention of 1 to 8 new query tokens per sequence (decode, speculative verification) over the paged "
+    "cache. Arguments as in :func:`revolta_kernels.reference.paged_attention`; ``max_query_len`` <= 8.",
+)
+paged_attention_prefill = _attention_schema(
+    "paged_attention_prefill",
+    "Causal attention of variable-length chunks of new tokens over their cached prefix plus themselves. "
+    "Arguments as in :func:`revolta_kernels.reference.paged_attention`.",
+)
+
+
+def paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    max_query_len: int,
+    scale: float,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Pick the decode kernel for short query runs and the prefill kernel otherwise."""
+    op = paged_attention_decode if max_query_len <= 8 else paged_attention_prefill
+    return op(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+              k_scales, v_scales)

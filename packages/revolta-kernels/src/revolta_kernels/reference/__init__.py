@@ -1,0 +1,21 @@
+"""Pure-torch reference implementations: the oracle for every native kernel and the CPU path.
+
+Each function is written to be obviously right rather than fast: inputs are upcast to float32, the
+math follows the textbook definition, and results are cast back to the caller's dtype.
+"""
+
+from revolta_kernels.reference.activation import silu_and_mul
+from revolta_kernels.reference.attention import paged_attention
+from revolta_kernels.reference.cache import dequantize_kv, reshape_and_cache
+from revolta_kernels.reference.norm import fused_add_rms_norm, rms_norm
+from revolta_kernels.reference.rotary import rotary_embedding
+
+__all__ = [
+    "dequantize_kv",
+    "fused_add_rms_norm",
+    "paged_attention",
+    "reshape_and_cache",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+]
