@@ -29,7 +29,7 @@ def _assert_same_tensors(checkpoint: Checkpoint, reference: dict[str, torch.Tens
     assert sorted(loaded) == sorted(reference)
     for name, tensor in reference.items():
         assert loaded[name].shape == tensor.shape, name
-        torch.testing.assert_close(loaded[name].float(), tensor, rtol=0, atol=0, msg=name)
+        assert torch.equal(loaded[name].float(), tensor), name
 
 
 @pytest.mark.parametrize(

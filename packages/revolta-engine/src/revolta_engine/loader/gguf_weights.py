@@ -80,6 +80,7 @@ def gguf_config(reader: GgufFile, path: Path) -> PretrainedConfig:
         config = AutoConfig.for_model(**values)
     except Exception as exc:
         raise UnsupportedModelError(f"Cannot build a {model_type!r} config from GGUF {path}: {exc}") from exc
+    config.name_or_path = str(path)
     set_architectures(config)
     return config
 
