@@ -16,7 +16,14 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import AutoModelForCausalLM, LlamaConfig, PretrainedConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen3Config
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    PretrainedConfig,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen3Config,
+)
 
 ARCHS = ("llama", "qwen2", "qwen3")
 
@@ -63,7 +70,9 @@ def make_tokenizer(*, add_bos: bool) -> PreTrainedTokenizerFast:
     backend = Tokenizer.from_str(_trained_tokenizer_json())
     if add_bos:
         backend.post_processor = processors.TemplateProcessing(
-            single="<|endoftext|> $A", pair="<|endoftext|> $A <|endoftext|> $B", special_tokens=[("<|endoftext|>", 0)]
+            single="<|endoftext|> $A",
+            pair="<|endoftext|> $A <|endoftext|> $B",
+            special_tokens=[("<|endoftext|>", 0)],
         )
     return PreTrainedTokenizerFast(
         tokenizer_object=backend,
@@ -74,7 +83,9 @@ def make_tokenizer(*, add_bos: bool) -> PreTrainedTokenizerFast:
     )
 
 
-def make_tiny_config(arch: str, vocab_size: int, *, tie_word_embeddings: bool = False, **overrides: Any) -> PretrainedConfig:
+def make_tiny_config(
+    arch: str, vocab_size: int, *, tie_word_embeddings: bool = False, **overrides: Any
+) -> PretrainedConfig:
     """A 2-layer config of ``arch`` with GQA (4 query heads, 2 kv heads, head_dim 16)."""
     common: dict[str, Any] = dict(
         vocab_size=vocab_size,
@@ -126,11 +137,16 @@ def make_tiny_checkpoint(
     ``subfolder`` when given, and listed in ``model.safetensors.index.json`` with their relative paths.
     ``config_overrides`` are set on the config (e.g. ``rope_scaling``).
     """
-    root = Path(tmp_path) / (name or f"tiny-{arch}-s{shards}{'-' + subfolder if subfolder else ''}"
-                             f"{'-tied' if tie_word_embeddings else ''}-{seed}")
+    root = Path(tmp_path) / (
+        name
+        or f"tiny-{arch}-s{shards}{'-' + subfolder if subfolder else ''}"
+        f"{'-tied' if tie_word_embeddings else ''}-{seed}"
+    )
     root.mkdir(parents=True, exist_ok=True)
     tokenizer = make_tokenizer(add_bos=arch == "llama")
-    config = make_tiny_config(arch, len(tokenizer), tie_word_embeddings=tie_word_embeddings, **config_overrides)
+    config = make_tiny_config(
+        arch, len(tokenizer), tie_word_embeddings=tie_word_embeddings, **config_overrides
+    )
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config).to(dtype).eval()
     if shards == 1 and subfolder is None:

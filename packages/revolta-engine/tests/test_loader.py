@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 from checkpoints import make_tiny_checkpoint
-from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 from revolta_engine.loader import Checkpoint, load_checkpoint
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 def _reference_state(path: Path) -> dict[str, torch.Tensor]:
@@ -43,12 +42,16 @@ def _assert_same_tensors(checkpoint: Checkpoint, reference: dict[str, torch.Tens
         ("qwen3", 4, "weights/part", True),
     ],
 )
-def test_layouts_load_transformers_tensors(tmp_path: Path, arch: str, shards: int, subfolder: str | None, tied: bool):
+def test_layouts_load_transformers_tensors(
+    tmp_path: Path, arch: str, shards: int, subfolder: str | None, tied: bool
+):
     path = make_tiny_checkpoint(tmp_path, arch, shards=shards, subfolder=subfolder, tie_word_embeddings=tied)
     checkpoint = load_checkpoint(path)
     assert checkpoint.format == "safetensors"
     assert checkpoint.hf_config.model_type == arch
-    assert checkpoint.hf_config.architectures == [AutoModelForCausalLM.from_config(checkpoint.hf_config).__class__.__name__]
+    assert checkpoint.hf_config.architectures == [
+        AutoModelForCausalLM.from_config(checkpoint.hf_config).__class__.__name__
+    ]
     assert checkpoint.hf_config.tie_word_embeddings is tied
     _assert_same_tensors(checkpoint, _reference_state(path))
 
@@ -188,3 +191,12 @@ def test_dummy_weights_have_real_names_and_shapes(tmp_path: Path):
     assert all(v.abs().max() <= 1e-3 for v in loaded.values())
     again = dict(checkpoint.iter_weights())
     assert all(torch.equal(loaded[k], again[k]) for k in loaded)
+
+
+def test_bfloat16_checkpoint_keeps_its_dtype(tmp_path: Path):
+    path = make_tiny_checkpoint(tmp_path, "llama", shards=2, dtype=torch.bfloat16)
+    checkpoint = load_checkpoint(path)
+    loaded = dict(checkpoint.iter_weights())
+    assert {t.dtype for t in loaded.values()} == {torch.bfloat16}
+    reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).state_dict()
+    assert all(torch.equal(loaded[name], reference[name]) for name in loaded)

@@ -7,13 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
-from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
 from revolta_engine.errors import DefaultModelMissingError, ModelLoadError
 from revolta_engine.loader import Checkpoint, default_model, load_checkpoint
 from revolta_engine.loader import embedded as default_model_module
 from revolta_engine.loader.gguf_file import _read_with_gguf_reader, read_gguf
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
+from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
 TEXTS = [
     "Hello world!",
@@ -123,10 +122,14 @@ def test_weights_equal_transformers_dequantized(checkpoint: Checkpoint, hf_refer
 def test_gguf_reader_fallback_agrees(gguf_path: Path):
     fast, slow = read_gguf(gguf_path), _read_with_gguf_reader(gguf_path)
     assert fast.vocab_size == slow.vocab_size == 49152
-    shared = {k for k in slow.metadata if not k.startswith("GGUF.") and not isinstance(slow.metadata[k], list)}
+    shared = {
+        k for k in slow.metadata if not k.startswith("GGUF.") and not isinstance(slow.metadata[k], list)
+    }
     assert {k: fast.metadata[k] for k in shared} == {k: slow.metadata[k] for k in shared}
-    assert [(t.name, t.ggml_type, t.shape) for t in fast.tensors] == [(t.name, t.ggml_type, t.shape) for t in slow.tensors]
-    for a, b in zip(fast.tensors[:12], slow.tensors[:12]):
+    assert [(t.name, t.ggml_type, t.shape) for t in fast.tensors] == [
+        (t.name, t.ggml_type, t.shape) for t in slow.tensors
+    ]
+    for a, b in zip(fast.tensors[:12], slow.tensors[:12], strict=True):
         assert np.array_equal(a.dequantize(), b.dequantize()), a.name
 
 
