@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from revolta_kernels import reference as ref
+from revolta_kernels.reference.decode_attention import paged_attention_short_queries
 
 LIB = "revolta"
 
@@ -88,7 +89,7 @@ def _(key, value, key_cache, value_cache, slot_mapping, k_scales=None, v_scales=
     return None
 
 
-def _attention_schema(name: str, doc: str):
+def _attention_schema(name: str, doc: str, cpu_impl=ref.paged_attention):
     @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
     def op(
         query: torch.Tensor,
@@ -102,9 +103,11 @@ def _attention_schema(name: str, doc: str):
         k_scales: torch.Tensor | None = None,
         v_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return ref.paged_attention(
-            query, key_cache, value_cache, block_tables, context_lens, query_start_loc, scale, k_scales, v_scales
-        )
+        if cpu_impl is ref.paged_attention:
+            return ref.paged_attention(query, key_cache, value_cache, block_tables, context_lens,
+                                       query_start_loc, scale, k_scales, v_scales)
+        return cpu_impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
+                        max_query_len, scale, k_scales, v_scales)
 
     @op.register_fake
     def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
@@ -119,6 +122,7 @@ paged_attention_decode = _attention_schema(
     "paged_attention_decode",
     "Attention of 1 to 8 new query tokens per sequence (decode, speculative verification) over the paged "
     "cache. Arguments as in :func:`revolta_kernels.reference.paged_attention`; ``max_query_len`` <= 8.",
+    cpu_impl=paged_attention_short_queries,
 )
 paged_attention_prefill = _attention_schema(
     "paged_attention_prefill",
