@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 
 import torch
 import torch.nn.functional as F
 
 import revolta_kernels
-from revolta_kernels import ops
+from revolta_kernels import native_ops, ops
 
 
 def time_ms(fn, reps: int = 20, inner: int = 5, warmup: int = 3) -> float:
@@ -121,6 +122,10 @@ def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="kernels_bench.json")
+    parser.add_argument("--decode-minb", type=int, nargs="+", default=[3],
+                        help="decode register budgets to time (blocks per SM: 3 default, 4 experimental)")
+    parser.add_argument("--prefill-warps", type=int, nargs="+", default=[4],
+                        help="prefill warps per block to time (4 default, 8 experimental)")
     args = parser.parse_args()
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
@@ -129,23 +134,35 @@ def main() -> None:
     print(f"ceilings: copy {copy_bw:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "native": status,
                "copy_GB/s": copy_bw, "matmul_TFLOP/s": mm, "decode": [], "prefill": []}
-    for name, n, ctx, dt in [("32x4K fp16", 32, 4096, torch.float16), ("32x4K int8", 32, 4096, torch.int8),
-                             ("32x4K fp8e4m3", 32, 4096, torch.float8_e4m3fn),
-                             ("1x128K fp16 split-K", 1, 131072, torch.float16),
-                             ("1x128K int8 split-K", 1, 131072, torch.int8)]:
-        r = bench_decode(name, n, ctx, dt, copy_bw)
-        results["decode"].append(r)
-        print(f"decode {name:22s} {r['ms'] * 1e3:8.1f} us {r['GB/s']:7.0f} GB/s {100 * r['frac_copy_bw']:5.1f}% of copy",
+    decode_cases = [("32x4K fp16", 32, 4096, torch.float16), ("32x4K int8", 32, 4096, torch.int8),
+                    ("32x4K fp8e4m3", 32, 4096, torch.float8_e4m3fn),
+                    ("1x128K fp16 split-K", 1, 131072, torch.float16),
+                    ("1x128K int8 split-K", 1, 131072, torch.int8)]
+    for minb in args.decode_minb:
+        os.environ["REVOLTA_DECODE_MINB"] = str(minb)
+        native_ops._blocks_per_sm.cache_clear()
+        for name, n, ctx, dt in decode_cases:
+            r = bench_decode(name, n, ctx, dt, copy_bw)
+            r["variant"] = f"minb={minb}"
+            results["decode"].append(r)
+            print(f"decode minb={minb} {name:22s} {r['ms'] * 1e3:8.1f} us {r['GB/s']:7.0f} GB/s "
+                  f"{100 * r['frac_copy_bw']:5.1f}% of copy", flush=True)
+            torch.cuda.empty_cache()
+        dec = {r["case"]: r for r in results["decode"] if r["variant"] == f"minb={minb}"}
+        results[f"int8_speedup_32x4K_minb{minb}"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
+        print(f"int8 speed-up over fp16 (32x4K, minb={minb}): {results[f'int8_speedup_32x4K_minb{minb}']:.2f}x",
               flush=True)
-        torch.cuda.empty_cache()
-    dec = {r["case"]: r for r in results["decode"]}
-    results["int8_speedup_32x4K"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
-    r = bench_prefill(8192, mm)
-    results["prefill"].append(r)
-    print(f"{r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s ({100 * r['frac_matmul']:.1f}% of matmul), "
-          f"SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, ours/SDPA speed {r['speed_vs_sdpa']:.2f}, "
-          f"rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}", flush=True)
-    print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
+    os.environ.pop("REVOLTA_DECODE_MINB", None)
+    native_ops._blocks_per_sm.cache_clear()
+    for warps in args.prefill_warps:
+        os.environ["REVOLTA_PREFILL_WARPS"] = str(warps)
+        r = bench_prefill(8192, mm)
+        r["variant"] = f"warps={warps}"
+        results["prefill"].append(r)
+        print(f"warps={warps} {r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s "
+              f"({100 * r['frac_matmul']:.1f}% of matmul), SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, "
+              f"ours/SDPA speed {r['speed_vs_sdpa']:.2f}, rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}", flush=True)
+    os.environ.pop("REVOLTA_PREFILL_WARPS", None)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

@@ -9,8 +9,8 @@
 #endif
 
 namespace revolta {
-cudaError_t attention_decode(const AttnParams&, int, int, int, int, cudaStream_t);
-cudaError_t attention_prefill(const AttnParams&, int, int, int, int, cudaStream_t);
+cudaError_t attention_decode(const AttnParams&, int, int, int, int, cudaStream_t, int*);
+cudaError_t attention_prefill(const AttnParams&, int, int, int, int, cudaStream_t, int*);
 
 inline int threads_for(int n) {
   int t = 32;
@@ -35,11 +35,16 @@ int revolta_paged_attention(const AttnParams* p, int head_dim, int kv_kind, int 
                             int max_query_len, cudaStream_t stream) {
   if (num_seqs == 0 || max_query_len == 0) return cudaSuccess;
   if (p->num_kv_heads <= 0 || p->num_heads % p->num_kv_heads != 0) return cudaErrorInvalidValue;
-  return prefill ? attention_prefill(*p, head_dim, kv_kind, num_seqs, max_query_len, stream)
-                 : attention_decode(*p, head_dim, kv_kind, num_seqs, max_query_len, stream);
+  return prefill ? attention_prefill(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr)
+                 : attention_decode(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr);
 }
 
-int revolta_attention_rows_per_block(int head_dim, int prefill) { return prefill ? 64 : 16; }
+int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int* blocks) {
+  AttnParams p{};
+  *blocks = 0;
+  return prefill ? attention_prefill(p, head_dim, kv_kind, 0, 0, nullptr, blocks)
+                 : attention_decode(p, head_dim, kv_kind, 0, 0, nullptr, blocks);
+}
 
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
                      int zero_centered, int dtype, cudaStream_t stream) {

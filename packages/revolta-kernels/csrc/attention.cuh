@@ -35,7 +35,15 @@ struct AttnParams {
   int num_tokens, num_heads, num_kv_heads, block_size, max_blocks;
   int split_tokens, num_splits;
   float scale_log2;            // softmax scale * log2(e)
+  int block_shift;             // log2(block_size) when a power of two, else -1
 };
+
+__device__ __forceinline__ int kv_block_index(const AttnParams& p, int kp) {
+  return p.block_shift >= 0 ? kp >> p.block_shift : kp / p.block_size;
+}
+__device__ __forceinline__ int kv_block_offset(const AttnParams& p, int kp) {
+  return p.block_shift >= 0 ? kp & (p.block_size - 1) : kp % p.block_size;
+}
 
 template <int D, int KIND, int WM, int WN, int BN>
 struct AttnCfg {
@@ -188,8 +196,8 @@ paged_attention_kernel(const AttnParams p) {
       scK[n] = 0.f;
       scV[n] = 0.f;
       if (kp < kend) {
-        const int blk = btab[kp / p.block_size];
-        const size_t tok = (static_cast<size_t>(blk) * p.num_kv_heads + kvh) * p.block_size + kp % p.block_size;
+        const int blk = btab[kv_block_index(p, kp)];
+        const size_t tok = (static_cast<size_t>(blk) * p.num_kv_heads + kvh) * p.block_size + kv_block_offset(p, kp);
         const size_t off = (tok * D + c * C::EPC) * C::ESZ;
         stK[n] = __ldg(reinterpret_cast<const uint4*>(kc + off));
         stV[n] = __ldg(reinterpret_cast<const uint4*>(vc + off));

@@ -100,7 +100,11 @@ def test_reshape_and_cache(src_dtype, cache_dtype, block_size, head_dim):
         if got is None:
             continue
         if got.dtype == torch.int8:
-            assert (got.int() - want.int()).abs().max() <= 1  # a tie may round either way after x / scale
+            # torch divides by a scalar as a multiply by its reciprocal, so scales can differ by an ulp and
+            # a value near a rounding tie by one step
+            assert (got.int() - want.int()).abs().max() <= 1
+        elif got.dtype == torch.float32:
+            assert torch.allclose(got, want, rtol=1e-6, atol=0, equal_nan=True)
         else:  # bit-identical, NaN in untouched slots included
             assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
 

@@ -7,6 +7,7 @@ go to torch's current CUDA stream, so the ops can be captured in CUDA graphs.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from functools import lru_cache
 
@@ -114,15 +115,28 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
         value.stride(0), value.stride(1), code, kind, _stream(key)))
 
 
-def _splits(num_seqs: int, num_kv_heads: int, row_tiles: int, max_ctx: int, device: torch.device) -> tuple[int, int]:
-    """Split the context so that at least ~4 blocks per SM run; each split covers >= 4 key tiles."""
-    base = num_seqs * num_kv_heads * row_tiles
-    target = 4 * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-    if base >= target or max_ctx <= 4 * _DECODE_TILE:
-        return 1, _NO_SPLIT
-    splits = min(math.ceil(target / base), math.ceil(max_ctx / (4 * _DECODE_TILE)))
-    split_tokens = math.ceil(math.ceil(max_ctx / splits) / _DECODE_TILE) * _DECODE_TILE
-    return math.ceil(max_ctx / split_tokens), split_tokens
+@lru_cache(maxsize=None)
+def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool) -> int:
+    n = ctypes.c_int(0)
+    check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), ctypes.byref(n)))
+    return max(1, n.value)
+
+
+def _splits(base: int, max_ctx: int, slots: int) -> tuple[int, int]:
+    """Choose how many context splits the decode grid gets.
+
+    ``base`` blocks exist without splitting and ``slots`` blocks run at once. The time is modelled as
+    waves x keys per split; the cheapest choice wins, ties going to fewer splits (less merging).
+    """
+    best = (float("inf"), 1, _NO_SPLIT)
+    max_splits = max(1, min(256, max_ctx // (4 * _DECODE_TILE)))
+    for s in range(1, max_splits + 1):
+        split_tokens = math.ceil(math.ceil(max_ctx / s) / _DECODE_TILE) * _DECODE_TILE
+        n = math.ceil(max_ctx / split_tokens)
+        cost = math.ceil(base * n / slots) * split_tokens
+        if cost < best[0]:
+            best = (cost, n, split_tokens if n > 1 else _NO_SPLIT)
+    return best[1], best[2]
 
 
 def _attention(prefill: bool):
@@ -154,7 +168,9 @@ def _attention(prefill: bool):
             splits, split_tokens = 1, _NO_SPLIT
         else:
             row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
-            splits, split_tokens = _splits(num_seqs, hkv, row_tiles, bt.shape[1] * bs, q.device)
+            dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False)
+            splits, split_tokens = _splits(num_seqs * hkv * row_tiles, bt.shape[1] * bs, slots)
         part_o = part_ml = None
         if splits > 1:
             part_o = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
@@ -165,7 +181,7 @@ def _attention(prefill: bool):
             k_scales.data_ptr() if int8 else None, v_scales.data_ptr() if int8 else None, bt.data_ptr(),
             cl.data_ptr(), qsl.data_ptr(), part_o.data_ptr() if part_o is not None else None,
             part_ml.data_ptr() if part_ml is not None else None, t, h, hkv, bs, bt.shape[1], split_tokens,
-            splits, scale * math.log2(math.e))
+            splits, scale * math.log2(math.e), bs.bit_length() - 1 if bs & (bs - 1) == 0 else -1)
         check(LIB.revolta_paged_attention(p, d, kind, int(prefill), num_seqs, max_query_len, _stream(q)))
         return out
 
