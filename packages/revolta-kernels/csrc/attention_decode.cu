@@ -17,7 +17,7 @@ cudaError_t decode_cfg(const AttnParams& p, int num_seqs, int max_query_len, cud
   constexpr int STAGES = NCH >= 8 ? 1 : 8 / NCH;
   using C = DecodeCfg<D, KIND, kDecodeWarps, kDecodeTile, STAGES>;
   static bool configured = false;
-  const int group = p.num_heads / p.num_kv_heads;
+  const int group = occ ? 1 : p.num_heads / p.num_kv_heads;  // an occupancy query passes no shapes
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + 15) / 16, p.num_splits);
   cudaError_t e = launch_or_query(paged_decode_kernel<D, KIND, kDecodeWarps, kDecodeTile, STAGES, MINB>, C::NT,
                                   C::SMEM_BYTES, configured, grid, p, stream, occ);

@@ -11,7 +11,7 @@ cudaError_t prefill_cfg(const AttnParams& p, int num_seqs, int max_query_len, cu
   constexpr int WN = 1, BN = D == 256 ? 32 : 64;
   using C = AttnCfg<D, KIND, WM, WN, BN>;
   static bool configured = false;
-  const int group = p.num_heads / p.num_kv_heads;
+  const int group = occ ? 1 : p.num_heads / p.num_kv_heads;  // an occupancy query passes no shapes
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, p.num_splits);
   cudaError_t e = launch_or_query(paged_attention_kernel<D, KIND, WM, WN, BN>, C::NT, C::SMEM_BYTES, configured,
                                   grid, p, stream, occ);
