@@ -71,6 +71,23 @@ def _(positions, query, key, cos_sin_cache, is_neox):
 @torch.library.custom_op(
     f"{LIB}::reshape_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
 )
+def _reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+) -> None:
+    ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+
+
+@_reshape_and_cache.register_fake
+def _(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    return None
+
+
 def reshape_and_cache(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -80,13 +97,12 @@ def reshape_and_cache(
     k_scales: torch.Tensor | None = None,
     v_scales: torch.Tensor | None = None,
 ) -> None:
-    """Write new K/V [T, Hkv, D] into the paged cache (layout in :mod:`revolta_kernels.reference.cache`)."""
-    ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+    """Write new K/V [T, Hkv, D] into the paged cache (layout in :mod:`revolta_kernels.reference.cache`).
 
-
-@reshape_and_cache.register_fake
-def _(key, value, key_cache, value_cache, slot_mapping, k_scales=None, v_scales=None):
-    return None
+    The scales are required arguments of the registered op: torch 2.10 drops defaulted trailing arguments
+    before bumping the versions of mutated ones, which fails for optional mutated tensors.
+    """
+    _reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
 def _attention_schema(name: str, doc: str, cpu_impl=ref.paged_attention):
