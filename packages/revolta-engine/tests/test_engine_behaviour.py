@@ -39,10 +39,11 @@ def test_prefix_cache_hit_leaves_output_unchanged(tiny_llama, baseline):
     first = llm.generate(ps[0], GREEDY)[0]
     assert first.num_cached_tokens == 0
     again = llm.generate(ps[0], GREEDY)[0]
-    assert again.num_cached_tokens == 40  # 5 full blocks of 8; the last token is always recomputed
+    # 40 tokens fill 5 blocks of 8, but the block holding the last token is recomputed for its logits.
+    assert again.num_cached_tokens == 32
     assert again.outputs[0].token_ids == first.outputs[0].token_ids == alone[0]
     stats = llm.llm_engine.get_stats()
-    assert stats.prefix_cache_hits == 40 and stats.kv_cache_usage == 0.0
+    assert stats.prefix_cache_hits == 32 and stats.kv_cache_usage == 0.0
 
 
 def test_chunked_prefill_with_a_16_token_budget(tiny_llama, baseline):
