@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from functools import lru_cache
+from functools import cache
 
 import torch
 
@@ -29,7 +29,7 @@ def _stream(t: torch.Tensor) -> int:
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
@@ -115,7 +115,7 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
         value.stride(0), value.stride(1), code, kind, _stream(key)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool) -> int:
     n = ctypes.c_int(0)
     check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), ctypes.byref(n)))

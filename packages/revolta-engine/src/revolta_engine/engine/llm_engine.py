@@ -86,12 +86,14 @@ class LLMEngine:
 
         weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
         self.model = load_model(hf_config, weights, self.max_model_len, self.dtype, self.device, args.seed)
+        if weights is not None:
+            self.checkpoint.check_all_shards_read()
 
-        attn = self.model.model.layers[0].self_attn
+        num_layers, num_kv_heads, head_dim = self.model.kv_cache_shape()
         kv_dtype = resolve_kv_cache_dtype(args.kv_cache_dtype, self.dtype)
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
-        spec = KVCacheSpec(len(self.model.model.layers), attn.num_kv_heads, attn.head_dim, block_size, kv_dtype)
+        spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, block_size, kv_dtype)
         num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched)
         kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching)

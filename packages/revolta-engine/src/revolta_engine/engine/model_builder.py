@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,7 +46,7 @@ def fill_dummy_weights(model: nn.Module, seed: int) -> None:
 
 
 def load_model(config: PretrainedConfig, weights, max_position: int, dtype: torch.dtype,
-               device: torch.device, seed: int) -> nn.Module:
+               device: torch.device, seed: int) -> Any:
     """Build the model and load ``weights`` (an iterable of HF-named tensors), or dummy ones if None."""
     start = time.perf_counter()
     model = build_model(config, max_position, dtype, device)

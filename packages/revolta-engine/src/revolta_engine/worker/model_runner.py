@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from torch import nn
 
 from revolta_engine.core.scheduler import ScheduledRequest
 from revolta_engine.forward_context import AttentionMetadata, ForwardContext, LayerKVCache, forward_context
@@ -24,7 +24,7 @@ class BatchInputs:
 class ModelRunner:
     """Runs the model over the paged KV cache on one device."""
 
-    def __init__(self, model: nn.Module, kv_caches: list[LayerKVCache], block_size: int,
+    def __init__(self, model: Any, kv_caches: list[LayerKVCache], block_size: int,
                  device: torch.device) -> None:
         self.model = model
         self.kv_caches = kv_caches
