@@ -113,3 +113,23 @@ def test_paged_attention_reference(kv_dtype, heads):
     # the op picks decode or prefill; on the CPU both run the reference
     got_op = ops.paged_attention(*case.args())
     assert rel_err(got_op, dense_attention_f64(case)) < 1e-5
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.float16, torch.int8, torch.float8_e5m2])
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2), (4, 1)])
+@pytest.mark.parametrize("q_lens", [[1, 1, 1], [1, 3, 8], [2, 8, 5]])
+def test_cpu_short_query_path_matches_float64(kv_dtype, heads, q_lens):
+    from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+
+    case = make_attn_case([9, 70, 16], q_lens, heads[0], heads[1], 32, 16, kv_dtype, q_dtype=torch.float32,
+                          seed=2)
+    assert rel_err(paged_attention_short_queries(*case.args()), dense_attention_f64(case)) < 1e-5
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.int8])
+@pytest.mark.parametrize("q_lens", [[40, 1, 16], [3, 70, 9]])
+def test_cpu_chunk_path_matches_float64(kv_dtype, q_lens):
+    from revolta_kernels.reference.decode_attention import paged_attention_chunks
+
+    case = make_attn_case([40, 70, 16], q_lens, 6, 2, 64, 8, kv_dtype, q_dtype=torch.float32, seed=3)
+    assert rel_err(paged_attention_chunks(*case.args()), dense_attention_f64(case)) < 1e-5

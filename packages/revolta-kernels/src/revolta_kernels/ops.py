@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from revolta_kernels import reference as ref
-from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+from revolta_kernels.reference.decode_attention import paged_attention_chunks, paged_attention_short_queries
 
 LIB = "revolta"
 
@@ -105,7 +105,7 @@ def reshape_and_cache(
     _reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
-def _attention_schema(name: str, doc: str, cpu_impl=ref.paged_attention):
+def _attention_schema(name: str, doc: str, cpu_impl):
     @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
     def op(
         query: torch.Tensor,
@@ -119,9 +119,6 @@ def _attention_schema(name: str, doc: str, cpu_impl=ref.paged_attention):
         k_scales: torch.Tensor | None = None,
         v_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if cpu_impl is ref.paged_attention:
-            return ref.paged_attention(query, key_cache, value_cache, block_tables, context_lens,
-                                       query_start_loc, scale, k_scales, v_scales)
         return cpu_impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
                         max_query_len, scale, k_scales, v_scales)
 
@@ -144,6 +141,7 @@ paged_attention_prefill = _attention_schema(
     "paged_attention_prefill",
     "Causal attention of variable-length chunks of new tokens over their cached prefix plus themselves. "
     "Arguments as in :func:`revolta_kernels.reference.paged_attention`.",
+    cpu_impl=paged_attention_chunks,
 )
 
 
