@@ -8,12 +8,16 @@ from revolta_kernels.reference.activation import silu_and_mul
 from revolta_kernels.reference.attention import paged_attention
 from revolta_kernels.reference.cache import dequantize_kv, reshape_and_cache
 from revolta_kernels.reference.norm import fused_add_rms_norm, rms_norm
+from revolta_kernels.reference.quant import dequantize as dequantize_quant
+from revolta_kernels.reference.quant import quant_matmul
 from revolta_kernels.reference.rotary import rotary_embedding
 
 __all__ = [
     "dequantize_kv",
+    "dequantize_quant",
     "fused_add_rms_norm",
     "paged_attention",
+    "quant_matmul",
     "reshape_and_cache",
     "rms_norm",
     "rotary_embedding",

@@ -1,0 +1,73 @@
+"""Reference for the quantized-weight GEMMs: unpack, dequantize, then a float32 matmul.
+
+Kernel layout (what the engine repacks AWQ and GPTQ checkpoints into, once at load):
+
+- ``qweight``: int32 ``[K / pack, N]`` with ``pack = 32 // bits``; row ``k`` of the weight is field
+  ``k % pack`` (bits ``[(k % pack) * bits, ...)``) of ``qweight[k // pack, n]`` (packed along K, in order).
+- ``scales``: ``[K / group_size, N]`` in the activation dtype.
+- ``qzeros``: int32 ``[K / group_size, N / pack]``, packed along N in order (field ``n % pack``).
+- the weight is ``W[k, n] = (q[k, n] - (z[k // group_size, n] + zero_offset)) * scales[k // group_size, n]``;
+  ``zero_offset`` is 1 for GPTQ v1 checkpoints (which store ``zero - 1``) and 0 otherwise, so zero points
+  stay 4 (or 8) bits wide in memory.
+
+``y = x @ W`` with ``x: [..., K]``, ``y: [..., N]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SUPPORTED_BITS = (4, 8)
+
+
+def _shifts(bits: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(0, 32, bits, device=device, dtype=torch.int32)
+
+
+def unpack_int32(packed: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
+    """Unpack ``32 // bits`` unsigned fields per int32 along ``dim`` (field ``i`` -> index ``j * pack + i``)."""
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"bits must be one of {SUPPORTED_BITS}, not {bits}")
+    dim = dim % packed.dim()
+    pack = 32 // bits
+    moved = packed.movedim(dim, -1).to(torch.int32)
+    fields = (moved.unsqueeze(-1) >> _shifts(bits, packed.device)) & ((1 << bits) - 1)
+    out = fields.reshape(*moved.shape[:-1], moved.shape[-1] * pack)
+    return out.movedim(-1, dim).contiguous()
+
+
+def pack_int32(values: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
+    """Inverse of :func:`unpack_int32`: pack unsigned ``bits``-wide values along ``dim`` into int32."""
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"bits must be one of {SUPPORTED_BITS}, not {bits}")
+    dim = dim % values.dim()
+    pack = 32 // bits
+    moved = values.movedim(dim, -1).to(torch.int64)
+    if moved.shape[-1] % pack:
+        raise ValueError(f"dimension {dim} of size {moved.shape[-1]} is not a multiple of {pack}")
+    if moved.numel() and (int(moved.min()) < 0 or int(moved.max()) >= 1 << bits):
+        raise ValueError(f"values must lie in [0, {(1 << bits) - 1}]")
+    fields = moved.reshape(*moved.shape[:-1], moved.shape[-1] // pack, pack)
+    word = (fields << _shifts(bits, values.device).to(torch.int64)).sum(-1)
+    word = torch.where(word >= 1 << 31, word - (1 << 32), word)  # two's complement into int32
+    return word.to(torch.int32).movedim(-1, dim).contiguous()
+
+
+def dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int, group_size: int,
+               zero_offset: int = 0) -> torch.Tensor:
+    """The float32 weight ``[K, N]`` of a kernel-layout quantized matrix."""
+    q = unpack_int32(qweight, bits, 0).float()
+    z = unpack_int32(qzeros, bits, 1).float() + zero_offset
+    k, n = q.shape
+    if scales.shape != (k // group_size, n) or k % group_size or z.shape != scales.shape:
+        raise ValueError(f"inconsistent quantized shapes: qweight {tuple(qweight.shape)}, scales "
+                         f"{tuple(scales.shape)}, qzeros {tuple(qzeros.shape)} for {bits} bits, group {group_size}")
+    s = scales.float()
+    return ((q.view(k // group_size, group_size, n) - z.unsqueeze(1)) * s.unsqueeze(1)).view(k, n)
+
+
+def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
+                 group_size: int, zero_offset: int = 0) -> torch.Tensor:
+    """``x @ dequantize(...)`` computed in float32, returned in ``x``'s dtype."""
+    w = dequantize(qweight, scales, qzeros, bits, group_size, zero_offset)
+    return (x.float() @ w).to(x.dtype)
