@@ -40,6 +40,8 @@ def fill_dummy_weights(model: nn.Module, seed: int) -> None:
     for name, param in model.named_parameters():
         if name.endswith("norm.weight"):
             param.data.fill_(1.0)
+        elif not param.dtype.is_floating_point:  # packed quantized weights and zero points: random bits
+            param.data.copy_(torch.randint(-(2**31), 2**31 - 1, param.shape, dtype=torch.int32, generator=gen))
         else:
             cpu = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen)
             param.data.copy_(cpu)

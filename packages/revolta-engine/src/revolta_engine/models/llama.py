@@ -14,6 +14,7 @@ from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.linear import Linear, MergedLinear
 from revolta_engine.layers.norm import RMSNorm
+from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.models.weights import WeightLoader
 
@@ -32,8 +33,11 @@ class LlamaAttention(nn.Module):
         self.head_dim = getattr(config, "head_dim", None) or hidden // self.num_heads
         bias = getattr(config, "attention_bias", self.qkv_bias_default)
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.qkv_proj = MergedLinear(hidden, [q_size, kv_size, kv_size], bias=bias)
-        self.o_proj = Linear(q_size, hidden, bias=getattr(config, "attention_out_bias", False) and bias)
+        quant = parse_quant_config(config)
+        self.qkv_proj = MergedLinear(hidden, [q_size, kv_size, kv_size], bias=bias,
+                                     quant=make_linear_method(quant, f"layers.{layer_idx}.self_attn.qkv_proj"))
+        self.o_proj = Linear(q_size, hidden, bias=getattr(config, "attention_out_bias", False) and bias,
+                             quant=make_linear_method(quant, f"layers.{layer_idx}.self_attn.o_proj"))
         if self.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -59,8 +63,10 @@ class LlamaMLP(nn.Module):
         super().__init__()
         bias = getattr(config, "mlp_bias", False)
         inter = config.intermediate_size
-        self.gate_up_proj = MergedLinear(config.hidden_size, [inter, inter], bias=bias)
-        self.down_proj = Linear(inter, config.hidden_size, bias=bias)
+        quant = parse_quant_config(config)
+        self.gate_up_proj = MergedLinear(config.hidden_size, [inter, inter], bias=bias,
+                                         quant=make_linear_method(quant, "mlp.gate_up_proj"))
+        self.down_proj = Linear(inter, config.hidden_size, bias=bias, quant=make_linear_method(quant, "mlp.down_proj"))
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -47,6 +47,15 @@ class WeightLoader:
                 del param
                 return
         param = self._param(name, name)
+        owner, _, attr = name.rpartition(".")
+        quantized: Any = self.model.get_submodule(owner) if owner else None
+        if getattr(quantized, "quant", None) is not None and attr in quantized.quant.param_names:
+            try:
+                quantized.load_quantized(attr, tensor)
+            except ValueError as e:
+                raise ModelLoadError(f"tensor {name!r}: {e}") from None
+            self.loaded[name] = None
+            return
         if param.shape != tensor.shape:
             raise ModelLoadError(
                 f"tensor {name!r} has shape {tuple(tensor.shape)} but the model expects {tuple(param.shape)}"

@@ -1,0 +1,136 @@
+"""Quantized linear layers: the parameters, the repack of checkpoint tensors at load, and the matmul.
+
+Every method stores the kernel layout of :mod:`revolta_kernels.reference.quant` (int32 ``qweight``
+``[K / pack, N]`` packed along K, ``scales`` ``[K / G, N]``, int32 ``qzeros`` ``[K / G, N / pack]`` packed
+along N, still 4 or 8 bits wide), so merged projections (q/k/v, gate/up) are one GEMM over their concatenated
+columns. AWQ's column-interleaved packing is converted once at load; GPTQ is already packed along K.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from revolta_kernels import ops_quant
+from revolta_kernels.reference.quant import pack_int32, unpack_int32
+from torch import nn
+
+from revolta_engine.errors import ModelLoadError
+from revolta_engine.layers.quant.config import QuantConfig
+
+# AutoAWQ packs the 8 columns of a word in the order 0, 2, 4, 6, 1, 3, 5, 7 (field i holds column AWQ_ORDER[i]).
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+AWQ_UNDO = (0, 4, 1, 5, 2, 6, 3, 7)
+
+
+def _int32_param(*shape: int) -> nn.Parameter:
+    return nn.Parameter(torch.zeros(shape, dtype=torch.int32), requires_grad=False)
+
+
+class QuantLinearMethod:
+    """Creates, loads and applies the quantized weight of one :class:`~revolta_engine.layers.linear.Linear`."""
+
+    param_names: tuple[str, ...] = ("qweight", "qzeros", "scales")
+
+    def __init__(self, config: QuantConfig) -> None:
+        self.config = config
+        self.bits = config.bits
+        self.pack = 32 // config.bits
+
+    def create_weights(self, layer: Any, in_features: int, out_features: int) -> None:
+        """Register ``qweight``, ``scales`` and ``qzeros`` (kernel layout) on ``layer``."""
+        group = self.config.group_for(in_features)
+        if in_features % group or in_features % self.pack or out_features % self.pack:
+            raise ModelLoadError(
+                f"a {in_features}x{out_features} layer cannot hold {self.config.method} {self.bits}-bit weights "
+                f"with group size {group} (the input size must be a multiple of the group size and of {self.pack})"
+            )
+        layer.group_size = group
+        layer.qweight = _int32_param(in_features // self.pack, out_features)
+        layer.scales = nn.Parameter(torch.empty(in_features // group, out_features), requires_grad=False)
+        layer.qzeros = _int32_param(in_features // group, out_features // self.pack)
+
+    def expected_shape(self, name: str, in_features: int, out: int, group: int) -> tuple[int, ...]:
+        """Shape of checkpoint tensor ``name`` for a part with ``out`` output features."""
+        raise NotImplementedError
+
+    def to_kernel_layout(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """Convert a checkpoint tensor (already shape-checked) into the kernel layout of its slice."""
+        raise NotImplementedError
+
+    def load(self, layer: Any, name: str, tensor: torch.Tensor, start: int, size: int) -> None:
+        """Check, repack and copy checkpoint tensor ``name`` of the part ``[start, start + size)`` of N."""
+        in_features, group = layer.in_features, layer.group_size
+        expected = self.expected_shape(name, in_features, size, group)
+        if tuple(tensor.shape) != expected:
+            raise ValueError(f"expected shape {expected} for {self.config.method} {self.bits}-bit {name}, "
+                             f"got {tuple(tensor.shape)}")
+        if name != "scales" and tensor.dtype not in (torch.int32, torch.uint32):
+            raise ValueError(f"{name} must be int32, got {tensor.dtype}")
+        if name == "g_idx":
+            self._check_g_idx(tensor, in_features, group)
+            return
+        if start % self.pack or size % self.pack:
+            raise ValueError(f"part of {size} columns at {start} is not a multiple of {self.pack} columns")
+        value = self.to_kernel_layout(name, tensor.view(torch.int32) if name != "scales" else tensor)
+        if name == "qzeros":
+            layer.qzeros.data[:, start // self.pack:(start + size) // self.pack].copy_(value)
+        else:
+            getattr(layer, name).data[:, start:start + size].copy_(value)
+
+    def _check_g_idx(self, g_idx: torch.Tensor, in_features: int, group: int) -> None:
+        trivial = torch.arange(in_features, dtype=torch.int64) // group
+        if not torch.equal(g_idx.to(torch.int64).cpu(), trivial):
+            raise ValueError(
+                "this GPTQ checkpoint uses act-order (desc_act=true: input channels are reordered by g_idx), "
+                "which ReVolta does not support; quantize with desc_act=false (or static_groups=true)"
+            )
+
+    def apply(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
+        """``x @ W`` for the layer's quantized ``W``."""
+        return ops_quant.quant_matmul(x, layer.qweight, layer.scales, layer.qzeros, self.bits, layer.group_size,
+                                      self.config.zero_offset)
+
+
+class AWQLinearMethod(QuantLinearMethod):
+    """AutoAWQ "GEMM" checkpoints: qweight ``[K, N / 8]`` and qzeros ``[K / G, N / 8]`` packed along N."""
+
+    def expected_shape(self, name: str, in_features: int, out: int, group: int) -> tuple[int, ...]:
+        rows = in_features if name == "qweight" else in_features // group
+        return (rows, out) if name == "scales" else (rows, out // self.pack)
+
+    def to_kernel_layout(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        if name == "scales":
+            return tensor
+        fields = unpack_int32(tensor, 4, 1)
+        natural = fields.view(fields.shape[0], -1, 8)[..., list(AWQ_UNDO)].reshape(fields.shape)
+        return pack_int32(natural, 4, 0 if name == "qweight" else 1)
+
+
+class GPTQLinearMethod(QuantLinearMethod):
+    """GPTQ checkpoints: qweight ``[K / pack, N]`` packed along K, qzeros ``[K / G, N / pack]``, g_idx ``[K]``."""
+
+    param_names = ("qweight", "qzeros", "scales", "g_idx")
+
+    def create_weights(self, layer: Any, in_features: int, out_features: int) -> None:
+        super().create_weights(layer, in_features, out_features)
+        # Checked at load (act-order is rejected) and kept only so the loader can account for it.
+        layer.g_idx = _int32_param(in_features)
+
+    def expected_shape(self, name: str, in_features: int, out: int, group: int) -> tuple[int, ...]:
+        return {
+            "qweight": (in_features // self.pack, out),
+            "qzeros": (in_features // group, out // self.pack),
+            "scales": (in_features // group, out),
+            "g_idx": (in_features,),
+        }[name]
+
+    def to_kernel_layout(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+
+def make_linear_method(config: QuantConfig | None, module_name: str) -> QuantLinearMethod | None:
+    """The quantized-linear method for ``module_name`` (None where the checkpoint keeps it unquantized)."""
+    if config is None or not config.applies_to(module_name):
+        return None
+    return AWQLinearMethod(config) if config.method == "awq" else GPTQLinearMethod(config)
