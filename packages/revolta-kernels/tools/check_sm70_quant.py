@@ -1,0 +1,96 @@
+"""Volta (sm_70) check of the quantized GEMM kernels (csrc/quant_gemm.cuh), like tools/check_sm70.py.
+
+Compiles every instantiation the library launches with NVRTC 12.9 to compute_70 PTX, assembles it with
+``ptxas -v`` and disassembles it with cuobjdump (the helpers of check_sm70.py), then fails if the
+tensor-core GEMM has no HMMA instruction or a kernel needs more than 96 KB of shared memory.
+Usage: ``python tools/check_sm70_quant.py [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_sm70 import VOLTA_SMEM, Kernel, _pkg_dir, assemble, count_hmma  # noqa: E402
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+
+
+def kernels() -> list[Kernel]:
+    """Every instantiation quant_gemm.cu launches."""
+    ks = [Kernel("quant splitk reduce", "&revolta::quant_splitk_reduce_kernel", False)]
+    for bits in (4, 8):
+        ks.append(Kernel(f"quant gemm int{bits} (WMMA)", f"&revolta::quant_gemm_kernel<{bits}>", True))
+        for mt in (1, 2, 4, 8):
+            ks.append(Kernel(f"quant gemv int{bits} m<={mt}", f"&revolta::quant_gemv_kernel<{bits}, {mt}>", False))
+    return ks
+
+
+def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
+    lib = ctypes.CDLL(str(next((_pkg_dir("nvidia.cuda_nvrtc") / "lib").glob("libnvrtc.so.12*"))))
+    includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
+    prog = ctypes.c_void_p()
+
+    def ok(rc: int, what: str) -> None:
+        if rc != 0:
+            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+            raise SystemExit(f"check_sm70_quant: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
+
+    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), b'#include "quant_gemm.cuh"\n', b"quant_sm70.cu", 0, None, None),
+       "nvrtcCreateProgram")
+    for k in ks:
+        ok(lib.nvrtcAddNameExpression(prog, k.expr.encode()), f"nvrtcAddNameExpression({k.expr})")
+    opts = [f"-arch={arch}", "-std=c++17", "-default-device", "-lineinfo"] + [f"-I{p}" for p in includes]
+    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
+    size = ctypes.c_size_t()
+    if rc != 0:
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        print(log.value.decode(), file=sys.stderr)
+        ok(rc, "nvrtcCompileProgram")
+    for k in ks:
+        name = ctypes.c_char_p()
+        ok(lib.nvrtcGetLoweredName(prog, k.expr.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({k.expr})")
+        k.lowered = name.value.decode()
+    lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
+    ptx = ctypes.create_string_buffer(size.value)
+    ok(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+    return ptx.value.decode()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, help="keep the PTX/cubin and write the table here")
+    args = parser.parse_args()
+    ks = kernels()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.out or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        cubin = assemble(nvrtc_compile(ks, "compute_70"), ks, work)
+        count_hmma(cubin, ks)
+    rows, failures = [], []
+    for k in ks:
+        smem = k.smem_static + k.smem_dynamic
+        problems = ["claims tensor cores but has no HMMA"] if k.tensor_cores and k.hmma == 0 else []
+        if smem > VOLTA_SMEM:
+            problems.append(f"{smem} B shared memory > 96 KB")
+        note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
+        rows.append(f"{k.name:30s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}")
+        failures += [f"{k.name}: {p}" for p in problems]
+    table = "\n".join([f"{'kernel (sm_70)':30s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows])
+    print(table)
+    if args.out:
+        (args.out / "sm70_quant_table.txt").write_text(table + "\n")
+    if failures:
+        print(f"\ncheck_sm70_quant: {len(failures)} problem(s):\n  " + "\n  ".join(failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
