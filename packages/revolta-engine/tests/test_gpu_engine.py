@@ -22,11 +22,11 @@ def _prompts(n: int, vocab: int, seed: int = 0) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def smol_gpu() -> LLM:
-    return LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, gpu_memory_utilization=0.3)
+    return LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, kv_cache_memory_bytes=2 * 2**30)
 
 
 def test_graph_replay_equals_eager_for_several_batch_sizes(smol_gpu):
-    eager = LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, gpu_memory_utilization=0.3,
+    eager = LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, kv_cache_memory_bytes=2 * 2**30,
                 enforce_eager=True)
     assert smol_gpu.llm_engine.runner.graph_runner is not None, "graphs were not captured"
     assert eager.llm_engine.runner.graph_runner is None
