@@ -20,14 +20,34 @@ def _prompts(n: int, vocab: int, seed: int = 0) -> list[dict]:
     return [{"prompt_token_ids": torch.randint(3, vocab, (20 + 7 * i,), generator=g).tolist()} for i in range(n)]
 
 
+def _model_path(tmp_path_factory) -> str:
+    """SmolLM2 when its GGUF is installed; else a random Llama with native-kernel shapes (head_dim 64)."""
+    from revolta_engine import default_model
+    from revolta_engine.errors import DefaultModelMissingError
+
+    try:
+        return str(default_model())
+    except DefaultModelMissingError:
+        from checkpoints import make_tiny_checkpoint
+
+        return str(make_tiny_checkpoint(tmp_path_factory.mktemp("gpu") / "llama", "llama", hidden_size=256,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                        intermediate_size=512, num_hidden_layers=4))
+
+
 @pytest.fixture(scope="module")
-def smol_gpu() -> LLM:
-    return LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, kv_cache_memory_bytes=2 * 2**30)
+def model_path(tmp_path_factory) -> str:
+    return _model_path(tmp_path_factory)
 
 
-def test_graph_replay_equals_eager_for_several_batch_sizes(smol_gpu):
-    eager = LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, kv_cache_memory_bytes=2 * 2**30,
-                enforce_eager=True)
+@pytest.fixture(scope="module")
+def smol_gpu(model_path) -> LLM:
+    return LLM(model_path, dtype="float16", max_model_len=1024, max_num_seqs=16, kv_cache_memory_bytes=2 * 2**30)
+
+
+def test_graph_replay_equals_eager_for_several_batch_sizes(smol_gpu, model_path):
+    eager = LLM(model_path, dtype="float16", max_model_len=1024, max_num_seqs=16,
+                kv_cache_memory_bytes=2 * 2**30, enforce_eager=True)
     assert smol_gpu.llm_engine.runner.graph_runner is not None, "graphs were not captured"
     assert eager.llm_engine.runner.graph_runner is None
     vocab = smol_gpu.llm_engine.hf_config.vocab_size
@@ -39,9 +59,9 @@ def test_graph_replay_equals_eager_for_several_batch_sizes(smol_gpu):
 
 
 @torch.inference_mode()
-def test_fp16_gpu_agrees_with_cpu_float32_teacher_forced(smol_gpu):
+def test_fp16_gpu_agrees_with_cpu_float32_teacher_forced(smol_gpu, model_path):
     """Top-1 of every position of a fixed text, GPU fp16 vs CPU fp32, over a few hundred positions."""
-    cpu = LLM(dtype="float32", max_model_len=1024, device="cpu")
+    cpu = LLM(model_path, dtype="float32", max_model_len=1024, device="cpu")
     tok = cpu.get_tokenizer()
     text = ("The history of astronomy spans thousands of years. Ancient peoples watched the sky to keep "
             "calendars and to navigate. ") * 8
@@ -65,11 +85,11 @@ def test_fp16_gpu_agrees_with_cpu_float32_teacher_forced(smol_gpu):
     assert agree >= 0.95, f"only {agree:.1%} of teacher-forced top-1 positions agree"
 
 
-def test_tiny_kv_cache_preempts_and_keeps_greedy_output(smol_gpu):
+def test_tiny_kv_cache_preempts_and_keeps_greedy_output(smol_gpu, model_path):
     vocab = smol_gpu.llm_engine.hf_config.vocab_size
     prompts = _prompts(8, vocab, seed=11)
     want = [o.outputs[0].token_ids for o in smol_gpu.generate(prompts, GREEDY)]
-    small = LLM(dtype="float16", max_model_len=1024, max_num_seqs=16, num_gpu_blocks_override=12)
+    small = LLM(model_path, dtype="float16", max_model_len=1024, max_num_seqs=16, num_gpu_blocks_override=12)
     got = [o.outputs[0].token_ids for o in small.generate(prompts, GREEDY)]
     assert small.llm_engine.get_stats().num_preemptions > 0
     assert got == want
