@@ -133,3 +133,17 @@ def test_cpu_chunk_path_matches_float64(kv_dtype, q_lens):
 
     case = make_attn_case([40, 70, 16], q_lens, 6, 2, 64, 8, kv_dtype, q_dtype=torch.float32, seed=3)
     assert rel_err(paged_attention_chunks(*case.args()), dense_attention_f64(case)) < 1e-5
+
+
+def test_cpu_short_query_path_ignores_garbage_past_the_context():
+    from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+
+    case = make_attn_case([9, 21], [1, 1], 4, 2, 32, 16, torch.float32, q_dtype=torch.float32, seed=4)
+    want = dense_attention_f64(case)
+    # Poison every slot that is not part of a context, and the null block 0 that padding points at.
+    for cache in (case.key_cache, case.value_cache):
+        cache[0] = float("nan")
+        for b, ctx in enumerate(case.context_lens.tolist()):
+            last = int(case.block_tables[b, (ctx - 1) // 16])
+            cache[last, :, (ctx - 1) % 16 + 1:] = float("nan")
+    assert rel_err(paged_attention_short_queries(*case.args()), want) < 1e-5
