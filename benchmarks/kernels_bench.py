@@ -15,9 +15,10 @@ import math
 import os
 import statistics
 
-import revolta_kernels
 import torch
 import torch.nn.functional as F
+
+import revolta_kernels
 from revolta_kernels import native_ops, ops
 
 
