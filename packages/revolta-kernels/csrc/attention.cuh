@@ -35,15 +35,11 @@ struct AttnParams {
   int num_tokens, num_heads, num_kv_heads, block_size, max_blocks;
   int split_tokens, num_splits;
   float scale_log2;            // softmax scale * log2(e)
-  int block_shift;             // log2(block_size) when a power of two, else -1
+  int block_shift;             // log2(block_size); block_size must be a power of two
 };
 
-__device__ __forceinline__ int kv_block_index(const AttnParams& p, int kp) {
-  return p.block_shift >= 0 ? kp >> p.block_shift : kp / p.block_size;
-}
-__device__ __forceinline__ int kv_block_offset(const AttnParams& p, int kp) {
-  return p.block_shift >= 0 ? kp & (p.block_size - 1) : kp % p.block_size;
-}
+__device__ __forceinline__ int kv_block_index(const AttnParams& p, int kp) { return kp >> p.block_shift; }
+__device__ __forceinline__ int kv_block_offset(const AttnParams& p, int kp) { return kp & (p.block_size - 1); }
 
 template <int D, int KIND, int WM, int WN, int BN>
 struct AttnCfg {

@@ -34,7 +34,7 @@ struct DecodeCfg {
   static constexpr int O_BYTES = 16 * LDO * 4;  // reuses the K/V area at the end
   static constexpr int SMEM_BYTES = Q_BYTES + KV_BYTES + S_BYTES + P_BYTES + 3 * 16 * 4 + 2 * 16 * 4;
   static_assert(SW % 16 == 0 && OW % 16 == 0, "warp slices must be whole 16-wide fragments");
-  static_assert((BN * CPR) % NT == 0, "tile chunks must divide among threads");
+  static_assert((BN * CPR) % NT == 0 && NT % CPR == 0, "tile chunks must divide among threads");
   static_assert(O_BYTES <= KV_BYTES, "output staging must fit in the K/V area");
   static_assert(NT / 16 <= 32 && (NT / 16 & (NT / 16 - 1)) == 0, "threads per row: power of two <= 32");
 };
@@ -116,25 +116,29 @@ paged_decode_kernel(const AttnParams p) {
   float scK[STAGES][C::NCH], scV[STAGES][C::NCH];
 
   const int ntiles = kend > kbeg ? (kend - kbeg + BN - 1) / BN : 0;
-#define REVOLTA_LOAD(S, K0)                                                                               \
-  _Pragma("unroll") for (int n = 0; n < C::NCH; ++n) {                                                   \
-    const int i = tid + n * C::NT;                                                                       \
-    const int kp = (K0) + i / C::CPR, c = i % C::CPR;                                                    \
-    stK[S][n] = make_uint4(0, 0, 0, 0);                                                                  \
-    stV[S][n] = make_uint4(0, 0, 0, 0);                                                                  \
-    scK[S][n] = 0.f;                                                                                     \
-    scV[S][n] = 0.f;                                                                                     \
-    if (kp < kend) {                                                                                     \
-      const int blk = btab[kv_block_index(p, kp)];                                                       \
-      const size_t tok = (static_cast<size_t>(blk) * p.num_kv_heads + kvh) * p.block_size + kv_block_offset(p, kp); \
-      const size_t off = (tok * D + c * C::EPC) * C::ESZ;                                                \
-      stK[S][n] = __ldg(reinterpret_cast<const uint4*>(kc + off));                                       \
-      stV[S][n] = __ldg(reinterpret_cast<const uint4*>(vc + off));                                       \
-      if (KIND == KV_I8) {                                                                               \
-        scK[S][n] = __ldg(p.k_scales + tok);                                                             \
-        scV[S][n] = __ldg(p.v_scales + tok);                                                             \
-      }                                                                                                  \
-    }                                                                                                    \
+  // Thread tid always loads chunk c of tokens tk0, tk0 + TSTEP, ...; block_size is a power of two.
+  constexpr int TSTEP = C::NT / C::CPR;
+  const int tk0 = tid / C::CPR, cbyte = (tid % C::CPR) * 16;
+  const size_t blk_stride = static_cast<size_t>(p.num_kv_heads) * p.block_size;
+  const int head_tok = kvh * p.block_size, bmask = p.block_size - 1;
+#define REVOLTA_LOAD(S, K0)                                                                  \
+  _Pragma("unroll") for (int n = 0; n < C::NCH; ++n) {                                      \
+    const int kp = (K0) + tk0 + n * TSTEP;                                                  \
+    stK[S][n] = make_uint4(0, 0, 0, 0);                                                     \
+    stV[S][n] = make_uint4(0, 0, 0, 0);                                                     \
+    scK[S][n] = 0.f;                                                                        \
+    scV[S][n] = 0.f;                                                                        \
+    if (kp < kend) {                                                                        \
+      const size_t tok = static_cast<size_t>(btab[kp >> p.block_shift]) * blk_stride +     \
+                         (head_tok + (kp & bmask));                                         \
+      const size_t off = tok * (D * C::ESZ) + cbyte;                                        \
+      stK[S][n] = __ldg(reinterpret_cast<const uint4*>(kc + off));                          \
+      stV[S][n] = __ldg(reinterpret_cast<const uint4*>(vc + off));                          \
+      if (KIND == KV_I8) {                                                                  \
+        scK[S][n] = __ldg(p.k_scales + tok);                                                \
+        scV[S][n] = __ldg(p.v_scales + tok);                                                \
+      }                                                                                     \
+    }                                                                                       \
   }
 #pragma unroll
   for (int s = 0; s < STAGES; ++s)
@@ -148,10 +152,9 @@ paged_decode_kernel(const AttnParams p) {
         const int k0 = kbeg + it * BN;
 #pragma unroll
         for (int n = 0; n < C::NCH; ++n) {
-          const int i = tid + n * C::NT;
-          const int tk = i / C::CPR, c = i % C::CPR;
-          store_chunk<KIND>(sK + tk * C::LDK + c * C::EPC, stK[s][n], scK[s][n]);
-          store_chunk<KIND>(sV + tk * C::LDK + c * C::EPC, stV[s][n], scV[s][n]);
+          const int soff = (tk0 + n * TSTEP) * C::LDK + (cbyte / C::ESZ);
+          store_chunk<KIND>(sK + soff, stK[s][n], scK[s][n]);
+          store_chunk<KIND>(sV + soff, stV[s][n], scV[s][n]);
         }
         __syncthreads();
         if (it + STAGES < ntiles) { REVOLTA_LOAD(s, k0 + STAGES * BN) }

@@ -148,6 +148,7 @@ def _attention(prefill: bool):
               and query.dim() == 3 and d in _HEAD_DIMS and key_cache.shape[-1] == d
               and key_cache.is_contiguous() and value_cache.is_contiguous()
               and query.shape[1] % key_cache.shape[1] == 0
+              and key_cache.shape[2] & (key_cache.shape[2] - 1) == 0
               and (kind != 1 or (k_scales is not None and v_scales is not None
                                  and k_scales.dtype == torch.float32 and v_scales.dtype == torch.float32
                                  and k_scales.is_contiguous() and v_scales.is_contiguous())))
@@ -181,7 +182,7 @@ def _attention(prefill: bool):
             k_scales.data_ptr() if int8 else None, v_scales.data_ptr() if int8 else None, bt.data_ptr(),
             cl.data_ptr(), qsl.data_ptr(), part_o.data_ptr() if part_o is not None else None,
             part_ml.data_ptr() if part_ml is not None else None, t, h, hkv, bs, bt.shape[1], split_tokens,
-            splits, scale * math.log2(math.e), bs.bit_length() - 1 if bs & (bs - 1) == 0 else -1)
+            splits, scale * math.log2(math.e), bs.bit_length() - 1)
         check(LIB.revolta_paged_attention(p, d, kind, int(prefill), num_seqs, max_query_len, _stream(q)))
         return out
 
