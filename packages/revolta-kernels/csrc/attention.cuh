@@ -69,6 +69,10 @@ struct AttnCfg {
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16, at most 256");
 };
 
+// Exposed for tools/check_sm70.py, which reads the dynamic shared memory of each instantiation.
+template <int D, int KIND, int WM, int WN, int BN>
+__device__ const int attn_smem_bytes = AttnCfg<D, KIND, WM, WN, BN>::SMEM_BYTES;
+
 // Dequantise one 16-byte chunk of cache elements into fp16 shared memory.
 template <int KIND>
 __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {

@@ -39,6 +39,10 @@ struct DecodeCfg {
   static_assert(NT / 16 <= 32 && (NT / 16 & (NT / 16 - 1)) == 0, "threads per row: power of two <= 32");
 };
 
+// Exposed for tools/check_sm70.py, which reads the dynamic shared memory of each instantiation.
+template <int D, int KIND, int NW, int BN, int STAGES>
+__device__ const int decode_smem_bytes = DecodeCfg<D, KIND, NW, BN, STAGES>::SMEM_BYTES;
+
 template <int D, int KIND, int NW, int BN, int STAGES, int MINB>
 __global__ void __launch_bounds__(32 * NW, MINB)
 paged_decode_kernel(const AttnParams p) {
