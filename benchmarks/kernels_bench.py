@@ -124,8 +124,8 @@ def main() -> None:
     parser.add_argument("--out", default="kernels_bench.json")
     parser.add_argument("--decode-minb", type=int, nargs="+", default=[3],
                         help="decode register budgets to time (blocks per SM: 3 default, 4 experimental)")
-    parser.add_argument("--prefill-warps", type=int, nargs="+", default=[4],
-                        help="prefill warps per block to time (4 default, 8 experimental)")
+    parser.add_argument("--prefill-variants", nargs="+", default=["default"],
+                        choices=["default", "no-prefetch", "legacy"], help="prefill kernel variants to time")
     args = parser.parse_args()
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
@@ -154,15 +154,19 @@ def main() -> None:
               flush=True)
     os.environ.pop("REVOLTA_DECODE_MINB", None)
     native_ops._blocks_per_sm.cache_clear()
-    for warps in args.prefill_warps:
-        os.environ["REVOLTA_PREFILL_WARPS"] = str(warps)
+    variants = {"default": {}, "no-prefetch": {"REVOLTA_PREFILL_PREFETCH": "0"},
+                "legacy": {"REVOLTA_PREFILL_LEGACY": "1"}}
+    for name in args.prefill_variants:
+        env = variants[name]
+        os.environ.update(env)
         r = bench_prefill(8192, mm)
-        r["variant"] = f"warps={warps}"
+        for key in env:
+            os.environ.pop(key)
+        r["variant"] = name
         results["prefill"].append(r)
-        print(f"warps={warps} {r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s "
+        print(f"{name} {r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s "
               f"({100 * r['frac_matmul']:.1f}% of matmul), SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, "
               f"ours/SDPA speed {r['speed_vs_sdpa']:.2f}, rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}", flush=True)
-    os.environ.pop("REVOLTA_PREFILL_WARPS", None)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

@@ -73,30 +73,50 @@ struct AttnCfg {
 template <int D, int KIND, int WM, int WN, int BN>
 __device__ const int attn_smem_bytes = AttnCfg<D, KIND, WM, WN, BN>::SMEM_BYTES;
 
-// Dequantise one 16-byte chunk of cache elements into fp16 shared memory.
+// Cache values are staged in fp16 divided by this power of two (exact); the kernels multiply it back
+// into the softmax scale (K) and the output (V). e4m3 lands 8 binades low when its bits are placed in an
+// fp16, and undoing that per element would cost a multiply per value.
+template <int KIND>
+__device__ __forceinline__ constexpr float kv_unit() { return KIND == KV_E4M3 ? 256.f : 1.f; }
+
+// Dequantise one 16-byte chunk of cache elements into fp16 shared memory with byte permutes:
+//   int8: 0x64uu as fp16 is 1024 + u, so (b ^ 0x80) placed under 0x64 minus 1152 is b, exactly;
+//   e5m2: the byte is the top half of an fp16; e4m3: the same shifted right by one, sign kept.
 template <int KIND>
 __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {
   if (KIND == KV_F16) {
     *reinterpret_cast<uint4*>(dst) = c;
   } else {
     const uint32_t w[4] = {c.x, c.y, c.z, c.w};
-    __half2 h[8];
+    uint32_t h[8];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       if (KIND == KV_I8) {
-        const int8_t* b = reinterpret_cast<const int8_t*>(&w[i]);
-        h[2 * i] = __floats2half2_rn(static_cast<float>(b[0]) * scale, static_cast<float>(b[1]) * scale);
-        h[2 * i + 1] = __floats2half2_rn(static_cast<float>(b[2]) * scale, static_cast<float>(b[3]) * scale);
-      } else if (KIND == KV_E4M3) {
-        h[2 * i] = e4m3x2_to_half2(static_cast<uint16_t>(w[i] & 0xffffu));
-        h[2 * i + 1] = e4m3x2_to_half2(static_cast<uint16_t>(w[i] >> 16));
+        const uint32_t u = w[i] ^ 0x80808080u;
+        h[2 * i] = __byte_perm(u, 0x64646464u, 0x5140);
+        h[2 * i + 1] = __byte_perm(u, 0x64646464u, 0x7362);
       } else {
-        h[2 * i] = e5m2x2_to_half2(static_cast<uint16_t>(w[i] & 0xffffu));
-        h[2 * i + 1] = e5m2x2_to_half2(static_cast<uint16_t>(w[i] >> 16));
+        const uint32_t lo = __byte_perm(w[i], 0u, 0x1404), hi = __byte_perm(w[i], 0u, 0x3424);
+        if (KIND == KV_E4M3) {
+          h[2 * i] = ((lo >> 1) & 0x3fff3fffu) | (lo & 0x80008000u);
+          h[2 * i + 1] = ((hi >> 1) & 0x3fff3fffu) | (hi & 0x80008000u);
+        } else {
+          h[2 * i] = lo;
+          h[2 * i + 1] = hi;
+        }
       }
     }
-    reinterpret_cast<uint4*>(dst)[0] = *reinterpret_cast<uint4*>(&h[0]);
-    reinterpret_cast<uint4*>(dst)[1] = *reinterpret_cast<uint4*>(&h[4]);
+    if (KIND == KV_I8) {
+      const __half2 bias = __float2half2_rn(1152.f), s2 = __float2half2_rn(scale);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        __half2 v = __hsub2(*reinterpret_cast<__half2*>(&h[i]), bias);
+        v = __hmul2(v, s2);
+        h[i] = *reinterpret_cast<uint32_t*>(&v);
+      }
+    }
+    reinterpret_cast<uint4*>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+    reinterpret_cast<uint4*>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
   }
 }
 
@@ -175,6 +195,7 @@ paged_attention_kernel(const AttnParams p) {
   for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(o[n], 0.f);
 
   const int sr = lane >> 1, sh = lane & 1;
+  const float qk_scale = p.scale_log2 * kv_unit<KIND>();
   float m_run = -INFINITY, l_run = 0.f;
   __syncthreads();
   const int mypos = sRowPos[wm * 16 + sr];
@@ -255,7 +276,7 @@ paged_attention_kernel(const AttnParams p) {
 #pragma unroll 4
     for (int c = sh; c < C::BNW; c += 2) {
       const int kp = kb + c;
-      const float v = (kp <= mypos && kp < kend) ? srow[c] * p.scale_log2 : -INFINITY;
+      const float v = (kp <= mypos && kp < kend) ? srow[c] * qk_scale : -INFINITY;
       srow[c] = v;
       mx = fmaxf(mx, v);
     }
@@ -344,7 +365,7 @@ paged_attention_kernel(const AttnParams p) {
       acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
     }
     const float L = sRowL[r];
-    const float inv = L > 0.f ? 1.f / L : 0.f;
+    const float inv = L > 0.f ? kv_unit<KIND>() / L : 0.f;
     acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
     if (p.num_splits == 1) {
       __half2* dst = reinterpret_cast<__half2*>(p.out + static_cast<size_t>(orow) * D + d);

@@ -109,6 +109,7 @@ paged_decode_kernel(const AttnParams p) {
   for (int n = 0; n < C::OW / 16; ++n) wmma::fill_fragment(o[n], 0.f);
 
   const int srow = tid / TPR, spart = tid % TPR;  // softmax: TPR threads per row
+  const float qk_scale = p.scale_log2 * kv_unit<KIND>();
   float m_run = -INFINITY, l_run = 0.f;
   __syncthreads();
   const int mypos = sRowPos[srow];
@@ -194,7 +195,7 @@ paged_decode_kernel(const AttnParams p) {
           for (int e = 0; e < BN / TPR; ++e) {
             const int c = spart + e * TPR;
             const int kp = k0 + c;
-            v[e] = (kp <= mypos && kp < kend) ? rowp[c] * p.scale_log2 : -INFINITY;
+            v[e] = (kp <= mypos && kp < kend) ? rowp[c] * qk_scale : -INFINITY;
             mx = fmaxf(mx, v[e]);
           }
 #pragma unroll
@@ -253,7 +254,7 @@ paged_decode_kernel(const AttnParams p) {
     if (orow < 0) continue;
     float4 acc = *reinterpret_cast<const float4*>(sO + r * C::LDO + d);
     const float L = sRowL[r];
-    const float inv = L > 0.f ? 1.f / L : 0.f;
+    const float inv = L > 0.f ? kv_unit<KIND>() / L : 0.f;
     acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
     if (p.num_splits == 1) {
       __half2* dst = reinterpret_cast<__half2*>(p.out + static_cast<size_t>(orow) * D + d);

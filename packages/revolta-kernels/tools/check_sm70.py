@@ -58,9 +58,13 @@ def kernels() -> list[Kernel]:
             args = f"{d}, {kind}, 4, 64, {stages}"
             ks.append(Kernel(f"decode d{d} {kname}", f"&revolta::paged_decode_kernel<{args}, {minb}>", True,
                              f"&revolta::decode_smem_bytes<{args}>"))
+            rf, bn = (1, 32) if d == 256 else (2, 32 if d == 128 else 64)
+            args = f"{d}, {kind}, 4, {rf}, {bn}"
+            ks.append(Kernel(f"prefill d{d} {kname}", f"&revolta::paged_prefill_kernel<{args}, true>", True,
+                             f"&revolta::prefill_smem_bytes<{args}>"))
             bn = 32 if d == 256 else 64
             args = f"{d}, {kind}, 4, 1, {bn}"
-            ks.append(Kernel(f"prefill d{d} {kname}", f"&revolta::paged_attention_kernel<{args}>", True,
+            ks.append(Kernel(f"prefill-legacy d{d} {kname}", f"&revolta::paged_attention_kernel<{args}>", True,
                              f"&revolta::attn_smem_bytes<{args}>"))
         ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
     for t, tn in DTYPES.items():
@@ -81,7 +85,8 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
     nvrtc_dir = _pkg_dir("nvidia.cuda_nvrtc")
     lib = ctypes.CDLL(str(next((nvrtc_dir / "lib").glob("libnvrtc.so.12*"))))
     includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
-    src = b'#include "attention.cuh"\n#include "decode.cuh"\n#include "cache.cuh"\n#include "norm.cuh"\n' \
+    src = b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n' \
+          b'#include "norm.cuh"\n' \
           b'#include "rotary.cuh"\n'
     prog = ctypes.c_void_p()
 
