@@ -126,6 +126,14 @@ paged_decode_kernel(const AttnParams p) {
   const int tk0 = tid / C::CPR, cbyte = (tid % C::CPR) * 16;
   const size_t blk_stride = static_cast<size_t>(p.num_kv_heads) * p.block_size;
   const int head_tok = kvh * p.block_size, bmask = p.block_size - 1;
+  // Block ids of the next tile to load are fetched one tile earlier still, so the block-table read
+  // and the K/V read it addresses are never back to back on the critical path.
+  int bidn[C::NCH];
+#define REVOLTA_BIDS(K0)                                                                     \
+  _Pragma("unroll") for (int n = 0; n < C::NCH; ++n) {                                      \
+    const int kp = (K0) + tk0 + n * TSTEP;                                                  \
+    bidn[n] = kp < kend ? __ldg(btab + (kp >> p.block_shift)) : 0;                          \
+  }
 #define REVOLTA_LOAD(S, K0)                                                                  \
   _Pragma("unroll") for (int n = 0; n < C::NCH; ++n) {                                      \
     const int kp = (K0) + tk0 + n * TSTEP;                                                  \
@@ -134,8 +142,7 @@ paged_decode_kernel(const AttnParams p) {
     scK[S][n] = 0.f;                                                                        \
     scV[S][n] = 0.f;                                                                        \
     if (kp < kend) {                                                                        \
-      const size_t tok = static_cast<size_t>(btab[kp >> p.block_shift]) * blk_stride +     \
-                         (head_tok + (kp & bmask));                                         \
+      const size_t tok = static_cast<size_t>(bidn[n]) * blk_stride + (head_tok + (kp & bmask)); \
       const size_t off = tok * (D * C::ESZ) + cbyte;                                        \
       stK[S][n] = __ldg(reinterpret_cast<const uint4*>(kc + off));                          \
       stV[S][n] = __ldg(reinterpret_cast<const uint4*>(vc + off));                          \
@@ -147,7 +154,11 @@ paged_decode_kernel(const AttnParams p) {
   }
 #pragma unroll
   for (int s = 0; s < STAGES; ++s)
-    if (s < ntiles) { REVOLTA_LOAD(s, kbeg + s * BN) }
+    if (s < ntiles) {
+      REVOLTA_BIDS(kbeg + s * BN)
+      REVOLTA_LOAD(s, kbeg + s * BN)
+    }
+  if (STAGES < ntiles) { REVOLTA_BIDS(kbeg + STAGES * BN) }
 
   for (int base = 0; base < ntiles; base += STAGES) {
 #pragma unroll
@@ -162,7 +173,10 @@ paged_decode_kernel(const AttnParams p) {
           store_chunk<KIND>(sV + soff, stV[s][n], scV[s][n]);
         }
         __syncthreads();
-        if (it + STAGES < ntiles) { REVOLTA_LOAD(s, k0 + STAGES * BN) }
+        if (it + STAGES < ntiles) {
+          REVOLTA_LOAD(s, k0 + STAGES * BN)
+          if (it + STAGES + 1 < ntiles) { REVOLTA_BIDS(k0 + (STAGES + 1) * BN) }
+        }
 
         // S slice of this warp
         {
@@ -238,6 +252,7 @@ paged_decode_kernel(const AttnParams p) {
     }
   }
 #undef REVOLTA_LOAD
+#undef REVOLTA_BIDS
 
   if (spart == 0) {
     sRowM[srow] = m_run;

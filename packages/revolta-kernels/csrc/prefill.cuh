@@ -124,6 +124,12 @@ paged_prefill_kernel(const AttnParams p) {
   uint4 stK[C::NCH], stV[C::NCH];
   float scK[C::NCH], scV[C::NCH];
   auto load_tile = [&](int k0) {
+    int bid[C::NCH];  // all block-table reads first, so their latencies overlap
+#pragma unroll
+    for (int n = 0; n < C::NCH; ++n) {
+      const int kp = k0 + tk0 + n * C::TSTEP;
+      bid[n] = kp < kend ? __ldg(btab + (kp >> p.block_shift)) : 0;
+    }
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
       const int kp = k0 + tk0 + n * C::TSTEP;
@@ -132,7 +138,7 @@ paged_prefill_kernel(const AttnParams p) {
       scK[n] = 0.f;
       scV[n] = 0.f;
       if (kp < kend) {
-        const size_t tok = static_cast<size_t>(btab[kp >> p.block_shift]) * blk_stride + (head_tok + (kp & bmask));
+        const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp & bmask));
         const size_t off = tok * (D * C::ESZ) + cbyte;
         stK[n] = __ldg(reinterpret_cast<const uint4*>(kc + off));
         stV[n] = __ldg(reinterpret_cast<const uint4*>(vc + off));
