@@ -117,6 +117,7 @@ DECODE_CASES = [
     ([9, 200, 3000], [3, 8, 5], 16, 2, 64, 32),  # speculative verification, causal among new tokens
     ([120, 2048], [2, 4], 8, 1, 256, 16),  # MQA, head_dim 256
     ([77, 513], [8, 1], 32, 1, 128, 32),  # MQA with 8 query tokens: several row tiles
+    ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
 ]
 
 

@@ -56,8 +56,13 @@ def kernels() -> list[Kernel]:
             stages = 1 if nch >= 8 else 8 // nch
             minb = 3 if d <= 128 else 2
             args = f"{d}, {kind}, 4, 64, {stages}"
-            ks.append(Kernel(f"decode d{d} {kname}", f"&revolta::paged_decode_kernel<{args}, {minb}>", True,
-                             f"&revolta::decode_smem_bytes<{args}>"))
+            ks.append(Kernel(f"decode d{d} {kname}", f"&revolta::paged_decode_kernel<{args}, {minb}, 16>", True,
+                             f"&revolta::decode_smem_bytes<{args}, 16>"))
+            if kind != 0 and d == 128:  # <= 8 rows of one-byte KV: 8x32x16 WMMA, 128-key tiles
+                nch8 = 128 * (d // 16) // 128
+                args = f"{d}, {kind}, 4, 128, {1 if nch8 >= 8 else 8 // nch8}"
+                ks.append(Kernel(f"decode-8row d{d} {kname}", f"&revolta::paged_decode_kernel<{args}, 2, 8>",
+                                 True, f"&revolta::decode_smem_bytes<{args}, 8>"))
             rf, bn = (1, 32) if d == 256 else (2, 32 if d == 128 else 64)
             args = f"{d}, {kind}, 4, {rf}, {bn}"
             ks.append(Kernel(f"prefill d{d} {kname}", f"&revolta::paged_prefill_kernel<{args}, true>", True,

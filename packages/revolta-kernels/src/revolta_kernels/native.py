@@ -35,7 +35,7 @@ class AttnParams(ctypes.Structure):
 
 _SIGNATURES: dict[str, list] = {
     "revolta_paged_attention": [ctypes.POINTER(AttnParams), _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
-    "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
+    "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
     "revolta_rms_norm": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
     "revolta_fused_add_rms_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
     "revolta_silu_and_mul": [_ptr, _ptr, _c_int, _c_int, _c_int, _ptr],

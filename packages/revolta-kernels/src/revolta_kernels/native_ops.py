@@ -116,9 +116,9 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
 
 
 @lru_cache(maxsize=None)
-def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool) -> int:
+def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int) -> int:
     n = ctypes.c_int(0)
-    check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), ctypes.byref(n)))
+    check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), rows, ctypes.byref(n)))
     return max(1, n.value)
 
 
@@ -170,7 +170,7 @@ def _attention(prefill: bool):
         else:
             row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
             dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False)
+            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, min(max_query_len * (h // hkv), 16))
             splits, split_tokens = _splits(num_seqs * hkv * row_tiles, bt.shape[1] * bs, slots)
         part_o = part_ml = None
         if splits > 1:
