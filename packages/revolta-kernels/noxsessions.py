@@ -42,7 +42,15 @@ def kernels_build(session: nox.Session) -> None:
     session.install("scikit-build-core>=0.10", "pip")
     wheel_dir = Path(tempfile.mkdtemp(prefix="revolta-kernels-wheel-"))
     session.run(
-        "python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(PKG),
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(wheel_dir),
+        str(PKG),
         env={"REVOLTA_CUDA_ARCHS": "90", "CMAKE_BUILD_PARALLEL_LEVEL": "2"},
     )
     wheels = sorted(wheel_dir.glob("revolta_kernels-*.whl"))
@@ -59,7 +67,8 @@ def kernels_build(session: nox.Session) -> None:
     if "torch" in needed or "libcudart" in needed:
         session.error(f"native library must not link libtorch or a shared cudart:\n{needed}")
     session.run(
-        "python", "-c",
+        "python",
+        "-c",
         "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); lib.revolta_build_archs.restype = ctypes.c_char_p; "
         "archs = lib.revolta_build_archs().decode(); print('native library archs:', archs); "
         "sys.exit(0 if archs == '90' else 1)",

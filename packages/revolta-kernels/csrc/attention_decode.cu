@@ -1,6 +1,4 @@
 // Decode / speculative verification launcher: paged_decode_kernel with 16 packed rows per block.
-#include <cstdlib>
-
 #include "attention_launch.cuh"
 
 namespace revolta {
@@ -28,16 +26,14 @@ cudaError_t decode_cfg(const AttnParams& p, int num_seqs, int max_query_len, cud
 // 16 packed rows per block with 16x16x16 WMMA and 64-key tiles by default. One-byte KV (int8/fp8), d128, with
 // at most 8 rows (GQA group x query tokens) uses 8x32x16 WMMA and 128-key tiles instead: half the
 // tensor-core and softmax work per key, which is what bounds those kernels once the bytes are halved.
-// Register budget: 3 blocks per SM fits without spills; REVOLTA_DECODE_MINB=4 (benchmarking) trades
-// spills for more loads in flight.
+// Register budget: 3 blocks per SM of the 16-row kernel fit without spills (4 spilled and measured
+// slower on an H200).
 template <int D, int KIND>
 cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   const int rows = max_query_len * (occ ? 1 : p.num_heads / p.num_kv_heads);
   if constexpr (KIND != KV_F16 && D == 128) {  // d256 would need 146 KB of shared memory (Volta: 96)
     if (rows <= 8) return decode_cfg<D, KIND, 2, 8, 128>(p, num_seqs, max_query_len, stream, occ);
   }
-  const char* env = std::getenv("REVOLTA_DECODE_MINB");
-  if (env && std::atoi(env) == 4 && D <= 128) return decode_cfg<D, KIND, 4, 16, 64>(p, num_seqs, max_query_len, stream, occ);
   return decode_cfg<D, KIND, D <= 128 ? 3 : 2, 16, 64>(p, num_seqs, max_query_len, stream, occ);
 }
 

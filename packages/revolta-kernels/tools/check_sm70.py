@@ -27,8 +27,8 @@ DTYPES = {"__half": "fp16", "__nv_bfloat16": "bf16", "float": "fp32"}
 
 @dataclass
 class Kernel:
-    name: str          # readable name for the table
-    expr: str          # C++ name expression NVRTC instantiates
+    name: str  # readable name for the table
+    expr: str  # C++ name expression NVRTC instantiates
     tensor_cores: bool
     smem_expr: str | None = None  # __device__ variable holding the dynamic shared memory
     lowered: str = ""
@@ -56,21 +56,35 @@ def kernels() -> list[Kernel]:
             stages = 1 if nch >= 8 else 8 // nch
             minb = 3 if d <= 128 else 2
             args = f"{d}, {kind}, 4, 64, {stages}"
-            ks.append(Kernel(f"decode d{d} {kname}", f"&revolta::paged_decode_kernel<{args}, {minb}, 16>", True,
-                             f"&revolta::decode_smem_bytes<{args}, 16>"))
+            ks.append(
+                Kernel(
+                    f"decode d{d} {kname}",
+                    f"&revolta::paged_decode_kernel<{args}, {minb}, 16>",
+                    True,
+                    f"&revolta::decode_smem_bytes<{args}, 16>",
+                )
+            )
             if kind != 0 and d == 128:  # <= 8 rows of one-byte KV: 8x32x16 WMMA, 128-key tiles
                 nch8 = 128 * (d // 16) // 128
                 args = f"{d}, {kind}, 4, 128, {1 if nch8 >= 8 else 8 // nch8}"
-                ks.append(Kernel(f"decode-8row d{d} {kname}", f"&revolta::paged_decode_kernel<{args}, 2, 8>",
-                                 True, f"&revolta::decode_smem_bytes<{args}, 8>"))
+                ks.append(
+                    Kernel(
+                        f"decode-8row d{d} {kname}",
+                        f"&revolta::paged_decode_kernel<{args}, 2, 8>",
+                        True,
+                        f"&revolta::decode_smem_bytes<{args}, 8>",
+                    )
+                )
             rf, bn = (1, 32) if d == 256 else (2, 32 if d == 128 else 64)
             args = f"{d}, {kind}, 4, {rf}, {bn}"
-            ks.append(Kernel(f"prefill d{d} {kname}", f"&revolta::paged_prefill_kernel<{args}, true>", True,
-                             f"&revolta::prefill_smem_bytes<{args}>"))
-            bn = 32 if d == 256 else 64
-            args = f"{d}, {kind}, 4, 1, {bn}"
-            ks.append(Kernel(f"prefill-legacy d{d} {kname}", f"&revolta::paged_attention_kernel<{args}>", True,
-                             f"&revolta::attn_smem_bytes<{args}>"))
+            ks.append(
+                Kernel(
+                    f"prefill d{d} {kname}",
+                    f"&revolta::paged_prefill_kernel<{args}, true>",
+                    True,
+                    f"&revolta::prefill_smem_bytes<{args}>",
+                )
+            )
         ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
     for t, tn in DTYPES.items():
         ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
@@ -81,8 +95,13 @@ def kernels() -> list[Kernel]:
                 continue
             ks.append(Kernel(f"rotary {tn} cos/sin {csn}", f"&revolta::rotary_kernel<{t}, {cs}>", False))
         for kind, kname in ((0, "same"), (1, "int8"), (2, "fp8e4m3"), (3, "fp8e5m2")):
-            ks.append(Kernel(f"reshape_and_cache {tn}->{kname}", f"&revolta::reshape_and_cache_kernel<{t}, {kind}>",
-                             False))
+            ks.append(
+                Kernel(
+                    f"reshape_and_cache {tn}->{kname}",
+                    f"&revolta::reshape_and_cache_kernel<{t}, {kind}>",
+                    False,
+                )
+            )
     return ks
 
 
@@ -90,9 +109,11 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
     nvrtc_dir = _pkg_dir("nvidia.cuda_nvrtc")
     lib = ctypes.CDLL(str(next((nvrtc_dir / "lib").glob("libnvrtc.so.12*"))))
     includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
-    src = b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n' \
-          b'#include "norm.cuh"\n' \
-          b'#include "rotary.cuh"\n'
+    src = (
+        b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
+        b'#include "norm.cuh"\n'
+        b'#include "rotary.cuh"\n'
+    )
     prog = ctypes.c_void_p()
 
     def ok(rc: int, what: str) -> None:
@@ -100,7 +121,10 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
             lib.nvrtcGetErrorString.restype = ctypes.c_char_p
             raise SystemExit(f"check_sm70: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
-    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"revolta_sm70.cu", 0, None, None), "nvrtcCreateProgram")
+    ok(
+        lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"revolta_sm70.cu", 0, None, None),
+        "nvrtcCreateProgram",
+    )
     exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
     for e in exprs:
         ok(lib.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
@@ -138,8 +162,11 @@ def assemble(ptx: str, ks: list[Kernel], work: Path) -> Path:
     ptxas = _pkg_dir("nvidia.cuda_nvcc") / "bin" / "ptxas"
     (work / "revolta_sm70.ptx").write_text(ptx)
     cubin = work / "revolta_sm70.cubin"
-    res = subprocess.run([str(ptxas), "-arch=sm_70", "-v", "-O3", str(work / "revolta_sm70.ptx"), "-o", str(cubin)],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [str(ptxas), "-arch=sm_70", "-v", "-O3", str(work / "revolta_sm70.ptx"), "-o", str(cubin)],
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
         raise SystemExit(f"check_sm70: ptxas failed:\n{res.stderr}")
     by_name = {k.lowered: k for k in ks}
@@ -194,10 +221,13 @@ def main() -> int:
         if smem > VOLTA_SMEM:
             problems.append(f"{smem} B shared memory > 96 KB")
         note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
-        rows.append(f"{k.name:34s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}")
+        rows.append(
+            f"{k.name:34s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}"
+        )
         failures += [f"{k.name}: {p}" for p in problems]
-    table = "\n".join([f"{'kernel (sm_70)':34s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status",
-                       *rows])
+    table = "\n".join(
+        [f"{'kernel (sm_70)':34s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows]
+    )
     print(table)
     if args.out:
         (args.out / "sm70_table.txt").write_text(table + "\n")
