@@ -122,12 +122,36 @@ def _attention_schema(name: str, doc: str, cpu_impl):
         k_scales: torch.Tensor | None = None,
         v_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
+<<<<<<< HEAD
         return cpu_impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
                         max_query_len, scale, k_scales, v_scales)
+=======
+        return ref.paged_attention(
+            query,
+            key_cache,
+            value_cache,
+            block_tables,
+            context_lens,
+            query_start_loc,
+            scale,
+            k_scales,
+            v_scales,
+        )
+>>>>>>> kernels
 
     @op.register_fake
-    def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
-          k_scales=None, v_scales=None):
+    def _(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales=None,
+        v_scales=None,
+    ):
         return torch.empty_like(query)
 
     op.__doc__ = doc
@@ -192,5 +216,15 @@ def paged_attention(
 ) -> torch.Tensor:
     """Pick the decode kernel for short query runs and the prefill kernel otherwise."""
     op = paged_attention_decode if max_query_len <= 8 else paged_attention_prefill
-    return op(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
-              k_scales, v_scales)
+    return op(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales,
+        v_scales,
+    )
