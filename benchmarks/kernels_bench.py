@@ -14,9 +14,10 @@ import json
 import math
 import statistics
 
-import revolta_kernels
 import torch
 import torch.nn.functional as F
+
+import revolta_kernels
 from revolta_kernels import ops
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from kernels_bench import attn_inputs
+
 from revolta_kernels import ops
 
 

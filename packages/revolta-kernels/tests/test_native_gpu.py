@@ -7,9 +7,10 @@ blocks, NaN-filled caches), and states its error bound: relative L2 error ||nati
 from __future__ import annotations
 
 import pytest
-import revolta_kernels
 import torch
 from kernels_cases import FP8, make_attn_case, rel_err
+
+import revolta_kernels
 from revolta_kernels import ops, reference
 
 pytestmark = [

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from kernels_cases import FP8, dense_attention_f64, make_attn_case, rel_err
+
 from revolta_kernels import ops, reference
 
 

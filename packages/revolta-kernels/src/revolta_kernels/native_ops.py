@@ -208,11 +208,7 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
 
 
 @cache
-<<<<<<< HEAD
-def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool) -> int:
-=======
 def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int) -> int:
->>>>>>> kernels
     n = ctypes.c_int(0)
     check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), rows, ctypes.byref(n)))
     return max(1, n.value)

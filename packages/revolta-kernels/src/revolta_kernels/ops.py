@@ -122,22 +122,8 @@ def _attention_schema(name: str, doc: str, cpu_impl):
         k_scales: torch.Tensor | None = None,
         v_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
-<<<<<<< HEAD
         return cpu_impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
                         max_query_len, scale, k_scales, v_scales)
-=======
-        return ref.paged_attention(
-            query,
-            key_cache,
-            value_cache,
-            block_tables,
-            context_lens,
-            query_start_loc,
-            scale,
-            k_scales,
-            v_scales,
-        )
->>>>>>> kernels
 
     @op.register_fake
     def _(
