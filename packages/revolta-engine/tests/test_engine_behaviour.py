@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.errors import (
     InvalidRequestError,
