@@ -34,6 +34,7 @@ def kernels_sm70(session: nox.Session) -> None:
     session.install(*SM70_TOOLS)
     out = Path(session.create_tmp()) / "sm70"
     session.run("python", str(PKG / "tools" / "check_sm70.py"), "--out", str(out))
+    session.run("python", str(PKG / "tools" / "check_sm70_quant.py"), "--out", str(out))
 
 
 @nox.session(venv_backend="uv|virtualenv", reuse_venv=True)
