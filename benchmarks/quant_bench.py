@@ -14,8 +14,9 @@ import argparse
 import json
 import statistics
 
-import revolta_kernels
 import torch
+
+import revolta_kernels
 from revolta_kernels import native_quant, ops_quant
 
 SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # (K, N)

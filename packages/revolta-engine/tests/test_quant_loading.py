@@ -7,11 +7,12 @@ import json
 import pytest
 import torch
 from checkpoints import make_tiny_checkpoint
+from safetensors.torch import load_file, save_file
+
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 from revolta_engine.layers.quant import parse_quant_config
 from revolta_engine.quantize import QuantizedMatrix, quantize_checkpoint, to_awq, to_gptq
-from safetensors.torch import load_file, save_file
 
 SIZES = dict(hidden_size=128, intermediate_size=256, head_dim=32)
 

@@ -6,9 +6,10 @@ import pytest
 import torch
 from checkpoints import make_tiny_checkpoint
 from parity import assert_greedy_parity, reference_greedy
+from transformers import AutoModelForCausalLM
+
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.quantize import quantize_checkpoint
-from transformers import AutoModelForCausalLM
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
 # hidden 128 / intermediate 256 so every projection's input is a multiple of the largest group (128).

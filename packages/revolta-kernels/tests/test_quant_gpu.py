@@ -7,8 +7,9 @@ fp16 pair products, fp32 accumulation, fp16 output), and relative L2 error <= 5e
 from __future__ import annotations
 
 import pytest
-import revolta_kernels
 import torch
+
+import revolta_kernels
 from revolta_kernels import ops_quant
 from revolta_kernels.reference import quant as rq
 

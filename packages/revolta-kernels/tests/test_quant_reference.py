@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from revolta_kernels import ops_quant
 from revolta_kernels.reference import quant as rq
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from revolta_kernels.reference.quant import pack_int32
 from safetensors import safe_open
 from safetensors.torch import save_file
 
 from revolta_engine.layers.quant.method import AWQ_ORDER
+from revolta_kernels.reference.quant import pack_int32
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 _COPIED = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

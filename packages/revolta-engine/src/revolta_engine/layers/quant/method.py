@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from revolta_kernels import ops_quant
-from revolta_kernels.reference.quant import pack_int32, unpack_int32
 from torch import nn
 
 from revolta_engine.errors import ModelLoadError
 from revolta_engine.layers.quant.config import QuantConfig
+from revolta_kernels import ops_quant
+from revolta_kernels.reference.quant import pack_int32, unpack_int32
 
 # AutoAWQ packs the 8 columns of a word in the order 0, 2, 4, 6, 1, 3, 5, 7 (field i holds column AWQ_ORDER[i]).
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
