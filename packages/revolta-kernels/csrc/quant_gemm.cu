@@ -9,11 +9,12 @@ namespace {
 
 constexpr int kSkinnyMaxM = 8;
 
-// Split K so the skinny kernel has about 4 blocks per SM, keeping >= 2 groups' worth of packed rows per warp.
-int skinny_splits(int N, int K, int bits, int group_size, int num_sms) {
+// Split K so the skinny kernel has about 4 blocks (16 warps) per SM, enough loads in flight to cover memory
+// latency, keeping at least 8 packed rows per warp (the split-K partials stay a few % of the weight bytes).
+int skinny_splits(int N, int K, int bits, int num_sms) {
   const int pack = 32 / bits, rows = K / pack, tiles = (N + kGemvCols - 1) / kGemvCols;
   int splits = (4 * num_sms + tiles - 1) / tiles;
-  const int min_rows = kGemvWarps * 2 * (group_size / pack < 8 ? 8 : group_size / pack);
+  const int min_rows = kGemvWarps * 8;
   const int max_splits = rows / min_rows > 1 ? rows / min_rows : 1;
   return splits < 1 ? 1 : (splits > max_splits ? max_splits : splits);
 }
@@ -51,7 +52,7 @@ extern "C" {
 // Number of K splits (and fp32 partial buffers of M x N) the call with these sizes will use; 1 = none.
 int revolta_quant_gemm_splits(int M, int N, int K, int bits, int group_size, int num_sms, int* splits) {
   if (bits != 4 && bits != 8) return cudaErrorInvalidValue;
-  *splits = M <= kSkinnyMaxM ? skinny_splits(N, K, bits, group_size, num_sms) : 1;
+  *splits = M <= kSkinnyMaxM ? skinny_splits(N, K, bits, num_sms) : 1;
   return cudaSuccess;
 }
 

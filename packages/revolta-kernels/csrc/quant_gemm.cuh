@@ -50,6 +50,7 @@ __device__ __forceinline__ __half zero_of(const uint32_t* qzeros, int row_words,
 // the block's 4 warps take contiguous slices of the block's K range; blockIdx.y splits K when N is small.
 constexpr int kGemvWarps = 4;
 constexpr int kGemvCols = 128;
+constexpr int kGemvUnroll = 4;
 
 template <int BITS, int MT>
 __global__ void __launch_bounds__(kGemvWarps * 32) quant_gemv_kernel(QuantGemmParams p) {
@@ -69,56 +70,74 @@ __global__ void __launch_bounds__(kGemvWarps * 32) quant_gemv_kernel(QuantGemmPa
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
   if (n0 < p.N) {
-    for (int g0 = w0; g0 < w1;) {
-      const int g = g0 / group_rows;
-      const int g1 = min(w1, (g + 1) * group_rows);
-      __half2 s2[4], z2[4];
-      const uint2 sv = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-      const __half* sh = reinterpret_cast<const __half*>(&sv);
+    __half2 s2[4], z2[4];
+    // One packed row: x pairs of every row m (rows past M re-read row M - 1; their sums are never stored),
+    // dequantize 4 columns x PACK values in half2, dot in fp16 pairs, accumulate in fp32.
+    auto row = [&](int r, const uint4 wq) {
+      __half2 xp[MT][PAIRS];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        __align__(16) __half xh[PACK];
+        const __half* xr = p.x + static_cast<size_t>(m < p.M ? m : p.M - 1) * p.K + r * PACK;
+        if constexpr (PACK == 8) {
+          *reinterpret_cast<uint4*>(xh) = __ldg(reinterpret_cast<const uint4*>(xr));
+        } else {
+          *reinterpret_cast<uint2*>(xh) = __ldg(reinterpret_cast<const uint2*>(xr));
+        }
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) xp[m][i] = __halves2half2(xh[i], xh[i + PAIRS]);
+      }
+      const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        s2[c] = __half2half2(sh[c]);
-        z2[c] = __half2half2(zero_of<BITS>(p.qzeros, p.N / PACK, g, n0 + c, p.zero_offset));
-      }
-#pragma unroll 4
-      for (int r = g0; r < g1; ++r) {
-        const uint4 wq = __ldg(reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(r) * p.N + n0));
-        __half2 xp[MT][PAIRS];
+        __half2 w[PAIRS];
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) w[i] = __hmul2(__hsub2(q_pair<BITS>(words[c], i), z2[c]), s2[c]);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-          __half xh[PACK];
-          if (m < p.M) {
-            const __half* xr = p.x + static_cast<size_t>(m) * p.K + r * PACK;
-            if constexpr (PACK == 8) {
-              *reinterpret_cast<uint4*>(xh) = __ldg(reinterpret_cast<const uint4*>(xr));
-            } else {
-              *reinterpret_cast<uint2*>(xh) = __ldg(reinterpret_cast<const uint2*>(xr));
-            }
-          } else {
+          __half2 d = __hmul2(w[0], xp[m][0]);
 #pragma unroll
-            for (int j = 0; j < PACK; ++j) xh[j] = __float2half(0.f);
-          }
-#pragma unroll
-          for (int i = 0; i < PAIRS; ++i) xp[m][i] = __halves2half2(xh[i], xh[i + PAIRS]);
-        }
-        const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          __half2 w[PAIRS];
-#pragma unroll
-          for (int i = 0; i < PAIRS; ++i) w[i] = __hmul2(__hsub2(q_pair<BITS>(words[c], i), z2[c]), s2[c]);
-#pragma unroll
-          for (int m = 0; m < MT; ++m) {
-            // PACK products in fp16 pairs, then into the fp32 accumulator (one packed row at a time).
-            __half2 d = __hmul2(w[0], xp[m][0]);
-#pragma unroll
-            for (int i = 1; i < PAIRS; ++i) d = __hfma2(w[i], xp[m][i], d);
-            const float2 f = __half22float2(d);
-            acc[m][c] += f.x + f.y;
-          }
+          for (int i = 1; i < PAIRS; ++i) d = __hfma2(w[i], xp[m][i], d);
+          const float2 f = __half22float2(d);
+          acc[m][c] += f.x + f.y;
         }
       }
-      g0 = g1;
+    };
+    const uint32_t* qcol = p.qweight + n0;
+    auto fetch = [&](int r, uint4 (&dst)[kGemvUnroll]) {
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u)
+        dst[u] = r + u < w1 ? __ldg(reinterpret_cast<const uint4*>(qcol + static_cast<size_t>(r + u) * p.N))
+                            : make_uint4(0, 0, 0, 0);
+    };
+    // Register double buffer: the next kGemvUnroll rows' weights are requested before this chunk is used.
+    uint4 next[kGemvUnroll];
+    if (w0 < w1) fetch(w0, next);
+    int cur_g = -1;
+    for (int r = w0; r < w1; r += kGemvUnroll) {
+      uint4 now[kGemvUnroll];
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) now[u] = next[u];
+      if (r + kGemvUnroll < w1) fetch(r + kGemvUnroll, next);
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        if (r + u >= w1) break;
+        const int g = (r + u) / group_rows;
+        if (g != cur_g) {  // warp-uniform; every group_size / PACK rows
+          cur_g = g;
+          const uint2 sv = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+          const __half* sh = reinterpret_cast<const __half*>(&sv);
+          // The 4 columns' zero points share one word (n0 % 4 == 0, PACK >= 4).
+          const uint32_t zw = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            s2[c] = __half2half2(sh[c]);
+            const int z = static_cast<int>((zw >> (BITS * ((n0 + c) % PACK))) & ((1u << BITS) - 1u));
+            z2[c] = __half2half2(__int2half_rn(1024 + z + p.zero_offset));
+          }
+        }
+        row(r + u, now[u]);
+      }
     }
   }
 
