@@ -19,7 +19,7 @@ SIZES = dict(hidden_size=128, intermediate_size=256, head_dim=32)
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     root = tmp_path_factory.mktemp("quant")
-    return {arch: make_tiny_checkpoint(root, arch, **SIZES) for arch in ("llama", "qwen2")}
+    return {arch: make_tiny_checkpoint(root, arch, **SIZES) for arch in ("llama", "qwen2", "qwen3")}
 
 
 def _prompts(vocab: int) -> list[list[int]]:
@@ -38,6 +38,7 @@ def _prompts(vocab: int) -> list[list[int]]:
         ("llama", "gptq", 8, 64, True),
         ("llama", "gptq", 8, 128, False),
         ("llama", "gptq", 4, -1, False),
+        ("qwen3", "gptq", 4, 64, False),
     ],
 )
 def test_quantized_greedy_equals_dequantized_model(base, tmp_path, arch, method, bits, group, sym):
@@ -76,3 +77,19 @@ def test_only_projections_are_quantized(base, tmp_path):
     assert params["model.embed_tokens.weight"].dtype == torch.float32
     assert params["lm_head"].dtype == torch.float32
     assert not any(n.endswith("proj.weight") for n in params)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("method", "bits"), [("awq", 4), ("gptq", 8)])
+def test_fp16_cuda_layers_match_dequantized_twin(base, tmp_path, method, bits):
+    quant_dir, dense_dir = tmp_path / "q", tmp_path / "dense"
+    quantize_checkpoint(base["qwen2"], quant_dir, method, bits, 32, dequantized_dst=dense_dir)
+    kw = dict(dtype="float16", device="cuda", max_model_len=128, kv_cache_memory_bytes=2**24)
+    quant = LLM(str(quant_dir), **kw).llm_engine.model
+    dense = LLM(str(dense_dir), **kw).llm_engine.model
+    for m in (1, 5, 40):  # skinny kernel and tensor-core GEMM
+        for name in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"):
+            q, d = quant.model.layers[1].get_submodule(name), dense.model.layers[1].get_submodule(name)
+            x = torch.randn(m, q.in_features, device="cuda", dtype=torch.float16)
+            torch.testing.assert_close(q(x).float(), d(x).float(), rtol=1e-2, atol=1e-2)
