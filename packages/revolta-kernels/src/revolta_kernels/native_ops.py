@@ -111,6 +111,8 @@ def rotary_embedding(positions, query, key, cos_sin_cache, is_neox):
         and query.stride(-1) == 1
         and key.stride(-1) == 1
         and cos_sin_cache.dtype in (query.dtype, torch.float32)
+        and cos_sin_cache.device == query.device
+        and positions.device == query.device
         and rot_dim % 2 == 0
         and rot_dim <= query.shape[-1]
         and key.shape[-1] == query.shape[-1]
