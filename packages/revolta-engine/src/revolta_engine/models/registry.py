@@ -9,11 +9,13 @@ from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.models.llama import LlamaForCausalLM
 from revolta_engine.models.qwen2 import Qwen2ForCausalLM
 from revolta_engine.models.qwen3 import Qwen3ForCausalLM
+from revolta_engine.models.qwen3_moe import Qwen3MoeForCausalLM
 
 MODEL_REGISTRY: dict[str, type[nn.Module]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,
+    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
 }
 
 
