@@ -12,6 +12,7 @@ from revolta_engine.config import ConfigResolver, EngineArgs, choose_dtype, reso
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
+from revolta_engine.core.state_slots import StateSlots
 from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.memory import plan_kv_blocks
 from revolta_engine.engine.model_builder import load_model
@@ -24,6 +25,7 @@ from revolta_engine.sample.sampler import Sampler, SamplingRow
 from revolta_engine.sampling_params import SamplingParams
 from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache, resolve_kv_cache_dtype
 from revolta_engine.worker.model_runner import ModelRunner
+from revolta_engine.worker.state_cache import allocate_state_cache, reset_slots
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +96,29 @@ class LLMEngine:
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
         spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, block_size, kv_dtype)
-        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched)
+        # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
+        # (with prefix caching) as many snapshots of states at block boundaries.
+        state_spec = self.model.state_cache_spec() if hasattr(self.model, "state_cache_spec") else None
+        state_slots = None
+        state_bytes = 0
+        if state_spec is not None:
+            state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
+            state_bytes = state_slots.num_slots * state_spec.bytes_per_slot
+        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, reserved_bytes=state_bytes)
         kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
-        self.kv = KVCacheManager(num_blocks, block_size, enable_caching)
+        state_caches = []
+        if state_spec is not None and state_slots is not None:
+            state_caches = allocate_state_cache(state_spec, state_slots.num_slots, self.device)
+            logger.info(
+                "Recurrent state pool: %d Gated DeltaNet layers, %d slots for running requests + %d prefix "
+                "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
+                state_slots.num_snapshots, state_spec.bytes_per_slot / 2**20, state_bytes / 2**30,
+            )
+        self.state_caches = state_caches
+        self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
-        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device)
+        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches)
         self.sampler = Sampler()
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self.parents: dict[str, ParentRequestState] = {}
@@ -236,7 +255,14 @@ class LLMEngine:
         now = time.monotonic()
         tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
         completing = [s for s in sched.scheduled if s.completes]
-        logits = self.runner.execute(sched.scheduled, tables)
+        if self.state_caches:
+            slots, sources = self.kv.state_slots.take_pending()  # type: ignore[union-attr]
+            reset_slots(self.state_caches, slots, sources)
+            snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in sched.scheduled])
+            state_slots = [self.kv.state_slot(s.request.request_id) for s in sched.scheduled]
+            logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots)
+        else:
+            logits = self.runner.execute(sched.scheduled, tables)
         rows = []
         for s in completing:
             req = s.request

@@ -16,8 +16,11 @@ CPU_KV_CACHE_BYTES = 2 * 2**30  # default KV budget on the CPU
 
 
 def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, model: nn.Module,
-                   max_num_batched_tokens: int) -> int:
-    """Number of blocks to allocate, including the null block 0."""
+                   max_num_batched_tokens: int, reserved_bytes: int = 0) -> int:
+    """Number of blocks to allocate, including the null block 0.
+
+    ``reserved_bytes`` (hybrid models' recurrent state pool) come out of the same budget first.
+    """
     override = cfg.resolve("num_gpu_blocks_override")
     if override:
         return int(override) + 1
@@ -28,7 +31,13 @@ def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver,
         if budget is None:
             budget = _gpu_budget(device, cfg.resolve("gpu_memory_utilization"), max_num_batched_tokens, spec)
             cfg.set("kv_cache_memory_bytes", budget, "profile")
-    num_blocks = int(budget) // spec.bytes_per_block
+    if reserved_bytes and int(budget) - reserved_bytes < 2 * spec.bytes_per_block:
+        raise MemoryError(
+            f"the recurrent state pool needs {reserved_bytes / 2**20:.0f} MiB of the {int(budget) / 2**20:.0f} "
+            f"MiB cache budget, leaving too little for the KV cache; lower max_num_seqs or raise "
+            f"gpu_memory_utilization / kv_cache_memory_bytes"
+        )
+    num_blocks = (int(budget) - reserved_bytes) // spec.bytes_per_block
     if num_blocks < 2:
         raise MemoryError(
             f"only {budget / 2**20:.0f} MiB are left for the KV cache, less than two blocks of "
