@@ -76,4 +76,24 @@ def _spread_hybrid_params(model: torch.nn.Module) -> None:
             if name.endswith("norm.weight") or name.endswith("dt_bias"):
                 p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
             elif name.endswith("A_log"):
-                p.copy_(torch.empty(p.shape).uniform_(-2.0, 0.5, generator=gen))
+                p.copy_(torch.empty(p.shape).uniform_(-5.0, -1.5, generator=gen))
+
+
+def make_multimodal_qwen3_5_checkpoint(tmp_path: Path, *, seed: int = 0) -> Path:
+    """A tiny ``Qwen3_5ForConditionalGeneration`` (text model under ``model.language_model.`` + a vision tower)."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    root = Path(tmp_path) / f"tiny-qwen3_5-vl-{seed}"
+    root.mkdir(parents=True, exist_ok=True)
+    tokenizer = make_tokenizer(add_bos=False)
+    text = make_family_config("qwen3_5", len(tokenizer)).to_dict()
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                  num_position_embeddings=64)
+    config = Qwen3_5Config(text_config=text, vision_config=vision, image_token_id=5, video_token_id=6,
+                           vision_start_token_id=7, vision_end_token_id=8)
+    torch.manual_seed(seed)
+    model = Qwen3_5ForConditionalGeneration(config).float().eval()
+    _spread_hybrid_params(model)
+    model.save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return root

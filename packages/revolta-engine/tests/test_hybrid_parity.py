@@ -78,3 +78,61 @@ def test_eight_requests_batched(family_checkpoints, family):
     llm = LLM(str(path), dtype="float32", block_size=16, max_model_len=512)
     prompts = _prompts(ref_model.config.vocab_size, (5, 40, 130, 17, 64, 1, 90, 33), seed=5)
     _check(ref_model, prompts, llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY))
+
+
+def test_preemption_recomputes_and_finish_or_abort_free_state_slots(family_checkpoints):
+    path, ref_model = _checkpoint(family_checkpoints, "qwen3_5")
+    # 12 blocks of 16 tokens: 8 requests of ~50 tokens cannot all stay resident.
+    llm = LLM(str(path), dtype="float32", max_model_len=512, num_gpu_blocks_override=12)
+    engine = llm.llm_engine
+    prompts = _prompts(ref_model.config.vocab_size, (40,) * 8, seed=6)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY)
+    assert engine.get_stats().num_preemptions > 0
+    _check(ref_model, prompts, outs)
+    slots = engine.kv.state_slots
+    assert not slots.owner and slots.num_free == slots.num_running
+    engine.add_request("a", {"prompt_token_ids": prompts[0]}, SamplingParams(max_tokens=50, ignore_eos=True))
+    engine.step()
+    assert "a" in slots.owner and slots.num_free == slots.num_running - 1
+    engine.abort_request(["a"])
+    assert not slots.owner and slots.num_free == slots.num_running
+    assert engine.get_stats().kv_cache_usage == 0.0
+
+
+def test_multimodal_checkpoint_loads_its_language_model(tmp_path):
+    from hybrid_checkpoints import make_multimodal_qwen3_5_checkpoint
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    path = make_multimodal_qwen3_5_checkpoint(tmp_path)
+    ref_model = Qwen3_5ForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    llm = LLM(str(path), dtype="float32", block_size=16, max_model_len=512)
+    prompts = _prompts(ref_model.config.text_config.vocab_size, (40,), seed=7)
+    _check(ref_model, prompts, llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY))
+
+
+def test_stacked_expert_tensors_load_like_per_expert_ones(family_checkpoints, tmp_path):
+    """Qwen3.5-MoE checkpoints may ship ``experts.gate_up_proj`` [E, 2I, H] / ``experts.down_proj`` [E, H, I]."""
+    import re
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    path, ref_model = _checkpoint(family_checkpoints, "qwen3_5_moe")
+    fused = tmp_path / "fused"
+    shutil.copytree(path, fused)
+    state = load_file(str(fused / "model.safetensors"))
+    experts: dict[str, dict[tuple[int, str], torch.Tensor]] = {}
+    for name in list(state):
+        m = re.match(r"(.*\.experts)\.(\d+)\.(\w+)\.weight$", name)
+        if m:
+            experts.setdefault(m.group(1), {})[(int(m.group(2)), m.group(3))] = state.pop(name)
+    assert experts
+    for prefix, parts in experts.items():
+        n = 1 + max(e for e, _ in parts)
+        state[f"{prefix}.gate_up_proj"] = torch.stack(
+            [torch.cat([parts[(e, "gate_proj")], parts[(e, "up_proj")]]) for e in range(n)])
+        state[f"{prefix}.down_proj"] = torch.stack([parts[(e, "down_proj")] for e in range(n)])
+    save_file(state, str(fused / "model.safetensors"), metadata={"format": "pt"})
+    prompts = _prompts(ref_model.config.vocab_size, (40,), seed=8)
+    outs = LLM(str(fused), dtype="float32", max_model_len=512).generate({"prompt_token_ids": prompts[0]}, GREEDY)
+    _check(ref_model, prompts, outs)

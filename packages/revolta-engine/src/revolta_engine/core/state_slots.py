@@ -25,6 +25,11 @@ class StateSlots:
         self._free_snapshots = list(range(num_running + num_snapshots - 1, num_running - 1, -1))
 
     @property
+    def num_free(self) -> int:
+        """Request slots not held by a running request."""
+        return len(self._free)
+
+    @property
     def num_slots(self) -> int:
         return self.num_running + self.num_snapshots
 

@@ -70,7 +70,9 @@ class LLMEngine:
             raise InvalidRequestError("bfloat16 needs compute capability 8.0 or newer; use --dtype float16",
                                       param="dtype")
 
-        derived_len = int(getattr(hf_config, "max_position_embeddings", 2048))
+        # multimodal checkpoints keep the language model's settings in a text sub-config
+        self.text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+        derived_len = int(getattr(self.text_config, "max_position_embeddings", 2048))
         self.max_model_len = cfg.resolve("max_model_len", derived_len)
         if self.max_model_len < 2:
             raise InvalidRequestError(f"max_model_len must be at least 2, got {self.max_model_len}",
@@ -162,7 +164,7 @@ class LLMEngine:
         text, ids = self._prompt_ids(prompt)
         if not ids:
             raise InvalidRequestError("the prompt is empty", param="prompt")
-        vocab = int(self.hf_config.vocab_size)
+        vocab = int(self.text_config.vocab_size)
         bad = next((t for t in ids if not 0 <= t < vocab), None)
         if bad is not None:
             raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})", param="prompt")
