@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from revolta_engine import LLM, SamplingParams, default_model
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."

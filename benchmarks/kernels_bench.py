@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 
-import revolta_kernels
 import torch
 import torch.nn.functional as F
-from revolta_kernels import native_ops, ops
+
+import revolta_kernels
+from revolta_kernels import ops
 
 
 def time_ms(fn, reps: int = 20, inner: int = 5, warmup: int = 3) -> float:
@@ -47,7 +47,10 @@ def copy_bandwidth() -> float:
 
 def matmul_rate() -> float:
     n = 8192
-    a, b = torch.randn(n, n, device="cuda", dtype=torch.float16), torch.randn(n, n, device="cuda", dtype=torch.float16)
+    a, b = (
+        torch.randn(n, n, device="cuda", dtype=torch.float16),
+        torch.randn(n, n, device="cuda", dtype=torch.float16),
+    )
     ms = time_ms(lambda: a @ b, reps=10, inner=3)
     return 2 * n**3 / ms / 1e9  # TFLOP/s
 
@@ -81,11 +84,20 @@ def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=
         ops.paged_attention_decode(*args)
     ms = time_ms(graph.replay, reps=30, inner=10)
     elem = torch.empty(0, dtype=kv_dtype).element_size()
-    kv_bytes = 2 * num_seqs * ctx * hkv * d * elem + (2 * num_seqs * ctx * hkv * 4 if kv_dtype == torch.int8 else 0)
+    kv_bytes = 2 * num_seqs * ctx * hkv * d * elem + (
+        2 * num_seqs * ctx * hkv * 4 if kv_dtype == torch.int8 else 0
+    )
     io_bytes = 2 * num_seqs * h * d * 2
     gbs = (kv_bytes + io_bytes) / ms / 1e6
-    return {"case": name, "kv_dtype": str(kv_dtype).replace("torch.", ""), "num_seqs": num_seqs, "ctx": ctx,
-            "ms": ms, "GB/s": gbs, "frac_copy_bw": gbs / copy_bw}
+    return {
+        "case": name,
+        "kv_dtype": str(kv_dtype).replace("torch.", ""),
+        "num_seqs": num_seqs,
+        "ctx": ctx,
+        "ms": ms,
+        "GB/s": gbs,
+        "frac_copy_bw": gbs / copy_bw,
+    }
 
 
 def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
@@ -97,14 +109,22 @@ def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
     k = kc[tables[0].long()].permute(1, 0, 2, 3).reshape(1, hkv, -1, d)[:, :, :seq]
     v = vc[tables[0].long()].permute(1, 0, 2, 3).reshape(1, hkv, -1, d)[:, :, :seq]
     qd = q.transpose(0, 1).unsqueeze(0)
-    k_rep, v_rep = k.repeat_interleave(h // hkv, 1).contiguous(), v.repeat_interleave(h // hkv, 1).contiguous()
+    k_rep, v_rep = (
+        k.repeat_interleave(h // hkv, 1).contiguous(),
+        v.repeat_interleave(h // hkv, 1).contiguous(),
+    )
     sdpa_ms = {
-        "repeat_kv": time_ms(lambda: F.scaled_dot_product_attention(qd, k_rep, v_rep, is_causal=True), reps=10, inner=2),
+        "repeat_kv": time_ms(
+            lambda: F.scaled_dot_product_attention(qd, k_rep, v_rep, is_causal=True), reps=10, inner=2
+        ),
     }
     try:
         kc_, vc_ = k.contiguous(), v.contiguous()
         sdpa_ms["enable_gqa"] = time_ms(
-            lambda: F.scaled_dot_product_attention(qd, kc_, vc_, is_causal=True, enable_gqa=True), reps=10, inner=2)
+            lambda: F.scaled_dot_product_attention(qd, kc_, vc_, is_causal=True, enable_gqa=True),
+            reps=10,
+            inner=2,
+        )
     except (RuntimeError, TypeError) as exc:  # older torch or no kernel for it
         sdpa_ms["enable_gqa_error"] = str(exc)[:200]
     best_sdpa = min(v for v in sdpa_ms.values() if isinstance(v, float))
@@ -113,55 +133,63 @@ def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
     ref = F.scaled_dot_product_attention(qd, k_rep, v_rep, is_causal=True)[0].transpose(0, 1)
     rel = float((ours.float() - ref.float()).norm() / ref.float().norm())
     tflops = flops / ms / 1e9
-    return {"case": f"prefill causal {seq} tok {h}/{hkv} heads d{d}", "ms": ms, "TFLOP/s": tflops,
-            "frac_matmul": tflops / mm_rate, "sdpa_ms": sdpa_ms, "sdpa_TFLOP/s": flops / best_sdpa / 1e9,
-            "speed_vs_sdpa": best_sdpa / ms, "rel_err_vs_sdpa": rel}
+    return {
+        "case": f"prefill causal {seq} tok {h}/{hkv} heads d{d}",
+        "ms": ms,
+        "TFLOP/s": tflops,
+        "frac_matmul": tflops / mm_rate,
+        "sdpa_ms": sdpa_ms,
+        "sdpa_TFLOP/s": flops / best_sdpa / 1e9,
+        "speed_vs_sdpa": best_sdpa / ms,
+        "rel_err_vs_sdpa": rel,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="kernels_bench.json")
-    parser.add_argument("--decode-minb", type=int, nargs="+", default=[3],
-                        help="decode register budgets to time (blocks per SM: 3 default, 4 experimental)")
-    parser.add_argument("--prefill-warps", type=int, nargs="+", default=[4],
-                        help="prefill warps per block to time (4 default, 8 experimental)")
     args = parser.parse_args()
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
     print(status, flush=True)
     copy_bw, mm = copy_bandwidth(), matmul_rate()
     print(f"ceilings: copy {copy_bw:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "native": status,
-               "copy_GB/s": copy_bw, "matmul_TFLOP/s": mm, "decode": [], "prefill": []}
-    decode_cases = [("32x4K fp16", 32, 4096, torch.float16), ("32x4K int8", 32, 4096, torch.int8),
-                    ("32x4K fp8e4m3", 32, 4096, torch.float8_e4m3fn),
-                    ("1x128K fp16 split-K", 1, 131072, torch.float16),
-                    ("1x128K int8 split-K", 1, 131072, torch.int8)]
-    for minb in args.decode_minb:
-        os.environ["REVOLTA_DECODE_MINB"] = str(minb)
-        native_ops._blocks_per_sm.cache_clear()
-        for name, n, ctx, dt in decode_cases:
-            r = bench_decode(name, n, ctx, dt, copy_bw)
-            r["variant"] = f"minb={minb}"
-            results["decode"].append(r)
-            print(f"decode minb={minb} {name:22s} {r['ms'] * 1e3:8.1f} us {r['GB/s']:7.0f} GB/s "
-                  f"{100 * r['frac_copy_bw']:5.1f}% of copy", flush=True)
-            torch.cuda.empty_cache()
-        dec = {r["case"]: r for r in results["decode"] if r["variant"] == f"minb={minb}"}
-        results[f"int8_speedup_32x4K_minb{minb}"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
-        print(f"int8 speed-up over fp16 (32x4K, minb={minb}): {results[f'int8_speedup_32x4K_minb{minb}']:.2f}x",
-              flush=True)
-    os.environ.pop("REVOLTA_DECODE_MINB", None)
-    native_ops._blocks_per_sm.cache_clear()
-    for warps in args.prefill_warps:
-        os.environ["REVOLTA_PREFILL_WARPS"] = str(warps)
-        r = bench_prefill(8192, mm)
-        r["variant"] = f"warps={warps}"
-        results["prefill"].append(r)
-        print(f"warps={warps} {r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s "
-              f"({100 * r['frac_matmul']:.1f}% of matmul), SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, "
-              f"ours/SDPA speed {r['speed_vs_sdpa']:.2f}, rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}", flush=True)
-    os.environ.pop("REVOLTA_PREFILL_WARPS", None)
+    results = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "native": status,
+        "copy_GB/s": copy_bw,
+        "matmul_TFLOP/s": mm,
+        "decode": [],
+        "prefill": [],
+    }
+    decode_cases = [
+        ("32x4K fp16", 32, 4096, torch.float16),
+        ("32x4K int8", 32, 4096, torch.int8),
+        ("32x4K fp8e4m3", 32, 4096, torch.float8_e4m3fn),
+        ("1x128K fp16 split-K", 1, 131072, torch.float16),
+        ("1x128K int8 split-K", 1, 131072, torch.int8),
+    ]
+    for name, n, ctx, dt in decode_cases:
+        r = bench_decode(name, n, ctx, dt, copy_bw)
+        results["decode"].append(r)
+        print(
+            f"decode {name:22s} {r['ms'] * 1e3:8.1f} us {r['GB/s']:7.0f} GB/s "
+            f"{100 * r['frac_copy_bw']:5.1f}% of copy",
+            flush=True,
+        )
+        torch.cuda.empty_cache()
+    dec = {r["case"]: r for r in results["decode"]}
+    results["int8_speedup_32x4K"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
+    print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
+    r = bench_prefill(8192, mm)
+    results["prefill"].append(r)
+    print(
+        f"{r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s "
+        f"({100 * r['frac_matmul']:.1f}% of matmul), SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, "
+        f"ours/SDPA speed {r['speed_vs_sdpa']:.2f}, rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}",
+        flush=True,
+    )
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

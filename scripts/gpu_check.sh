@@ -25,7 +25,13 @@ python3 -m pytest "$PKG/tests" -q -m gpu -p no:cacheprovider --maxfail=40 -o add
 test_rc=$?
 grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -3
 grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -20
-python3 "$ROOT/benchmarks/kernels_bench.py" --out "$OUT/kernels_bench.json" ${REVOLTA_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+python3 "$ROOT/benchmarks/kernels_bench.py" --out "$OUT/kernels_bench.json" 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
+if [ "${REVOLTA_PROFILE:-0}" = 1 ] && command -v ncu >/dev/null; then
+  (cd "$ROOT/benchmarks" && timeout 240 ncu --clock-control none --kernel-name regex:"paged_" --launch-count 3 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats python3 kernels_profile.py >"$OUT/ncu.txt" 2>&1)
+  grep -E "paged_|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Theoretical Occ|Warp Cycles Per Issued|Issued Warp" "$OUT/ncu.txt" | head -60
+fi
 echo "gpu_check: build=$build_rc tests=$test_rc bench=$bench_rc"
 exit $(( test_rc != 0 || bench_rc != 0 ))

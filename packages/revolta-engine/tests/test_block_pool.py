@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from revolta_engine.core.block_hash import ROOT_HASH, extend_block_hashes, hash_block
 from revolta_engine.core.block_pool import BlockPool
 from revolta_engine.core.kv_cache_manager import KVCacheManager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.errors import (
     InvalidRequestError,
@@ -166,3 +167,13 @@ def test_abort_frees_blocks(tiny_llama):
     assert engine.get_stats().kv_cache_usage > 0
     engine.abort_request(["a"])
     assert engine.get_stats().kv_cache_usage == 0 and not engine.has_unfinished_requests()
+
+
+def test_skip_tokenizer_init_runs_on_token_ids(tiny_llama, baseline):
+    ps, alone = baseline
+    llm = LLM(str(tiny_llama), dtype="float32", max_model_len=256, skip_tokenizer_init=True)
+    assert llm.get_tokenizer() is None
+    out = llm.generate(ps[0], GREEDY)[0].outputs[0]
+    assert out.token_ids == alone[0] and out.text == ""
+    with pytest.raises(InvalidRequestError, match="token ids"):
+        llm.generate("a text prompt", GREEDY)

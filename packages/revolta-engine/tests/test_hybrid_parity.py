@@ -10,8 +10,9 @@ import pytest
 import torch
 from hybrid_checkpoints import make_family_checkpoint
 from parity import assert_greedy_parity, reference_greedy
-from revolta_engine import LLM, SamplingParams
 from transformers import AutoModelForCausalLM
+
+from revolta_engine import LLM, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
 FAMILIES = ["qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"]

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.sample.penalties import apply_penalties
 from revolta_engine.sample.sampler import Sampler, SamplingRow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from parity import assert_greedy_parity, reference_greedy
+
 from revolta_engine import LLM, SamplingParams, default_model
 from revolta_engine.engine.detokenizer import IncrementalDetokenizer
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 from parity import assert_greedy_parity, reference_greedy
-from revolta_engine import LLM, SamplingParams
 from transformers import AutoModelForCausalLM
+
+from revolta_engine import LLM, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
 

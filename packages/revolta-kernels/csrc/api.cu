@@ -39,11 +39,11 @@ int revolta_paged_attention(const AttnParams* p, int head_dim, int kv_kind, int 
                  : attention_decode(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr);
 }
 
-int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int* blocks) {
+int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks) {
   AttnParams p{};
   *blocks = 0;
-  return prefill ? attention_prefill(p, head_dim, kv_kind, 0, 0, nullptr, blocks)
-                 : attention_decode(p, head_dim, kv_kind, 0, 0, nullptr, blocks);
+  return prefill ? attention_prefill(p, head_dim, kv_kind, 0, rows, nullptr, blocks)
+                 : attention_decode(p, head_dim, kv_kind, 0, rows, nullptr, blocks);
 }
 
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,

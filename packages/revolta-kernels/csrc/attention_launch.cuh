@@ -3,6 +3,7 @@
 
 #include "revolta_kernels.h"
 #include "decode.cuh"
+#include "prefill.cuh"
 
 namespace revolta {
 

@@ -4,7 +4,19 @@
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#if defined(__CUDACC_RTC__)
+// NVRTC has no C library headers; these are the widths every CUDA target uses.
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+#else
 #include <stdint.h>
+#endif
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 
 namespace revolta {
 

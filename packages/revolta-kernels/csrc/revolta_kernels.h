@@ -13,8 +13,8 @@ extern "C" {
 /* dtype codes: 0 = float16, 1 = bfloat16, 2 = float32 */
 int revolta_paged_attention(const revolta::AttnParams* params, int head_dim, int kv_kind, int prefill,
                             int num_seqs, int max_query_len, cudaStream_t stream);
-/* how many blocks of the attention kernel fit on one SM (for sizing context splits) */
-int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int* blocks);
+/* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */
+int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks);
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
                      int zero_centered, int dtype, cudaStream_t stream);
 int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, const void* residual,

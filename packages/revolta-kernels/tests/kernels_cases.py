@@ -25,12 +25,29 @@ class AttnCase:
     v_scales: torch.Tensor | None
 
     def args(self) -> tuple:
-        return (self.query, self.key_cache, self.value_cache, self.block_tables, self.context_lens,
-                self.query_start_loc, self.max_query_len, self.scale, self.k_scales, self.v_scales)
+        return (
+            self.query,
+            self.key_cache,
+            self.value_cache,
+            self.block_tables,
+            self.context_lens,
+            self.query_start_loc,
+            self.max_query_len,
+            self.scale,
+            self.k_scales,
+            self.v_scales,
+        )
 
 
-def random_cache(num_blocks: int, num_kv_heads: int, block_size: int, head_dim: int, dtype: torch.dtype,
-                 device: str | torch.device, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
+def random_cache(
+    num_blocks: int,
+    num_kv_heads: int,
+    block_size: int,
+    head_dim: int,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    gen: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """A cache filled with random values of ``dtype`` (int8 also gets random positive scales)."""
     shape = (num_blocks, num_kv_heads, block_size, head_dim)
     if dtype == torch.int8:
@@ -41,9 +58,19 @@ def random_cache(num_blocks: int, num_kv_heads: int, block_size: int, head_dim: 
     return x.to(dtype).to(device), None
 
 
-def make_attn_case(ctx_lens: list[int], q_lens: list[int], num_heads: int, num_kv_heads: int, head_dim: int,
-                   block_size: int, kv_dtype: torch.dtype, device: str | torch.device = "cpu",
-                   q_dtype: torch.dtype = torch.float16, seed: int = 0, spare_blocks: int = 3) -> AttnCase:
+def make_attn_case(
+    ctx_lens: list[int],
+    q_lens: list[int],
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    block_size: int,
+    kv_dtype: torch.dtype,
+    device: str | torch.device = "cpu",
+    q_dtype: torch.dtype = torch.float16,
+    seed: int = 0,
+    spare_blocks: int = 3,
+) -> AttnCase:
     """Sequences with shuffled block tables over one random cache; query tokens are the last ``q_len``."""
     gen = torch.Generator().manual_seed(seed)
     per_seq = [(c + block_size - 1) // block_size for c in ctx_lens]
@@ -53,14 +80,24 @@ def make_attn_case(ctx_lens: list[int], q_lens: list[int], num_heads: int, num_k
     tables = torch.full((len(ctx_lens), max_blocks), 0, dtype=torch.int32)
     pos = 0
     for i, n in enumerate(per_seq):
-        tables[i, :n] = perm[pos:pos + n].to(torch.int32)
+        tables[i, :n] = perm[pos : pos + n].to(torch.int32)
         pos += n
     k, ks = random_cache(num_blocks, num_kv_heads, block_size, head_dim, kv_dtype, device, gen)
     v, vs = random_cache(num_blocks, num_kv_heads, block_size, head_dim, kv_dtype, device, gen)
     qsl = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0).tolist()), dtype=torch.int32)
     query = torch.randn(int(qsl[-1]), num_heads, head_dim, generator=gen).to(q_dtype)
-    return AttnCase(query.to(device), k, v, tables.to(device), torch.tensor(ctx_lens, dtype=torch.int32).to(device),
-                    qsl.to(device), max(q_lens), head_dim ** -0.5, ks, vs)
+    return AttnCase(
+        query.to(device),
+        k,
+        v,
+        tables.to(device),
+        torch.tensor(ctx_lens, dtype=torch.int32).to(device),
+        qsl.to(device),
+        max(q_lens),
+        head_dim**-0.5,
+        ks,
+        vs,
+    )
 
 
 def dense_attention_f64(case: AttnCase) -> torch.Tensor:

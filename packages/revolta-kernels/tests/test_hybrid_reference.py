@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from kernels_cases import rel_err
+
 from revolta_kernels import ops_hybrid
 
 

@@ -7,9 +7,10 @@ blocks, NaN-filled caches), and states its error bound: relative L2 error ||nati
 from __future__ import annotations
 
 import pytest
-import revolta_kernels
 import torch
 from kernels_cases import FP8, make_attn_case, rel_err
+
+import revolta_kernels
 from revolta_kernels import ops, reference
 
 pytestmark = [
@@ -24,8 +25,10 @@ DT_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5}
 
 def poison_allocator(mib: int = 512) -> None:
     """Fill freed caching-allocator blocks with NaN so an output the kernel forgets to write shows."""
-    blocks = [torch.empty(mib * 2**20 // 4 // 8, dtype=torch.float32, device="cuda").fill_(float("nan"))
-              for _ in range(8)]
+    blocks = [
+        torch.empty(mib * 2**20 // 4 // 8, dtype=torch.float32, device="cuda").fill_(float("nan"))
+        for _ in range(8)
+    ]
     del blocks
 
 
@@ -37,8 +40,10 @@ def test_rms_norms(dtype, hidden, zero_centered):
     r = torch.randn(37, hidden, device="cuda").to(dtype)
     w = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
     poison_allocator()
-    assert rel_err(ops.rms_norm(x, w, 1e-6, zero_centered), reference.rms_norm(x, w, 1e-6, zero_centered)) \
+    assert (
+        rel_err(ops.rms_norm(x, w, 1e-6, zero_centered), reference.rms_norm(x, w, 1e-6, zero_centered))
         < DT_TOL[dtype]
+    )
     poison_allocator()
     out, res = ops.fused_add_rms_norm(x, r, w, 1e-6, zero_centered)
     ref_out, ref_res = reference.fused_add_rms_norm(x, r, w, 1e-6, zero_centered)
@@ -62,7 +67,7 @@ def test_rotary(dtype, is_neox, head_dim, rot_dim, cache_dtype):
     t, h, hkv = 29, 8, 2
     qkv = torch.randn(t, (h + 2 * hkv) * head_dim, device="cuda").to(dtype)
     q = qkv[:, : h * head_dim].view(t, h, head_dim)  # strided views, as an engine slices a fused qkv
-    k = qkv[:, h * head_dim: (h + hkv) * head_dim].view(t, hkv, head_dim)
+    k = qkv[:, h * head_dim : (h + hkv) * head_dim].view(t, hkv, head_dim)
     angles = torch.rand(4096, rot_dim // 2, device="cuda") * 100
     cs = torch.cat((angles.cos(), angles.sin()), -1)
     cs = cs if cache_dtype == "float32" else cs.to(dtype)
@@ -90,12 +95,15 @@ def test_reshape_and_cache(src_dtype, cache_dtype, block_size, head_dim):
         vc = torch.full_like(kc, float("nan")) if cdt != torch.int8 else torch.full_like(kc, -128)
         if cdt == torch.int8:
             kc.fill_(-128)
-        sc = [torch.full((nb, hkv, block_size), float("nan"), device="cuda") for _ in range(2)] \
-            if cdt == torch.int8 else [None, None]
+        sc = (
+            [torch.full((nb, hkv, block_size), float("nan"), device="cuda") for _ in range(2)]
+            if cdt == torch.int8
+            else [None, None]
+        )
         caches.append((kc, vc, *sc))
     ops.reshape_and_cache(key, value, caches[0][0], caches[0][1], slots, caches[0][2], caches[0][3])
     reference.reshape_and_cache(key, value, caches[1][0], caches[1][1], slots, caches[1][2], caches[1][3])
-    for got, want in zip(caches[0], caches[1], strict=False):
+    for got, want in zip(caches[0], caches[1], strict=True):
         if got is None:
             continue
         if got.dtype == torch.int8:
@@ -116,6 +124,7 @@ DECODE_CASES = [
     ([9, 200, 3000], [3, 8, 5], 16, 2, 64, 32),  # speculative verification, causal among new tokens
     ([120, 2048], [2, 4], 8, 1, 256, 16),  # MQA, head_dim 256
     ([77, 513], [8, 1], 32, 1, 128, 32),  # MQA with 8 query tokens: several row tiles
+    ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
 ]
 
 
@@ -124,9 +133,17 @@ DECODE_CASES = [
 def test_paged_attention_decode(kv_dtype, case_idx):
     ctx, ql, h, hkv, d, bs = DECODE_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=100 + case_idx)
-    want = reference.paged_attention(case.query, case.key_cache, case.value_cache, case.block_tables,
-                                     case.context_lens, case.query_start_loc, case.scale, case.k_scales,
-                                     case.v_scales)
+    want = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+        case.k_scales,
+        case.v_scales,
+    )
     poison_allocator()
     got = ops.paged_attention_decode(*case.args())
     assert rel_err(got, want) < ATTN_TOL
@@ -146,18 +163,37 @@ PREFILL_CASES = [
 def test_paged_attention_prefill(kv_dtype, case_idx):
     ctx, ql, h, hkv, d, bs = PREFILL_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=200 + case_idx)
-    want = reference.paged_attention(case.query, case.key_cache, case.value_cache, case.block_tables,
-                                     case.context_lens, case.query_start_loc, case.scale, case.k_scales,
-                                     case.v_scales)
+    want = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+        case.k_scales,
+        case.v_scales,
+    )
     poison_allocator()
     got = ops.paged_attention_prefill(*case.args())
     assert rel_err(got, want) < ATTN_TOL
 
 
-def test_unsupported_dtype_falls_back():
-    case = make_attn_case([40], [1], 4, 2, 64, 16, torch.float16, device="cuda", q_dtype=torch.bfloat16)
-    got = ops.paged_attention_decode(*case.args())
-    assert got.dtype == torch.bfloat16 and torch.isfinite(got).all()
+def test_unsupported_cases_fall_back_to_reference():
+    # bf16 queries (no bf16 tensor-core math on sm_70) and a block size that is not a power of two
+    for q_dtype, bs in ((torch.bfloat16, 16), (torch.float16, 24)):
+        case = make_attn_case([40, 100], [1, 3], 4, 2, 64, bs, torch.float16, device="cuda", q_dtype=q_dtype)
+        got = ops.paged_attention_decode(*case.args())
+        want = reference.paged_attention(
+            case.query,
+            case.key_cache,
+            case.value_cache,
+            case.block_tables,
+            case.context_lens,
+            case.query_start_loc,
+            case.scale,
+        )
+        assert got.dtype == q_dtype and torch.equal(got, want)
 
 
 @pytest.mark.parametrize("ctx", [[300, 41, 1000], [20000]])
@@ -176,6 +212,13 @@ def test_decode_cuda_graph_replay(ctx):
         eager = ops.paged_attention_decode(*args)
         torch.cuda.synchronize()
         assert torch.equal(static_out, eager)
-        want = reference.paged_attention(case.query, case.key_cache, case.value_cache, case.block_tables,
-                                         case.context_lens, case.query_start_loc, case.scale)
+        want = reference.paged_attention(
+            case.query,
+            case.key_cache,
+            case.value_cache,
+            case.block_tables,
+            case.context_lens,
+            case.query_start_loc,
+            case.scale,
+        )
         assert rel_err(static_out, want) < ATTN_TOL

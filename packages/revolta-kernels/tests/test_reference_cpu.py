@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from kernels_cases import FP8, dense_attention_f64, make_attn_case, rel_err
+
 from revolta_kernels import ops, reference
 
 
@@ -84,8 +85,9 @@ def test_reshape_and_cache(cache_dtype):
         for i, s in enumerate(slots.tolist()):
             if s < 0:
                 continue
-            got = reference.dequantize_kv(cache[s // bs, :, s % bs], None if scales is None else
-                                          scales[s // bs, :, s % bs]).double()
+            got = reference.dequantize_kv(
+                cache[s // bs, :, s % bs], None if scales is None else scales[s // bs, :, s % bs]
+            ).double()
             x = src[i]
             if cache_dtype == torch.float16:
                 assert torch.equal(got, x)
@@ -94,7 +96,7 @@ def test_reshape_and_cache(cache_dtype):
                 assert ((got - x).abs() <= step / 2 + 1e-6).all()
             else:
                 mant = 3 if cache_dtype == torch.float8_e4m3fn else 2
-                assert ((got - x).abs() <= x.abs() * 2.0 ** -(mant + 1) + 2.0 ** -9).all()
+                assert ((got - x).abs() <= x.abs() * 2.0 ** -(mant + 1) + 2.0**-9).all()
     written = torch.zeros(nb * bs, dtype=torch.bool)
     written[slots[slots >= 0]] = True
     untouched = kc.permute(0, 2, 1, 3).reshape(nb * bs, hkv, d)[~written]
@@ -104,11 +106,20 @@ def test_reshape_and_cache(cache_dtype):
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
 @pytest.mark.parametrize("heads", [(4, 4), (4, 2), (4, 1)])
 def test_paged_attention_reference(kv_dtype, heads):
-    case = make_attn_case([5, 37, 16], [1, 4, 16], heads[0], heads[1], 32, 8, kv_dtype, q_dtype=torch.float32,
-                          seed=1)
-    got = reference.paged_attention(case.query, case.key_cache, case.value_cache, case.block_tables,
-                                    case.context_lens, case.query_start_loc, case.scale, case.k_scales,
-                                    case.v_scales)
+    case = make_attn_case(
+        [5, 37, 16], [1, 4, 16], heads[0], heads[1], 32, 8, kv_dtype, q_dtype=torch.float32, seed=1
+    )
+    got = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+        case.k_scales,
+        case.v_scales,
+    )
     assert rel_err(got, dense_attention_f64(case)) < 1e-5
     # the op picks decode or prefill; on the CPU both run the reference
     got_op = ops.paged_attention(*case.args())
@@ -133,3 +144,17 @@ def test_cpu_chunk_path_matches_float64(kv_dtype, q_lens):
 
     case = make_attn_case([40, 70, 16], q_lens, 6, 2, 64, 8, kv_dtype, q_dtype=torch.float32, seed=3)
     assert rel_err(paged_attention_chunks(*case.args()), dense_attention_f64(case)) < 1e-5
+
+
+def test_cpu_short_query_path_ignores_garbage_past_the_context():
+    from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+
+    case = make_attn_case([9, 21], [1, 1], 4, 2, 32, 16, torch.float32, q_dtype=torch.float32, seed=4)
+    want = dense_attention_f64(case)
+    # Poison every slot that is not part of a context, and the null block 0 that padding points at.
+    for cache in (case.key_cache, case.value_cache):
+        cache[0] = float("nan")
+        for b, ctx in enumerate(case.context_lens.tolist()):
+            last = int(case.block_tables[b, (ctx - 1) // 16])
+            cache[last, :, (ctx - 1) % 16 + 1:] = float("nan")
+    assert rel_err(paged_attention_short_queries(*case.args()), want) < 1e-5

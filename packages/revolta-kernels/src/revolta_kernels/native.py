@@ -25,24 +25,88 @@ class AttnParams(ctypes.Structure):
     """Mirror of ``revolta::AttnParams`` in csrc/attention.cuh (field order and types must match)."""
 
     _fields_ = [
-        ("q", _ptr), ("out", _ptr), ("k_cache", _ptr), ("v_cache", _ptr), ("k_scales", _ptr),
-        ("v_scales", _ptr), ("block_tables", _ptr), ("context_lens", _ptr), ("query_start_loc", _ptr),
-        ("part_o", _ptr), ("part_ml", _ptr), ("num_tokens", _c_int), ("num_heads", _c_int),
-        ("num_kv_heads", _c_int), ("block_size", _c_int), ("max_blocks", _c_int), ("split_tokens", _c_int),
-        ("num_splits", _c_int), ("scale_log2", _c_float), ("block_shift", _c_int),
+        ("q", _ptr),
+        ("out", _ptr),
+        ("k_cache", _ptr),
+        ("v_cache", _ptr),
+        ("k_scales", _ptr),
+        ("v_scales", _ptr),
+        ("block_tables", _ptr),
+        ("context_lens", _ptr),
+        ("query_start_loc", _ptr),
+        ("part_o", _ptr),
+        ("part_ml", _ptr),
+        ("num_tokens", _c_int),
+        ("num_heads", _c_int),
+        ("num_kv_heads", _c_int),
+        ("block_size", _c_int),
+        ("max_blocks", _c_int),
+        ("split_tokens", _c_int),
+        ("num_splits", _c_int),
+        ("scale_log2", _c_float),
+        ("block_shift", _c_int),
     ]
 
 
 _SIGNATURES: dict[str, list] = {
     "revolta_paged_attention": [ctypes.POINTER(AttnParams), _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
-    "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
+    "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
     "revolta_rms_norm": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
-    "revolta_fused_add_rms_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
+    "revolta_fused_add_rms_norm": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _c_int,
+        _c_int,
+        _c_float,
+        _c_int,
+        _c_int,
+        _ptr,
+    ],
     "revolta_silu_and_mul": [_ptr, _ptr, _c_int, _c_int, _c_int, _ptr],
-    "revolta_rotary_embedding": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int,
-                                 _c_int, _c_ll, _c_ll, _c_ll, _c_ll, _c_int, _c_int, _ptr],
-    "revolta_reshape_and_cache": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int,
-                                  _c_ll, _c_ll, _c_ll, _c_ll, _c_int, _c_int, _ptr],
+    "revolta_rotary_embedding": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_int,
+        _c_int,
+        _ptr,
+    ],
+    "revolta_reshape_and_cache": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_int,
+        _c_int,
+        _ptr,
+    ],
 }
 
 
@@ -99,4 +163,6 @@ def check(err: int) -> None:
     """Raise a RuntimeError naming the CUDA error if a native call failed."""
     if err != 0:
         assert LIB is not None
-        raise RuntimeError(f"revolta native kernel failed: {LIB.revolta_error_string(err).decode()} (code {err})")
+        raise RuntimeError(
+            f"revolta native kernel failed: {LIB.revolta_error_string(err).decode()} (code {err})"
+        )

@@ -102,6 +102,9 @@ def reshape_and_cache(
     The scales are required arguments of the registered op: torch 2.10 drops defaulted trailing arguments
     before bumping the versions of mutated ones, which fails for optional mutated tensors.
     """
+    if key.device.type == "cpu" and not torch.compiler.is_compiling():
+        ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+        return
     _reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
@@ -123,8 +126,18 @@ def _attention_schema(name: str, doc: str, cpu_impl):
                         max_query_len, scale, k_scales, v_scales)
 
     @op.register_fake
-    def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
-          k_scales=None, v_scales=None):
+    def _(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales=None,
+        v_scales=None,
+    ):
         return torch.empty_like(query)
 
     op.__doc__ = doc
@@ -145,6 +158,36 @@ paged_attention_prefill = _attention_schema(
 )
 
 
+class _CpuShortcut:
+    """A registered op that CPU tensors reach without the dispatcher.
+
+    On the CPU the op's implementation is the plain-torch reference anyway, and the dispatcher's
+    per-call cost is a noticeable share of a small model's decode step. Attribute access
+    (``register_kernel``, ``register_fake``, ...) goes to the registered op.
+    """
+
+    def __init__(self, op, cpu_impl) -> None:
+        self.op = op
+        self.cpu_impl = cpu_impl
+        self.__doc__ = op.__doc__
+
+    def __call__(self, first: torch.Tensor, *args, **kwargs):
+        if first.device.type == "cpu" and not torch.compiler.is_compiling():
+            return self.cpu_impl(first, *args, **kwargs)
+        return self.op(first, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.op, name)
+
+
+rms_norm = _CpuShortcut(rms_norm, ref.rms_norm)  # type: ignore[assignment]
+fused_add_rms_norm = _CpuShortcut(fused_add_rms_norm, ref.fused_add_rms_norm)  # type: ignore[assignment]
+silu_and_mul = _CpuShortcut(silu_and_mul, ref.silu_and_mul)  # type: ignore[assignment]
+rotary_embedding = _CpuShortcut(rotary_embedding, ref.rotary_embedding)  # type: ignore[assignment]
+paged_attention_decode = _CpuShortcut(paged_attention_decode, paged_attention_short_queries)
+paged_attention_prefill = _CpuShortcut(paged_attention_prefill, paged_attention_chunks)
+
+
 def paged_attention(
     query: torch.Tensor,
     key_cache: torch.Tensor,
@@ -159,5 +202,15 @@ def paged_attention(
 ) -> torch.Tensor:
     """Pick the decode kernel for short query runs and the prefill kernel otherwise."""
     op = paged_attention_decode if max_query_len <= 8 else paged_attention_prefill
-    return op(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
-              k_scales, v_scales)
+    return op(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales,
+        v_scales,
+    )

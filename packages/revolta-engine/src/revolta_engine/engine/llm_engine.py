@@ -106,7 +106,8 @@ class LLMEngine:
         if state_spec is not None:
             state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
             state_bytes = state_slots.num_slots * state_spec.bytes_per_slot
-        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, reserved_bytes=state_bytes)
+        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, self.max_model_len,
+                                    reserved_bytes=state_bytes)
         kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
         state_caches = []
         if state_spec is not None and state_slots is not None:
@@ -121,6 +122,10 @@ class LLMEngine:
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
         self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches)
+        if state_spec is None:
+            self._maybe_capture_graphs(kv_caches, max_seqs, block_size)
+        elif self.device.type == "cuda":
+            logger.info("CUDA graphs are off for hybrid (Gated DeltaNet) models: not supported yet")
         self.sampler = Sampler()
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self.parents: dict[str, ParentRequestState] = {}
@@ -131,6 +136,26 @@ class LLMEngine:
             num_blocks - 1, block_size, self.kv_capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
             str(kv_dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
         )
+
+    def _maybe_capture_graphs(self, kv_caches, max_seqs: int, block_size: int) -> None:
+        """Capture decode CUDA graphs unless eager mode is asked for or the ops cannot be captured."""
+        import revolta_kernels
+
+        if self.device.type != "cuda":
+            return
+        if self.args.enforce_eager:
+            logger.info("CUDA graphs are off (enforce_eager)")
+            return
+        if not revolta_kernels.native_available() or self.dtype == torch.float32:
+            logger.warning("CUDA graphs are off: they need the native kernels and fp16/bf16 (%s; dtype %s)",
+                           revolta_kernels.native_status(), self.dtype)
+            return
+        from revolta_engine.worker.cuda_graph import CudaGraphRunner
+
+        runner = CudaGraphRunner(self.model, kv_caches, max_seqs, -(-self.max_model_len // block_size),
+                                 self.max_model_len, self.device)
+        runner.capture()
+        self.runner.graph_runner = runner
 
     # ----------------------------------------------------------------------------------- info
     def config_report(self) -> list[tuple[str, Any, str]]:

@@ -36,13 +36,13 @@ def build_model(config: PretrainedConfig, max_position: int, dtype: torch.dtype,
 
 def fill_dummy_weights(model: nn.Module, seed: int) -> None:
     """Random weights (normal, std 0.02; norms at 1) so speed can be measured without a checkpoint."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
     for name, param in model.named_parameters():
         if name.endswith("norm.weight"):
             param.data.fill_(1.0)
         else:
-            cpu = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen)
-            param.data.copy_(cpu)
+            param.data.normal_(0.0, 0.02, generator=gen)
 
 
 def load_model(config: PretrainedConfig, weights, max_position: int, dtype: torch.dtype,

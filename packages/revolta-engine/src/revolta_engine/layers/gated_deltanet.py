@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from revolta_kernels import ops_hybrid
 from torch import nn
 from transformers import PretrainedConfig
 
 from revolta_engine.forward_context import get_forward_context
 from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_kernels import ops_hybrid
 
 
 class _Weight(nn.Module):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 import torch
-from revolta_kernels import ops_hybrid
 from torch import nn
 from transformers import PretrainedConfig
 
 from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_kernels import ops_hybrid
 
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from revolta_kernels import ops
 from torch import nn
 from transformers import PretrainedConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+from revolta_kernels import ops
 
 
 def _default_inv_freq(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:
@@ -14,7 +15,8 @@ def _default_inv_freq(config: PretrainedConfig, head_dim: int) -> tuple[torch.Te
     base = params.get("rope_theta", getattr(config, "rope_theta", 10000.0))
     factor = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
     dim = int(head_dim * factor)
-    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), 1.0
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").float() / dim
+    return 1.0 / (base**exponents), 1.0
 
 
 class RotaryEmbedding(nn.Module):
@@ -34,10 +36,11 @@ class RotaryEmbedding(nn.Module):
             if rope_type not in ROPE_INIT_FUNCTIONS:
                 raise ValueError(f"unsupported rope type {rope_type!r}")
             inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu")
-        t = torch.arange(max_position, dtype=torch.int64).float()
-        freqs = t[:, None] * inv_freq.float()[None, :]
+        # Computed on the CPU in float32 (like transformers), then placed where the model is being built.
+        t = torch.arange(max_position, dtype=torch.int64, device="cpu").float()
+        freqs = t[:, None] * inv_freq.float().cpu()[None, :]
         cache = torch.cat((freqs.cos() * scaling, freqs.sin() * scaling), dim=-1)
-        self.register_buffer("cos_sin_cache", cache, persistent=False)
+        self.register_buffer("cos_sin_cache", cache.to(torch.get_default_device()), persistent=False)
         self.is_neox = is_neox
         self.rotary_dim = 2 * inv_freq.numel()
 

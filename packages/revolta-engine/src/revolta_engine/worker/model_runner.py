@@ -38,6 +38,7 @@ class ModelRunner:
         self.state_caches = state_caches or []
         self.block_size = block_size
         self.device = device
+        self.graph_runner: Any = None  # a CudaGraphRunner once decode graphs are captured
 
     def prepare(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> BatchInputs:
         """Flatten the batch's new tokens and describe where they live in the cache."""
@@ -95,6 +96,11 @@ class ModelRunner:
         """
         batch = self.prepare(scheduled, block_tables)
         state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
-        with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
-            hidden = self.model(batch.input_ids, batch.positions)
+        graphs = self.graph_runner
+        # CUDA graphs capture attention-only models; hybrid models' state metadata is not part of them
+        if state is None and graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
+            hidden = graphs.run(batch.input_ids, batch.positions, batch.attn)
+        else:
+            with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
+                hidden = self.model(batch.input_ids, batch.positions)
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))

@@ -35,9 +35,11 @@ def reshape_and_cache(
     """Write ``key``/``value`` ([T, num_kv_heads, head_dim]) into the paged caches in place."""
     block_size = key_cache.shape[2]
     valid = slot_mapping >= 0
-    slots = slot_mapping[valid].long()
+    if not bool(valid.all()):  # padding slots (-1) are skipped
+        key, value, slot_mapping = key[valid], value[valid], slot_mapping[valid]
+    slots = slot_mapping.long()
     blocks, offsets = slots // block_size, slots % block_size
-    for src, cache, scales in ((key[valid], key_cache, k_scales), (value[valid], value_cache, v_scales)):
+    for src, cache, scales in ((key, key_cache, k_scales), (value, value_cache, v_scales)):
         if cache.dtype == torch.int8:
             if scales is None:
                 raise ValueError("int8 KV cache needs k_scales and v_scales")

@@ -54,6 +54,11 @@ def paged_attention_short_queries(
     n_blocks = int((ctx.max() + block_size - 1) // block_size)
     k = _gather(key_cache, k_scales, block_tables, n_blocks, dtype)  # [B, Hk, L, D]
     v = _gather(value_cache, v_scales, block_tables, n_blocks, dtype)
+    # Slots past each context hold whatever memory held before (possibly NaN); zero them so masked
+    # positions contribute exactly nothing.
+    valid = (torch.arange(k.shape[2], device=query.device).unsqueeze(0) < ctx.unsqueeze(1)).view(num_seqs, 1, -1, 1)
+    k = torch.where(valid, k, 0.0)
+    v = torch.where(valid, v, 0.0)
     qmax = max_query_len
     if qmax == 1 and num_tokens == num_seqs:
         q = query.to(dtype).unsqueeze(2)  # [B, H, 1, D]
