@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -36,11 +36,36 @@ class LayerKVCache:
 
 
 @dataclass
+class StateMetadata:
+    """Which state slot each sequence of the batch uses (hybrid models' Gated DeltaNet layers).
+
+    Sequences and their token rows are those of :class:`AttentionMetadata`. The snapshot tensors (empty
+    when none) ask for sequence ``snapshot_seq[i]``'s state after ``snapshot_len[i]`` of its new tokens to
+    be copied into slot ``snapshot_slot[i]`` as well (prefix caching).
+    """
+
+    state_indices: torch.Tensor  # [num_seqs] int64
+    snapshot_seq: torch.Tensor  # [num_snapshots] int64
+    snapshot_len: torch.Tensor
+    snapshot_slot: torch.Tensor
+
+
+@dataclass
+class LayerStateCache:
+    """One Gated DeltaNet layer's state pool: conv tails [S, C, K-1] and recurrent states [S, Hv, Dk, Dv]."""
+
+    conv: torch.Tensor
+    recurrent: torch.Tensor
+
+
+@dataclass
 class ForwardContext:
-    """Metadata and caches for the forward pass in flight."""
+    """Metadata and caches for the forward pass in flight (``state*`` only for hybrid models)."""
 
     attn: AttentionMetadata
     kv_caches: list[LayerKVCache]
+    state: StateMetadata | None = None
+    state_caches: list[LayerStateCache] = field(default_factory=list)
 
 
 _current: ForwardContext | None = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from revolta_engine.core.block_hash import extend_block_hashes
 from revolta_engine.core.block_pool import BlockPool, KVBlock
 from revolta_engine.core.request import Request
+from revolta_engine.core.state_slots import StateSlots
 
 
 @dataclass
@@ -20,8 +21,11 @@ class PrefixCacheStats:
 class KVCacheManager:
     """Allocates blocks for requests and finds cached prefixes by chained block hash."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool) -> None:
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool,
+                 state_slots: StateSlots | None = None) -> None:
         self.block_size = block_size
+        self.state_slots = state_slots  # hybrid models: per-request recurrent state slots and snapshots
+        self._hit_snapshot: dict[str, int] = {}
         self.enable_caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching)
         self.req_blocks: dict[str, list[KVBlock]] = {}
@@ -55,9 +59,22 @@ class KVCacheManager:
             if block is None:
                 break
             hits.append(block)
+        if self.state_slots is not None:
+            hits = self._trim_to_snapshot(request, hits)
         self.prefix_stats.queries += request.num_tokens
         self.prefix_stats.hits += len(hits) * self.block_size
         return hits, len(hits) * self.block_size
+
+    def _trim_to_snapshot(self, request: Request, hits: list[KVBlock]) -> list[KVBlock]:
+        """Hybrid models can only resume where a state snapshot exists: the longest such hit."""
+        assert self.state_slots is not None
+        self._hit_snapshot.pop(request.request_id, None)
+        for n in range(len(hits), 0, -1):
+            slot = self.state_slots.snapshot(request.block_hashes[n - 1])
+            if slot is not None:
+                self._hit_snapshot[request.request_id] = slot
+                return hits[:n]
+        return []
 
     def allocate_slots(
         self, request: Request, num_new_tokens: int, cached_blocks: list[KVBlock] | None = None
@@ -78,6 +95,9 @@ class KVCacheManager:
             blocks += self.pool.allocate(needed)
         self.req_blocks[request.request_id] = blocks
         self._num_cached.setdefault(request.request_id, len(cached_blocks))
+        if self.state_slots is not None:
+            snapshot = self._hit_snapshot.pop(request.request_id, None)
+            self.state_slots.assign(request.request_id, snapshot if cached_blocks else None)
         return True
 
     def cache_full_blocks(self, request: Request) -> None:
@@ -92,6 +112,33 @@ class KVCacheManager:
             self.pool.cache_block(blocks[i], request.block_hashes[i])
         self._num_cached[request.request_id] = max(start, n_full)
 
+    def plan_snapshots(self, steps: list[tuple[Request, int]]) -> list[tuple[int, int, int]]:
+        """For hybrid models: ``(sequence index, new tokens, slot)`` for every block that this pass fills.
+
+        The state after that block is copied into a fresh snapshot slot, so later requests sharing the
+        prefix can start from it.
+        """
+        if self.state_slots is None or not self.enable_caching:
+            return []
+        bs = self.block_size
+        out = []
+        for i, (request, num_new) in enumerate(steps):
+            start, end = request.num_computed_tokens, request.num_computed_tokens + num_new
+            self._update_hashes(request)
+            for boundary in range((start // bs + 1) * bs, end + 1, bs):
+                block = boundary // bs - 1
+                if block >= len(request.block_hashes):
+                    break
+                slot = self.state_slots.new_snapshot(request.block_hashes[block])
+                if slot is not None:
+                    out.append((i, boundary - start, slot))
+        return out
+
+    def state_slot(self, request_id: str) -> int:
+        """The state slot of a running request (hybrid models)."""
+        assert self.state_slots is not None
+        return self.state_slots.owner[request_id]
+
     def block_ids(self, request_id: str) -> list[int]:
         return [b.block_id for b in self.req_blocks.get(request_id, [])]
 
@@ -100,3 +147,6 @@ class KVCacheManager:
         blocks = self.req_blocks.pop(request.request_id, [])
         self._num_cached.pop(request.request_id, None)
         self.pool.free(list(reversed(blocks)))
+        self._hit_snapshot.pop(request.request_id, None)
+        if self.state_slots is not None:
+            self.state_slots.release(request.request_id)

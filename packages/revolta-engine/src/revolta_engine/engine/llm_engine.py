@@ -12,6 +12,7 @@ from revolta_engine.config import ConfigResolver, EngineArgs, choose_dtype, reso
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
+from revolta_engine.core.state_slots import StateSlots
 from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.memory import plan_kv_blocks
 from revolta_engine.engine.model_builder import load_model
@@ -24,6 +25,7 @@ from revolta_engine.sample.sampler import Sampler, SamplingRow
 from revolta_engine.sampling_params import SamplingParams
 from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache, resolve_kv_cache_dtype
 from revolta_engine.worker.model_runner import ModelRunner
+from revolta_engine.worker.state_cache import allocate_state_cache, reset_slots
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +70,9 @@ class LLMEngine:
             raise InvalidRequestError("bfloat16 needs compute capability 8.0 or newer; use --dtype float16",
                                       param="dtype")
 
-        derived_len = int(getattr(hf_config, "max_position_embeddings", 2048))
+        # multimodal checkpoints keep the language model's settings in a text sub-config
+        self.text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+        derived_len = int(getattr(self.text_config, "max_position_embeddings", 2048))
         self.max_model_len = cfg.resolve("max_model_len", derived_len)
         if self.max_model_len < 2:
             raise InvalidRequestError(f"max_model_len must be at least 2, got {self.max_model_len}",
@@ -94,13 +98,34 @@ class LLMEngine:
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
         spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, block_size, kv_dtype)
-        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, self.max_model_len)
+        # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
+        # (with prefix caching) as many snapshots of states at block boundaries.
+        state_spec = self.model.state_cache_spec() if hasattr(self.model, "state_cache_spec") else None
+        state_slots = None
+        state_bytes = 0
+        if state_spec is not None:
+            state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
+            state_bytes = state_slots.num_slots * state_spec.bytes_per_slot
+        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, self.max_model_len,
+                                    reserved_bytes=state_bytes)
         kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
-        self.kv = KVCacheManager(num_blocks, block_size, enable_caching)
+        state_caches = []
+        if state_spec is not None and state_slots is not None:
+            state_caches = allocate_state_cache(state_spec, state_slots.num_slots, self.device)
+            logger.info(
+                "Recurrent state pool: %d Gated DeltaNet layers, %d slots for running requests + %d prefix "
+                "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
+                state_slots.num_snapshots, state_spec.bytes_per_slot / 2**20, state_bytes / 2**30,
+            )
+        self.state_caches = state_caches
+        self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
-        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device)
-        self._maybe_capture_graphs(kv_caches, max_seqs, block_size)
+        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches)
+        if state_spec is None:
+            self._maybe_capture_graphs(kv_caches, max_seqs, block_size)
+        elif self.device.type == "cuda":
+            logger.info("CUDA graphs are off for hybrid (Gated DeltaNet) models: not supported yet")
         self.sampler = Sampler()
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self.parents: dict[str, ParentRequestState] = {}
@@ -164,7 +189,7 @@ class LLMEngine:
         text, ids = self._prompt_ids(prompt)
         if not ids:
             raise InvalidRequestError("the prompt is empty", param="prompt")
-        vocab = int(self.hf_config.vocab_size)
+        vocab = int(self.text_config.vocab_size)
         bad = next((t for t in ids if not 0 <= t < vocab), None)
         if bad is not None:
             raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})", param="prompt")
@@ -257,7 +282,14 @@ class LLMEngine:
         now = time.monotonic()
         tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
         completing = [s for s in sched.scheduled if s.completes]
-        logits = self.runner.execute(sched.scheduled, tables)
+        if self.state_caches:
+            slots, sources = self.kv.state_slots.take_pending()  # type: ignore[union-attr]
+            reset_slots(self.state_caches, slots, sources)
+            snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in sched.scheduled])
+            state_slots = [self.kv.state_slot(s.request.request_id) for s in sched.scheduled]
+            logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots)
+        else:
+            logits = self.runner.execute(sched.scheduled, tables)
         rows = []
         for s in completing:
             req = s.request

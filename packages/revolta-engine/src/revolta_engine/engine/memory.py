@@ -16,8 +16,11 @@ CPU_KV_CACHE_BYTES = 2 * 2**30  # default KV budget on the CPU
 
 
 def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, model: nn.Module,
-                   max_num_batched_tokens: int, max_model_len: int) -> int:
-    """Number of blocks to allocate, including the null block 0."""
+                   max_num_batched_tokens: int, max_model_len: int, reserved_bytes: int = 0) -> int:
+    """Number of blocks to allocate, including the null block 0.
+
+    ``reserved_bytes`` (hybrid models' recurrent state pool) come out of the same budget first.
+    """
     override = cfg.resolve("num_gpu_blocks_override")
     if override:
         return int(override) + 1
@@ -29,7 +32,13 @@ def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver,
             budget = _gpu_budget(device, cfg.resolve("gpu_memory_utilization"), max_num_batched_tokens, spec,
                                  model, max_model_len)
             cfg.set("kv_cache_memory_bytes", budget, "profile")
-    num_blocks = int(budget) // spec.bytes_per_block
+    if reserved_bytes and int(budget) - reserved_bytes < 2 * spec.bytes_per_block:
+        raise MemoryError(
+            f"the recurrent state pool needs {reserved_bytes / 2**20:.0f} MiB of the {int(budget) / 2**20:.0f} "
+            f"MiB cache budget, leaving too little for the KV cache; lower max_num_seqs or raise "
+            f"gpu_memory_utilization / kv_cache_memory_bytes"
+        )
+    num_blocks = (int(budget) - reserved_bytes) // spec.bytes_per_block
     if num_blocks < 2:
         raise MemoryError(
             f"only {budget / 2**20:.0f} MiB are left for the KV cache, less than two blocks of "
@@ -65,6 +74,7 @@ def profile_activation_bytes(model: nn.Module, spec: KVCacheSpec, device: torch.
     base = torch.cuda.memory_allocated(device)
     n_blocks = -(-num_tokens // spec.block_size)
     caches = allocate_kv_cache(spec, n_blocks + 1, device)
+    state, state_caches = _one_state_slot(model, device)
     cache_bytes = torch.cuda.memory_allocated(device) - base
 
     def i32(data) -> torch.Tensor:
@@ -75,11 +85,23 @@ def profile_activation_bytes(model: nn.Module, spec: KVCacheSpec, device: torch.
         block_tables=i32([list(range(1, n_blocks + 1))]), context_lens=i32([num_tokens]),
         query_start_loc=i32([0, num_tokens]), max_query_len=num_tokens, max_context_len=num_tokens)
     ids = torch.zeros(num_tokens, dtype=torch.int64, device=device)
-    with forward_context(ForwardContext(meta, caches)):
+    with forward_context(ForwardContext(meta, caches, state, state_caches)):
         hidden = model(ids, torch.arange(num_tokens, device=device))
     model.compute_logits(hidden[-256:])  # type: ignore[operator]
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device) - base - cache_bytes
-    del caches, hidden
+    del caches, hidden, state_caches
     torch.cuda.empty_cache()
     return int(peak)
+
+
+def _one_state_slot(model: nn.Module, device: torch.device):
+    """Hybrid models: state metadata and a one-slot state pool for the profiling pass (else none)."""
+    if not hasattr(model, "state_cache_spec"):
+        return None, []
+    from revolta_engine.forward_context import StateMetadata
+    from revolta_engine.worker.state_cache import allocate_state_cache
+
+    caches = allocate_state_cache(model.state_cache_spec(), 1, device)  # type: ignore[operator]
+    none = torch.zeros(0, dtype=torch.int64, device=device)
+    return StateMetadata(torch.zeros(1, dtype=torch.int64, device=device), none, none, none), caches

@@ -9,11 +9,21 @@ from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.models.llama import LlamaForCausalLM
 from revolta_engine.models.qwen2 import Qwen2ForCausalLM
 from revolta_engine.models.qwen3 import Qwen3ForCausalLM
+from revolta_engine.models.qwen3_5 import Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM
+from revolta_engine.models.qwen3_moe import Qwen3MoeForCausalLM
+from revolta_engine.models.qwen3_next import Qwen3NextForCausalLM
 
 MODEL_REGISTRY: dict[str, type[nn.Module]] = {
     "LlamaForCausalLM": LlamaForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,
+    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
+    "Qwen3NextForCausalLM": Qwen3NextForCausalLM,
+    "Qwen3_5ForCausalLM": Qwen3_5ForCausalLM,
+    "Qwen3_5MoeForCausalLM": Qwen3_5MoeForCausalLM,
+    # multimodal checkpoints: the language model only (no image/video input)
+    "Qwen3_5ForConditionalGeneration": Qwen3_5ForCausalLM,
+    "Qwen3_5MoeForConditionalGeneration": Qwen3_5MoeForCausalLM,
 }
 
 

@@ -8,7 +8,14 @@ from typing import Any
 import torch
 
 from revolta_engine.core.scheduler import ScheduledRequest
-from revolta_engine.forward_context import AttentionMetadata, ForwardContext, LayerKVCache, forward_context
+from revolta_engine.forward_context import (
+    AttentionMetadata,
+    ForwardContext,
+    LayerKVCache,
+    LayerStateCache,
+    StateMetadata,
+    forward_context,
+)
 
 
 @dataclass
@@ -25,9 +32,10 @@ class ModelRunner:
     """Runs the model over the paged KV cache on one device."""
 
     def __init__(self, model: Any, kv_caches: list[LayerKVCache], block_size: int,
-                 device: torch.device) -> None:
+                 device: torch.device, state_caches: list[LayerStateCache] | None = None) -> None:
         self.model = model
         self.kv_caches = kv_caches
+        self.state_caches = state_caches or []
         self.block_size = block_size
         self.device = device
         self.graph_runner: Any = None  # a CudaGraphRunner once decode graphs are captured
@@ -70,14 +78,29 @@ class ModelRunner:
         return BatchInputs(tensor(input_ids, torch.int64), tensor(positions, torch.int64), attn,
                            tensor(logits_rows, torch.int64))
 
+    def prepare_state(self, state_slots: list[int], snapshots: list[tuple[int, int, int]]) -> StateMetadata:
+        """State slots of the batch's sequences and the ``(sequence, new tokens, slot)`` snapshots to take."""
+        def tensor(data):
+            return torch.tensor(data, dtype=torch.int64).to(self.device, non_blocking=True)
+
+        seqs, lens, slots = (list(col) for col in zip(*snapshots, strict=True)) if snapshots else ([], [], [])
+        return StateMetadata(tensor(state_slots), tensor(seqs), tensor(lens), tensor(slots))
+
     @torch.inference_mode()
-    def execute(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> torch.Tensor:
-        """Run one forward pass; return float32 logits for the rows that complete their tokens."""
+    def execute(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
+                state_slots: list[int] | None = None,
+                snapshots: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+        """Run one forward pass; return float32 logits for the rows that complete their tokens.
+
+        Hybrid models also get each sequence's state slot and the state snapshots to take.
+        """
         batch = self.prepare(scheduled, block_tables)
+        state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
         graphs = self.graph_runner
-        if graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
+        # CUDA graphs capture attention-only models; hybrid models' state metadata is not part of them
+        if state is None and graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
             hidden = graphs.run(batch.input_ids, batch.positions, batch.attn)
         else:
-            with forward_context(ForwardContext(batch.attn, self.kv_caches)):
+            with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))

@@ -1,0 +1,84 @@
+"""Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5) over the per-request state pool.
+
+Input projections are one merged GEMM ``[qkv | z | b | a]`` (Qwen3.5's split tensors load straight into it;
+Qwen3-Next's interleaved ``in_proj_qkvz`` / ``in_proj_ba`` are reordered at load time). q/k/v pass a causal
+depthwise conv1d (SiLU) that continues from the request's conv state, then the gated delta rule with
+``beta = sigmoid(b)`` and log-decay ``g = -exp(A_log) * softplus(a + dt_bias)`` updates the float32
+recurrent state; the output goes through a gated RMSNorm (``silu(z)``) and ``out_proj``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PretrainedConfig
+
+from revolta_engine.forward_context import get_forward_context
+from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_kernels import ops_hybrid
+
+
+class _Weight(nn.Module):
+    """A module holding one parameter named ``weight`` (checkpoint layout of ``conv1d`` and gated norms)."""
+
+    def __init__(self, *shape: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(*shape), requires_grad=False)
+
+
+class GatedDeltaNet(nn.Module):
+    """One linear-attention layer; ``state_idx`` picks its pool among the model's Gated DeltaNet layers."""
+
+    def __init__(self, config: PretrainedConfig, state_idx: int) -> None:
+        super().__init__()
+        self.state_idx = state_idx
+        self.num_k_heads = config.linear_num_key_heads
+        self.num_v_heads = config.linear_num_value_heads
+        self.head_k_dim = config.linear_key_head_dim
+        self.head_v_dim = config.linear_value_head_dim
+        self.key_dim = self.num_k_heads * self.head_k_dim
+        self.value_dim = self.num_v_heads * self.head_v_dim
+        self.conv_dim = 2 * self.key_dim + self.value_dim
+        self.conv_kernel = config.linear_conv_kernel_dim
+        if getattr(config, "hidden_act", "silu") != "silu":
+            raise ValueError(f"Gated DeltaNet with activation {config.hidden_act!r} is not supported (only silu)")
+        self.eps = config.rms_norm_eps
+        self.in_proj = MergedLinear(config.hidden_size,
+                                    [self.conv_dim, self.value_dim, self.num_v_heads, self.num_v_heads])
+        self.conv1d = _Weight(self.conv_dim, 1, self.conv_kernel)
+        self.dt_bias = nn.Parameter(torch.empty(self.num_v_heads), requires_grad=False)
+        self.A_log = nn.Parameter(torch.empty(self.num_v_heads), requires_grad=False)
+        self.norm = _Weight(self.head_v_dim)
+        self.out_proj = Linear(self.value_dim, config.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ctx = get_forward_context()
+        meta, attn = ctx.state, ctx.attn
+        assert meta is not None, "a Gated DeltaNet layer ran without state metadata"
+        cache = ctx.state_caches[self.state_idx]
+        n = x.shape[0]
+        qkv, z, b, a = self.in_proj.split(self.in_proj(x))
+        weight = self.conv1d.weight.squeeze(1)
+        decode = attn.max_query_len == 1 and meta.snapshot_seq.numel() == 0
+        if decode:
+            qkv = ops_hybrid.causal_conv1d_update(qkv, weight, None, cache.conv, meta.state_indices, True)
+        else:
+            qkv = ops_hybrid.causal_conv1d(qkv.contiguous(), weight, None, cache.conv, attn.query_start_loc,
+                                           meta.state_indices, True, meta.snapshot_seq, meta.snapshot_len,
+                                           meta.snapshot_slot)
+        q, k, v = qkv.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        q = q.reshape(n, self.num_k_heads, self.head_k_dim)
+        k = k.reshape(n, self.num_k_heads, self.head_k_dim)
+        v = v.reshape(n, self.num_v_heads, self.head_v_dim)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
+        if decode:
+            out = ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, cache.recurrent, meta.state_indices, True)
+        else:
+            out = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta.contiguous(), cache.recurrent,
+                                                      attn.query_start_loc, meta.state_indices, True,
+                                                      meta.snapshot_seq, meta.snapshot_len, meta.snapshot_slot)
+        out = ops_hybrid.rms_norm_gated(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim),
+                                        self.norm.weight, self.eps)
+        return self.out_proj(out.reshape(n, self.value_dim))

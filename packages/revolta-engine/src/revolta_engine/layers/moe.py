@@ -1,0 +1,86 @@
+"""Mixture-of-experts feed-forward: softmax top-k router, SwiGLU experts, optional gated shared expert."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig
+
+from revolta_engine.layers.activation import SiluAndMul
+from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_kernels import ops_hybrid
+
+# checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
+EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+
+
+class FusedExperts(nn.Module):
+    """All experts' weights as two stacked tensors: ``w13`` [E, 2I, H] (gate rows, then up) and ``w2`` [E, H, I].
+
+    Checkpoints store either one tensor per expert and projection (``experts.<e>.gate_proj.weight``) or the
+    stacked ``experts.gate_up_proj`` / ``experts.down_proj``; :meth:`load_expert` takes the former.
+    """
+
+    def __init__(self, num_experts: int, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.inter = inter
+        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * inter, hidden), requires_grad=False)
+        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden, inter), requires_grad=False)
+
+    def load_expert(self, expert: int, proj: str, tensor: torch.Tensor) -> str:
+        """Copy one expert's projection; returns the parameter name it went to."""
+        if not 0 <= expert < self.num_experts:
+            raise ValueError(f"expert {expert} is outside 0..{self.num_experts - 1}")
+        if proj == "down_proj":
+            target, rows = self.down_proj.data[expert], slice(None)
+        else:
+            start = 0 if proj == "gate_proj" else self.inter
+            target, rows = self.gate_up_proj.data[expert], slice(start, start + self.inter)
+        part = target[rows]
+        if tuple(tensor.shape) != tuple(part.shape):
+            raise ValueError(f"expected shape {tuple(part.shape)}, got {tuple(tensor.shape)}")
+        part.copy_(tensor)
+        return "down_proj" if proj == "down_proj" else "gate_up_proj"
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return ops_hybrid.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
+
+
+class GatedMLP(nn.Module):
+    """SwiGLU MLP with fused gate/up (also the shared expert of Qwen3-Next / Qwen3.5-MoE)."""
+
+    def __init__(self, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.gate_up_proj = MergedLinear(hidden, [inter, inter])
+        self.down_proj = Linear(inter, hidden)
+        self.act = SiluAndMul()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_up_proj(x)))
+
+
+class SparseMoeBlock(nn.Module):
+    """Router ``gate`` + ``experts``; with ``shared_expert`` added under a sigmoid ``shared_expert_gate``."""
+
+    def __init__(self, config: PretrainedConfig, *, renormalize: bool, shared_expert: bool) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.top_k = config.num_experts_per_tok
+        self.renormalize = renormalize
+        self.gate = Linear(hidden, config.num_experts)
+        self.experts = FusedExperts(config.num_experts, hidden, config.moe_intermediate_size)
+        self.shared_expert: GatedMLP | None = None
+        if shared_expert:
+            self.shared_expert = GatedMLP(hidden, config.shared_expert_intermediate_size)
+            self.shared_expert_gate = Linear(hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights, ids = ops_hybrid.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
+        # transformers casts the routing weights to the activations' dtype before weighting
+        out = self.experts(x, weights.to(x.dtype), ids)
+        if self.shared_expert is not None:
+            out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+        return out

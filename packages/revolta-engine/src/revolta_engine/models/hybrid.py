@@ -1,0 +1,174 @@
+"""The hybrid decoder shared by Qwen3-Next and Qwen3.5: Gated DeltaNet and gated full-attention layers.
+
+``config.layer_types`` says which layer is which. Attention layers use the paged KV cache (indexed among
+attention layers only); Gated DeltaNet layers use the per-request state pool (indexed among themselves).
+Norms are zero-centred RMSNorms (``x_hat * (1 + w)``); attention has q/k norms, partial rotary and a
+sigmoid output gate taken from the second half of each head's ``q_proj`` output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PretrainedConfig
+
+from revolta_engine.layers.attention import PagedAttention
+from revolta_engine.layers.gated_deltanet import GatedDeltaNet
+from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.norm import RMSNorm
+from revolta_engine.layers.rotary import RotaryEmbedding
+from revolta_engine.models.moe_weights import MoeWeightLoader
+from revolta_engine.worker.state_cache import StateCacheSpec
+
+LINEAR, FULL = "linear_attention", "full_attention"
+
+
+class GatedAttention(nn.Module):
+    """Full attention with zero-centred q/k norms, partial rotary and a sigmoid gate on the output."""
+
+    def __init__(self, config: PretrainedConfig, attn_idx: int, rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        bias = bool(getattr(config, "attention_bias", False))
+        q2, kv = 2 * self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        self.qkv_proj = MergedLinear(config.hidden_size, [q2, kv, kv], bias=bias)
+        self.o_proj = Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, zero_centered=True)
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, zero_centered=True)
+        self.rotary = rotary
+        self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, attn_idx)
+
+    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        qg, k, v = self.qkv_proj.split(self.qkv_proj(x))
+        q, gate = qg.reshape(n, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        q = self.q_norm(q.contiguous())
+        k = self.k_norm(k.reshape(n, self.num_kv_heads, self.head_dim))
+        v = v.reshape(n, self.num_kv_heads, self.head_dim)
+        q, k = self.rotary(positions, q, k)
+        out = self.attn(q, k, v).reshape(n, -1) * torch.sigmoid(gate.reshape(n, -1))
+        return self.o_proj(out)
+
+
+class HybridDecoderLayer(nn.Module):
+    """Pre-norm mixer (Gated DeltaNet or attention) + feed-forward, with the residual carried along."""
+
+    def __init__(self, config: PretrainedConfig, layer_type: str, mixer_idx: int, rotary: RotaryEmbedding,
+                 mlp: nn.Module) -> None:
+        super().__init__()
+        self.is_linear = layer_type == LINEAR
+        if self.is_linear:
+            self.linear_attn = GatedDeltaNet(config, mixer_idx)
+        else:
+            self.self_attn = GatedAttention(config, mixer_idx, rotary)
+        self.mlp = mlp
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
+
+    def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
+        if residual is None:
+            residual, x = x, self.input_layernorm(x)
+        else:
+            x, residual = self.input_layernorm(x, residual)
+        x = self.linear_attn(x) if self.is_linear else self.self_attn(positions, x)
+        x, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(x), residual
+
+
+class HybridModel(nn.Module):
+    """Embedding, hybrid layers, final zero-centred norm. ``make_mlp(config, layer_idx)`` picks each MLP."""
+
+    def __init__(self, config: PretrainedConfig, max_position: int, make_mlp) -> None:
+        super().__init__()
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.rotary = RotaryEmbedding(config, head_dim, max_position)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        types = list(config.layer_types)
+        if any(t not in (LINEAR, FULL) for t in types):
+            raise ValueError(f"unsupported layer types {sorted(set(types) - {LINEAR, FULL})}")
+        self.layers = nn.ModuleList(
+            HybridDecoderLayer(config, t, types[:i].count(t), self.rotary, make_mlp(config, i))
+            for i, t in enumerate(types[: config.num_hidden_layers])
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)
+        residual = None
+        for layer in self.layers:
+            x, residual = layer(positions, x, residual)
+        x, _ = self.norm(x, residual)
+        return x
+
+
+class HybridForCausalLM(nn.Module):
+    """LM head over :class:`HybridModel`; subclasses give ``make_mlp`` and the checkpoint renames."""
+
+    stacked_params = [
+        (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
+        (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1),
+        (".in_proj_qkv.", ".in_proj.", 0), (".in_proj_z.", ".in_proj.", 1),
+        (".in_proj_b.", ".in_proj.", 2), (".in_proj_a.", ".in_proj.", 3),
+    ]
+
+    def __init__(self, config: PretrainedConfig, max_position: int) -> None:
+        super().__init__()
+        self.config = config
+        self.model = HybridModel(config, max_position, self.make_mlp)
+        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        if not self.tie_word_embeddings:
+            self.lm_head = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+
+    @staticmethod
+    def make_mlp(config: PretrainedConfig, layer_idx: int) -> nn.Module:
+        raise NotImplementedError
+
+    def _layers(self, linear: bool) -> list[Any]:
+        return [layer for layer in self.model.layers if layer.is_linear == linear]  # type: ignore[union-attr]
+
+    def kv_cache_shape(self) -> tuple[int, int, int]:
+        """(attention layers, KV heads, head_dim): only the full-attention layers use the paged KV cache."""
+        attn = self._layers(False)
+        if not attn:
+            raise ValueError("hybrid models without any full-attention layer are not supported")
+        return len(attn), attn[0].self_attn.num_kv_heads, attn[0].self_attn.head_dim
+
+    def state_cache_spec(self) -> StateCacheSpec:
+        """Shape of one request's recurrent state across the Gated DeltaNet layers."""
+        layers = self._layers(True)
+        gdn: GatedDeltaNet = layers[0].linear_attn
+        return StateCacheSpec(len(layers), gdn.conv_dim, gdn.conv_kernel - 1, gdn.num_v_heads, gdn.head_k_dim,
+                              gdn.head_v_dim, self.model.embed_tokens.weight.dtype)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Hidden states of every token: [num_tokens, hidden_size]."""
+        return self.model(input_ids, positions)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits of the given hidden states, in float32."""
+        weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
+        return F.linear(hidden, weight).float()
+
+    def rename(self, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
+        """Checkpoint names -> ours (subclasses split fused tensors here)."""
+        yield from weights
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""
+        tie = self.tie_word_embeddings
+
+        def skip(name: str) -> bool:
+            return "rotary_emb.inv_freq" in name or (tie and name == "lm_head.weight")
+
+        def renamed():
+            for name, tensor in self.rename(weights):
+                yield ("lm_head" if name == "lm_head.weight" else name), tensor
+
+        MoeWeightLoader(self, self.stacked_params, skip).load(renamed())

@@ -1,0 +1,114 @@
+"""Torch custom ops for hybrid and mixture-of-experts models (namespace ``revolta``).
+
+Mixture-of-experts routing and expert GEMMs, causal conv1d with per-sequence state, the gated delta rule
+(Gated DeltaNet) and gated RMSNorm. As in :mod:`revolta_kernels.ops`, the default implementation is the
+pure-torch reference and every op has a fake implementation for tracing. State tensors (conv tails,
+recurrent states) live in per-slot pools that the ops update in place; ``state_indices[b]`` is sequence
+``b``'s slot. Snapshot arguments (``snapshot_seq``, ``snapshot_len``, ``snapshot_slot``; empty for none)
+also copy sequence ``snapshot_seq[i]``'s state after ``snapshot_len[i]`` of its new tokens into slot
+``snapshot_slot[i]`` (prefix caching of hybrid models).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from revolta_kernels.reference import conv1d as ref_conv
+from revolta_kernels.reference import gdn as ref_gdn
+from revolta_kernels.reference import moe as ref_moe
+
+LIB = "revolta"
+
+
+@torch.library.custom_op(f"{LIB}::moe_topk_softmax", mutates_args=())
+def moe_topk_softmax(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax routing: ``(weights [T, top_k] float32, expert ids [T, top_k] int64)``."""
+    return ref_moe.moe_topk_softmax(router_logits, top_k, renormalize)
+
+
+@moe_topk_softmax.register_fake
+def _(router_logits, top_k, renormalize):
+    shape = (router_logits.shape[0], top_k)
+    return router_logits.new_empty(shape, dtype=torch.float32), router_logits.new_empty(shape, dtype=torch.int64)
+
+
+@torch.library.custom_op(f"{LIB}::fused_moe", mutates_args=())
+def fused_moe(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+              topk_ids: torch.Tensor) -> torch.Tensor:
+    """SwiGLU experts weighted by the router: x [T, H], w13 [E, 2I, H], w2 [E, H, I] -> [T, H]."""
+    return ref_moe.fused_moe(x, w13, w2, topk_weights, topk_ids)
+
+
+@fused_moe.register_fake
+def _(x, w13, w2, topk_weights, topk_ids):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::causal_conv1d", mutates_args=("conv_states",))
+def causal_conv1d(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_states: torch.Tensor,
+    query_start_loc: torch.Tensor, state_indices: torch.Tensor, silu: bool,
+    snapshot_seq: torch.Tensor, snapshot_len: torch.Tensor, snapshot_slot: torch.Tensor,
+) -> torch.Tensor:
+    """Depthwise causal conv of variable-length sequences (x [T, C], weight [C, K], states [S, C, K-1])."""
+    return ref_conv.causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, silu,
+                                  snapshot_seq, snapshot_len, snapshot_slot)
+
+
+@causal_conv1d.register_fake
+def _(x, weight, bias, conv_states, query_start_loc, state_indices, silu, snapshot_seq, snapshot_len,
+      snapshot_slot):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::causal_conv1d_update", mutates_args=("conv_states",))
+def causal_conv1d_update(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                         conv_states: torch.Tensor, state_indices: torch.Tensor, silu: bool) -> torch.Tensor:
+    """One token per sequence: x [B, C] -> [B, C], shifting each sequence's conv state."""
+    return ref_conv.causal_conv1d_update(x, weight, bias, conv_states, state_indices, silu)
+
+
+@causal_conv1d_update.register_fake
+def _(x, weight, bias, conv_states, state_indices, silu):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::gated_delta_rule_prefill", mutates_args=("states",))
+def gated_delta_rule_prefill(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    states: torch.Tensor, query_start_loc: torch.Tensor, state_indices: torch.Tensor, use_qk_l2norm: bool,
+    snapshot_seq: torch.Tensor, snapshot_len: torch.Tensor, snapshot_slot: torch.Tensor,
+) -> torch.Tensor:
+    """Chunked gated delta rule of variable-length sequences -> [T, Hv, Dv]; states [S, Hv, Dk, Dv] float32."""
+    return ref_gdn.gated_delta_rule_chunked(q, k, v, g, beta, states, query_start_loc, state_indices,
+                                            use_qk_l2norm, snapshot_seq, snapshot_len, snapshot_slot)
+
+
+@gated_delta_rule_prefill.register_fake
+def _(q, k, v, g, beta, states, query_start_loc, state_indices, use_qk_l2norm, snapshot_seq, snapshot_len,
+      snapshot_slot):
+    return torch.empty_like(v)
+
+
+@torch.library.custom_op(f"{LIB}::gated_delta_rule_decode", mutates_args=("states",))
+def gated_delta_rule_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+                            beta: torch.Tensor, states: torch.Tensor, state_indices: torch.Tensor,
+                            use_qk_l2norm: bool) -> torch.Tensor:
+    """Recurrent gated delta rule, one token per sequence -> [B, Hv, Dv]."""
+    return ref_gdn.gated_delta_rule_recurrent(q, k, v, g, beta, states, state_indices, use_qk_l2norm)
+
+
+@gated_delta_rule_decode.register_fake
+def _(q, k, v, g, beta, states, state_indices, use_qk_l2norm):
+    return torch.empty_like(v)
+
+
+@torch.library.custom_op(f"{LIB}::rms_norm_gated", mutates_args=())
+def rms_norm_gated(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``weight * rmsnorm(x) * silu(gate)`` over the last dimension."""
+    return ref_gdn.rms_norm_gated(x, gate, weight, eps)
+
+
+@rms_norm_gated.register_fake
+def _(x, gate, weight, eps):
+    return torch.empty_like(x)

@@ -1,0 +1,49 @@
+"""Reference mixture-of-experts: softmax top-k routing and expert dispatch by sorting tokens per expert."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def moe_topk_softmax(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax over experts (float32), keep the ``top_k`` largest, optionally renormalise them to sum to 1.
+
+    Returns ``(weights [T, top_k] float32, expert ids [T, top_k] int64)``.
+    """
+    probs = torch.softmax(router_logits.float(), dim=-1)
+    weights, ids = torch.topk(probs, top_k, dim=-1)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights, ids
+
+
+def fused_moe(
+    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
+) -> torch.Tensor:
+    """SwiGLU experts: ``sum_k w_k * down_e(silu(gate_e(x)) * up_e(x))`` over each token's chosen experts.
+
+    x: [T, H]; w13: [E, 2I, H] (gate rows then up rows); w2: [E, H, I]; topk_weights/ids: [T, K].
+    The (token, expert) pairs are sorted by expert so each expert runs one matmul over its tokens, then the
+    weighted results are scattered back and summed per token.
+    """
+    num_tokens, top_k = topk_ids.shape
+    num_experts, two_inter, _ = w13.shape
+    flat_ids = topk_ids.reshape(-1)
+    order = torch.argsort(flat_ids, stable=True)
+    token_of = order // top_k
+    counts = torch.bincount(flat_ids, minlength=num_experts).tolist()
+    xs = x.float().index_select(0, token_of)
+    ys = torch.empty(xs.shape[0], w2.shape[1], dtype=torch.float32, device=x.device)
+    start = 0
+    for e, n in enumerate(counts):
+        if n == 0:
+            continue
+        h = F.linear(xs[start:start + n], w13[e].float())
+        gate, up = h.split(two_inter // 2, dim=-1)
+        ys[start:start + n] = F.linear(F.silu(gate) * up, w2[e].float())
+        start += n
+    ys = ys * topk_weights.reshape(-1).float().index_select(0, order)[:, None]
+    out = torch.zeros(num_tokens, w2.shape[1], dtype=torch.float32, device=x.device)
+    out.index_add_(0, token_of, ys)
+    return out.to(x.dtype)

@@ -1,0 +1,147 @@
+"""References of the hybrid/MoE ops (revolta_kernels.ops_hybrid) against float64 math written here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernels_cases import rel_err
+
+from revolta_kernels import ops_hybrid
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_moe_routing_and_experts(renormalize):
+    gen = torch.Generator().manual_seed(0)
+    t, h, inter, e, k = 9, 16, 12, 6, 2
+    x = torch.randn(t, h, generator=gen, dtype=torch.float64)
+    w13 = torch.randn(e, 2 * inter, h, generator=gen, dtype=torch.float64) / 4
+    w2 = torch.randn(e, h, inter, generator=gen, dtype=torch.float64) / 4
+    logits = torch.randn(t, e, generator=gen, dtype=torch.float64)
+    weights, ids = ops_hybrid.moe_topk_softmax(logits.float(), k, renormalize)
+    out = ops_hybrid.fused_moe(x.float(), w13.float(), w2.float(), weights, ids)
+    expect = torch.zeros(t, h, dtype=torch.float64)
+    for i in range(t):
+        p = torch.exp(logits[i]) / torch.exp(logits[i]).sum()
+        top = sorted(range(e), key=lambda j: -float(p[j]))[:k]
+        assert sorted(ids[i].tolist()) == sorted(top)
+        total = sum(float(p[j]) for j in top) if renormalize else 1.0
+        for j in top:
+            gate, up = w13[j, :inter] @ x[i], w13[j, inter:] @ x[i]
+            act = gate / (1 + torch.exp(-gate)) * up
+            expect[i] += float(p[j]) / total * (w2[j] @ act)
+    assert rel_err(out, expect) < 1e-5
+
+
+def _conv_f64(x, w, state):
+    """x [n, C], w [C, K], state [C, K-1] -> (silu(conv) [n, C], new state)."""
+    full = torch.cat([state, x.t()], dim=1)
+    kk = w.shape[1]
+    y = torch.stack([(full[:, t:t + kk] * w).sum(-1) for t in range(x.shape[0])])
+    return y / (1 + torch.exp(-y)), full[:, -(kk - 1):]
+
+
+def test_causal_conv1d_varlen_update_and_snapshots():
+    gen = torch.Generator().manual_seed(1)
+    c, kk, lens = 10, 4, [5, 1, 17]
+    w = torch.randn(c, kk, generator=gen, dtype=torch.float64)
+    xs = [torch.randn(n, c, generator=gen, dtype=torch.float64) for n in lens]
+    states = torch.randn(6, c, kk - 1, generator=gen, dtype=torch.float64)
+    slots = [4, 0, 2]
+    pool = states.float().clone()
+    qsl = torch.tensor([0, 5, 6, 23], dtype=torch.int32)
+    out = ops_hybrid.causal_conv1d(torch.cat(xs).float(), w.float(), None, pool, qsl, torch.tensor(slots), True,
+                                   torch.tensor([2]), torch.tensor([16]), torch.tensor([5]))
+    for i, (x, slot) in enumerate(zip(xs, slots, strict=True)):
+        y, new_state = _conv_f64(x, w, states[slot])
+        assert rel_err(out[qsl[i]:qsl[i + 1]], y) < 1e-5
+        assert rel_err(pool[slot], new_state) < 1e-6
+    _, snap = _conv_f64(xs[2][:16], w, states[2])
+    assert rel_err(pool[5], snap) < 1e-6
+    # single-token update path agrees with the varlen path
+    x1 = torch.randn(2, c, generator=gen, dtype=torch.float64)
+    before = pool.clone().double()
+    y = ops_hybrid.causal_conv1d_update(x1.float(), w.float(), None, pool, torch.tensor([4, 2]), True)
+    for row, slot in enumerate([4, 2]):
+        expect, new_state = _conv_f64(x1[row:row + 1], w, before[slot])
+        assert rel_err(y[row], expect[0]) < 1e-5
+        assert rel_err(pool[slot], new_state) < 1e-6
+
+
+def _gdn_f64(q, k, v, g, beta, state):
+    """Token-by-token gated delta rule in float64: q/k [n, Hk, Dk], v [n, Hv, Dv], state [Hv, Dk, Dv]."""
+    rep = v.shape[1] // q.shape[1]
+    outs = []
+    s = state.clone()
+    for t in range(q.shape[0]):
+        o_t = []
+        for hv in range(v.shape[1]):
+            qt, kt = q[t, hv // rep], k[t, hv // rep]
+            qt, kt = qt / torch.sqrt((qt * qt).sum() + 1e-6), kt / torch.sqrt((kt * kt).sum() + 1e-6)
+            qt = qt / qt.shape[0] ** 0.5
+            s[hv] = s[hv] * torch.exp(g[t, hv])
+            s[hv] = s[hv] + torch.outer(kt, beta[t, hv] * (v[t, hv] - s[hv].t() @ kt))
+            o_t.append(s[hv].t() @ qt)
+        outs.append(torch.stack(o_t))
+    return torch.stack(outs), s
+
+
+def _gdn_inputs(gen, n, hk, hv, dk, dv):
+    q = torch.randn(n, hk, dk, generator=gen, dtype=torch.float64)
+    k = torch.randn(n, hk, dk, generator=gen, dtype=torch.float64)
+    v = torch.randn(n, hv, dv, generator=gen, dtype=torch.float64)
+    g = -torch.rand(n, hv, generator=gen, dtype=torch.float64) * 0.5
+    beta = torch.rand(n, hv, generator=gen, dtype=torch.float64)
+    return q, k, v, g, beta
+
+
+def test_gated_delta_rule_chunked_matches_token_by_token():
+    gen = torch.Generator().manual_seed(2)
+    hk, hv, dk, dv, lens = 2, 4, 8, 6, [130, 3, 64]
+    seqs = [_gdn_inputs(gen, n, hk, hv, dk, dv) for n in lens]
+    states = torch.randn(5, hv, dk, dv, generator=gen, dtype=torch.float64) / 4
+    slots = [1, 3, 0]
+    pool = states.float().clone()
+    qsl = torch.tensor([0, 130, 133, 197], dtype=torch.int32)
+    flat = [torch.cat([s[j] for s in seqs]).float() for j in range(5)]
+    out = ops_hybrid.gated_delta_rule_prefill(*flat, pool, qsl, torch.tensor(slots), True,
+                                              torch.tensor([0, 0]), torch.tensor([48, 96]), torch.tensor([2, 4]))
+    for i, (seq, slot) in enumerate(zip(seqs, slots, strict=True)):
+        expect, final = _gdn_f64(*seq, states[slot])
+        assert rel_err(out[qsl[i]:qsl[i + 1]], expect) < 1e-4
+        assert rel_err(pool[slot], final) < 1e-4
+    for length, snap_slot in ((48, 2), (96, 4)):
+        _, snap = _gdn_f64(*(t[:length] for t in seqs[0]), states[1])
+        assert rel_err(pool[snap_slot], snap) < 1e-4
+
+
+def test_gated_delta_rule_decode_matches_token_by_token():
+    gen = torch.Generator().manual_seed(3)
+    hk, hv, dk, dv = 2, 4, 8, 6
+    q, k, v, g, beta = _gdn_inputs(gen, 3, hk, hv, dk, dv)
+    states = torch.randn(4, hv, dk, dv, generator=gen, dtype=torch.float64)
+    pool = states.float().clone()
+    slots = [3, 0, 1]
+    out = ops_hybrid.gated_delta_rule_decode(q.float(), k.float(), v.float(), g.float(), beta.float(), pool,
+                                             torch.tensor(slots), True)
+    for b, slot in enumerate(slots):
+        expect, final = _gdn_f64(q[b:b + 1], k[b:b + 1], v[b:b + 1], g[b:b + 1], beta[b:b + 1], states[slot])
+        assert rel_err(out[b], expect[0]) < 1e-5
+        assert rel_err(pool[slot], final) < 1e-5
+    assert torch.equal(pool[2], states[2].float())
+
+
+def test_rms_norm_gated():
+    gen = torch.Generator().manual_seed(4)
+    x, z = torch.randn(7, 32, generator=gen, dtype=torch.float64), torch.randn(7, 32, generator=gen, dtype=torch.float64)
+    w = torch.randn(32, generator=gen, dtype=torch.float64)
+    expect = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w * (z / (1 + torch.exp(-z)))
+    assert rel_err(ops_hybrid.rms_norm_gated(x.float(), z.float(), w.float(), 1e-6), expect) < 1e-5
+
+
+def test_ops_pass_torch_opcheck():
+    """Schemas, fake impls and mutation declarations are consistent (what torch.compile relies on)."""
+    x = torch.randn(4, 8)
+    torch.library.opcheck(ops_hybrid.rms_norm_gated, (x, x, torch.ones(8), 1e-6))
+    torch.library.opcheck(ops_hybrid.moe_topk_softmax, (torch.randn(4, 6), 2, True))
+    torch.library.opcheck(ops_hybrid.causal_conv1d_update,
+                          (x, torch.randn(8, 4), None, torch.zeros(4, 8, 3), torch.tensor([2, 0, 1, 3]), True))
