@@ -11,6 +11,7 @@ import os
 import pickle
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -37,9 +38,19 @@ def _raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
+def build_llm_engine(engine_args: Any) -> Any:
+    """The default engine factory: ``LLMEngine(engine_args)``."""
+    from revolta_engine import LLMEngine
+
+    return LLMEngine(engine_args)
+
+
 def run_engine_core(engine_args: Any, input_address: str, output_address: str, served_model_name: str | None,
-                    log_level: int = logging.INFO) -> None:
-    """Entry point of the spawned process (``multiprocessing`` target)."""
+                    log_level: int = logging.INFO, engine_factory: Callable[[Any], Any] = build_llm_engine) -> None:
+    """Entry point of the spawned process (``multiprocessing`` target).
+
+    ``engine_factory`` (a picklable, module-level callable) builds the engine from ``engine_args``.
+    """
     # Ctrl-C reaches the whole process group; the parent decides when the core stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_exit)
@@ -51,12 +62,10 @@ def run_engine_core(engine_args: Any, input_address: str, output_address: str, s
     outputs.connect(output_address)
     encoder = msgspec.msgpack.Encoder()
     try:
-        from revolta_engine import LLMEngine
-
         from revolta_api.clients.engine_info import engine_info
 
         try:
-            engine = LLMEngine(engine_args)
+            engine = engine_factory(engine_args)
             ready = Ready(info=engine_info(engine, served_model_name), tokenizer=pickle.dumps(engine.tokenizer))
         except Exception as exc:
             logger.debug("engine start failed", exc_info=True)

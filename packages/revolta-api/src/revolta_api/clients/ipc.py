@@ -23,13 +23,13 @@ class ErrorInfo(msgspec.Struct):
 
 
 # HTTP process -> engine core.
-class AddRequest(msgspec.Struct, tag="add", array_like=True):
+class AddRequest(msgspec.Struct, tag="add"):
     request_id: str
     prompt: str | list[int]
     params: SamplingParams
 
 
-class AbortRequests(msgspec.Struct, tag="abort", array_like=True):
+class AbortRequests(msgspec.Struct, tag="abort"):
     request_ids: list[str]
 
 
@@ -43,12 +43,12 @@ class Ready(msgspec.Struct, tag="ready"):
     tokenizer: bytes  # pickled tokenizer: the HTTP process tokenizes and renders chat templates itself
 
 
-class Outputs(msgspec.Struct, tag="outputs", array_like=True):
+class Outputs(msgspec.Struct, tag="outputs"):
     outputs: list[RequestOutput]
     stats: StatsSnapshot | None = None
 
 
-class RequestFailed(msgspec.Struct, tag="failed", array_like=True):
+class RequestFailed(msgspec.Struct, tag="failed"):
     request_id: str
     error: ErrorInfo
 

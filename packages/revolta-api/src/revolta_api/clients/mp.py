@@ -9,6 +9,7 @@ import multiprocessing
 import pickle
 import shutil
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -17,7 +18,7 @@ import zmq.asyncio
 from revolta_engine.errors import ModelLoadError
 from revolta_engine.sampling_params import SamplingParams
 
-from revolta_api.clients.core_process import run_engine_core
+from revolta_api.clients.core_process import build_llm_engine, run_engine_core
 from revolta_api.clients.ipc import (
     AbortRequests,
     AddRequest,
@@ -46,8 +47,10 @@ class MPEngineClient(StreamingClientBase):
     """
 
     def __init__(self, engine_args: Any, served_model_name: str | None = None,
-                 startup_timeout_s: float = 1800.0, log_level: int = logging.INFO) -> None:
+                 startup_timeout_s: float = 1800.0, log_level: int = logging.INFO,
+                 engine_factory: Callable[[Any], Any] = build_llm_engine) -> None:
         super().__init__()
+        self.engine_factory = engine_factory
         self.engine_args = engine_args
         self.served_model_name = served_model_name
         self.startup_timeout_s = startup_timeout_s
@@ -80,7 +83,8 @@ class MPEngineClient(StreamingClientBase):
         spawn = multiprocessing.get_context("spawn")
         self.process = spawn.Process(
             target=run_engine_core, name="revolta-engine-core",
-            args=(self.engine_args, input_address, output_address, self.served_model_name, self.log_level))
+            args=(self.engine_args, input_address, output_address, self.served_model_name, self.log_level,
+                  self.engine_factory))
         self.process.start()
         try:
             first = await self._wait_first_message()

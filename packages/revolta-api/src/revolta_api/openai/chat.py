@@ -24,7 +24,14 @@ from revolta_api.openai.serving import (
     vocab_size,
 )
 from revolta_api.state import ServerState, get_state
-from revolta_api.streaming import DONE_EVENT, ClientDisconnected, encode_json, sse_event, sse_response, until_disconnect
+from revolta_api.streaming import (
+    DONE_EVENT,
+    ClientDisconnected,
+    encode_json,
+    sse_event,
+    sse_response,
+    until_disconnect,
+)
 
 router = APIRouter()
 

@@ -52,7 +52,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     prompts = _prompts(body, tokenizer)
     vocab = vocab_size(tokenizer)
     params = []
-    for text, ids in prompts:
+    for _, ids in prompts:
         check_prompt_ids(ids, max_model_len, vocab)
         params.append(sampling_params(
             body, prompt_len=len(ids), max_model_len=max_model_len, requested_max=body.max_tokens,

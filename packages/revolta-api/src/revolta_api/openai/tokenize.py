@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from revolta_api.errors import bad_request
 from revolta_api.openai.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
 from revolta_api.openai.serving import vocab_size
-from revolta_api.errors import bad_request
 from revolta_api.state import get_state
 
 router = APIRouter()
