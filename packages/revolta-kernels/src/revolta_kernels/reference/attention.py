@@ -14,7 +14,8 @@ def _gather_kv(
     block_size = cache.shape[2]
     n_blocks = (ctx_len + block_size - 1) // block_size
     ids = block_table[:n_blocks].long()
-    kv = dequantize_kv(cache[ids], None if scales is None else scales[ids])  # [n, H, bs, D]
+    quantized = cache.dtype == torch.int8 and scales is not None
+    kv = dequantize_kv(cache[ids], scales[ids] if quantized else None)  # [n, H, bs, D]
     return kv.permute(0, 2, 1, 3).reshape(-1, cache.shape[1], cache.shape[3])[:ctx_len]
 
 

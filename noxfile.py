@@ -1,0 +1,49 @@
+"""Sessions that test the workspace together: `uv run nox` runs the default ones (what CI runs)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.default_venv_backend = "none"
+
+PACKAGES = ["kernels", "engine", "offload", "api", "cli"]
+
+
+def _uv_sync(session: nox.Session) -> None:
+    session.run("uv", "sync", "--all-packages", "--frozen", external=True)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """CPU tests of every package (GPU tests are skipped without CUDA)."""
+    _uv_sync(session)
+    paths = [f"packages/revolta-{p}/tests" for p in PACKAGES if (ROOT / f"packages/revolta-{p}/tests").is_dir()]
+    session.run("uv", "run", "--frozen", "pytest", "-q", "-rs", "--timeout=900", *paths, *session.posargs,
+                external=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole workspace."""
+    _uv_sync(session)
+    session.run("uv", "run", "--frozen", "ruff", "check", "packages", "benchmarks", "noxfile.py", external=True)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy on the engine."""
+    _uv_sync(session)
+    session.run("uv", "run", "--frozen", "mypy", "packages/revolta-engine/src/revolta_engine", external=True)
+
+
+# The kernel sessions (kernels_sm70, kernels_build) live beside the kernels they check.
+_kernel_sessions = ROOT / "packages/revolta-kernels/noxsessions.py"
+if _kernel_sessions.exists():
+    globals().update({k: v for k, v in runpy.run_path(str(_kernel_sessions)).items() if not k.startswith("_")})
+
+nox.options.sessions = [name for name in ("lint", "typecheck", "tests", "kernels_sm70", "kernels_build")
+                        if name in globals()]

@@ -1,0 +1,1 @@
+"""Requests, the KV block pool, prefix caching and the token-budget scheduler."""

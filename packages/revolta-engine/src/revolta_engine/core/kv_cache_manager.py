@@ -1,0 +1,102 @@
+"""Per-request KV block tables on top of the block pool, with prefix caching."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from revolta_engine.core.block_hash import extend_block_hashes
+from revolta_engine.core.block_pool import BlockPool, KVBlock
+from revolta_engine.core.request import Request
+
+
+@dataclass
+class PrefixCacheStats:
+    """Cumulative prefix-cache lookups, in tokens."""
+
+    queries: int = 0
+    hits: int = 0
+
+
+class KVCacheManager:
+    """Allocates blocks for requests and finds cached prefixes by chained block hash."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool) -> None:
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(num_blocks, enable_caching)
+        self.req_blocks: dict[str, list[KVBlock]] = {}
+        self._num_cached: dict[str, int] = {}  # full blocks of each request already published
+        self.prefix_stats = PrefixCacheStats()
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.pool.num_usable_blocks * self.block_size
+
+    def usage(self) -> float:
+        return self.pool.usage()
+
+    def _update_hashes(self, request: Request) -> None:
+        extra = request.sampling_params.extra_args.get("cache_salt")
+        extend_block_hashes(request.block_hashes, request.all_token_ids, self.block_size,
+                            (extra,) if extra else ())
+
+    def find_cached_prefix(self, request: Request) -> tuple[list[KVBlock], int]:
+        """Longest run of cached full blocks at the start of the request, and its length in tokens.
+
+        At least one token is always left to compute, so the last position still gets its logits.
+        """
+        if not self.enable_caching:
+            return [], 0
+        self._update_hashes(request)
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        hits: list[KVBlock] = []
+        for block_hash in request.block_hashes[:max_blocks]:
+            block = self.pool.get_cached_block(block_hash)
+            if block is None:
+                break
+            hits.append(block)
+        self.prefix_stats.queries += request.num_tokens
+        self.prefix_stats.hits += len(hits) * self.block_size
+        return hits, len(hits) * self.block_size
+
+    def allocate_slots(
+        self, request: Request, num_new_tokens: int, cached_blocks: list[KVBlock] | None = None
+    ) -> bool:
+        """Make room for ``num_new_tokens`` more tokens after the computed ones; False if blocks run out."""
+        cached_blocks = cached_blocks or []
+        blocks = self.req_blocks.get(request.request_id, [])
+        num_cached_tokens = len(cached_blocks) * self.block_size
+        total = request.num_computed_tokens + num_cached_tokens + num_new_tokens
+        needed = -(-total // self.block_size) - len(blocks) - len(cached_blocks)
+        # Reviving a free cached block takes it out of the free queue too.
+        revived = sum(1 for b in cached_blocks if b.ref_cnt == 0)
+        if needed + revived > self.pool.num_free_blocks():
+            return False
+        self.pool.touch(cached_blocks)
+        blocks = blocks + cached_blocks
+        if needed > 0:
+            blocks += self.pool.allocate(needed)
+        self.req_blocks[request.request_id] = blocks
+        self._num_cached.setdefault(request.request_id, len(cached_blocks))
+        return True
+
+    def cache_full_blocks(self, request: Request) -> None:
+        """Publish the request's blocks that became full of computed tokens."""
+        if not self.enable_caching:
+            return
+        self._update_hashes(request)
+        blocks = self.req_blocks[request.request_id]
+        n_full = min(request.num_computed_tokens // self.block_size, len(request.block_hashes))
+        start = self._num_cached.get(request.request_id, 0)
+        for i in range(start, n_full):
+            self.pool.cache_block(blocks[i], request.block_hashes[i])
+        self._num_cached[request.request_id] = max(start, n_full)
+
+    def block_ids(self, request_id: str) -> list[int]:
+        return [b.block_id for b in self.req_blocks.get(request_id, [])]
+
+    def free(self, request: Request) -> None:
+        """Release all of a request's blocks, tail first."""
+        blocks = self.req_blocks.pop(request.request_id, [])
+        self._num_cached.pop(request.request_id, None)
+        self.pool.free(list(reversed(blocks)))

@@ -1,0 +1,1 @@
+"""The engine loop (schedule -> execute -> sample -> update) and the offline LLM API."""

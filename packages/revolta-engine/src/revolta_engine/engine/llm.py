@@ -1,0 +1,75 @@
+"""The offline API: ``LLM(model=...).generate(prompts, sampling_params)`` as in vLLM."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from revolta_engine.config import EngineArgs
+from revolta_engine.engine.llm_engine import LLMEngine
+from revolta_engine.outputs import RequestOutput
+from revolta_engine.sampling_params import RequestOutputKind, SamplingParams
+
+PromptType = str | list[int] | dict
+
+
+class LLM:
+    """Runs prompts to completion in this process (continuous batching across the prompts given)."""
+
+    def __init__(self, model: str | None = None, **engine_args: Any) -> None:
+        if model is not None:
+            engine_args["model"] = model
+        self.llm_engine = LLMEngine(EngineArgs.from_kwargs(**engine_args))
+        self._ids = itertools.count()
+
+    def get_tokenizer(self):
+        """The model's tokenizer (None with skip_tokenizer_init)."""
+        return self.llm_engine.tokenizer
+
+    def generate(self, prompts: PromptType | Sequence[PromptType],
+                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
+        """Generate completions for one or many prompts; outputs come back in the prompts' order."""
+        if isinstance(prompts, str | dict) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]  # type: ignore[list-item]
+        prompts = list(prompts)  # type: ignore[arg-type]
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        params_list = (list(sampling_params) if isinstance(sampling_params, Sequence)
+                       else [sampling_params] * len(prompts))
+        if len(params_list) != len(prompts):
+            raise ValueError(f"got {len(prompts)} prompts but {len(params_list)} sampling params")
+        ids = []
+        try:
+            for prompt, params in zip(prompts, params_list, strict=True):
+                rid = f"offline-{next(self._ids)}"
+                final = SamplingParams(**{**params.__dict__, "output_kind": RequestOutputKind.FINAL_ONLY})
+                self.llm_engine.add_request(rid, prompt, final)
+                ids.append(rid)
+        except Exception:
+            self.llm_engine.abort_request(ids)
+            raise
+        return self._run(ids)
+
+    def chat(self, messages: list[dict] | list[list[dict]],
+             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
+             chat_template: str | None = None, add_generation_prompt: bool = True,
+             chat_template_kwargs: dict | None = None, tools: list[dict] | None = None) -> list[RequestOutput]:
+        """Render each conversation with the chat template and generate its reply."""
+        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        prompts: list[PromptType] = []
+        for conv in conversations:
+            text = self.llm_engine.apply_chat_template(
+                conv, add_generation_prompt=add_generation_prompt, tools=tools, chat_template=chat_template,
+                **(chat_template_kwargs or {}))
+            prompts.append({"prompt": text, "prompt_token_ids": self.llm_engine.tokenize_prompt(text)})
+        return self.generate(prompts, sampling_params)
+
+    def _run(self, ids: list[str]) -> list[RequestOutput]:
+        done: dict[str, RequestOutput] = {}
+        engine = self.llm_engine
+        while len(done) < len(ids):
+            for out in engine.step():
+                if out.finished:
+                    done[out.request_id] = out
+        return [done[i] for i in ids]

@@ -1,0 +1,266 @@
+"""The synchronous engine: ``step()`` = schedule -> execute -> sample -> update."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from revolta_engine.config import ConfigResolver, EngineArgs, choose_dtype, resolve_device
+from revolta_engine.core.kv_cache_manager import KVCacheManager
+from revolta_engine.core.request import Request, RequestStatus
+from revolta_engine.core.scheduler import Scheduler
+from revolta_engine.engine.chat import render_chat
+from revolta_engine.engine.memory import plan_kv_blocks
+from revolta_engine.engine.model_builder import load_model
+from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
+from revolta_engine.engine.stats import EngineStats
+from revolta_engine.errors import InvalidRequestError, PromptTooLongError
+from revolta_engine.loader import load_checkpoint
+from revolta_engine.outputs import RequestOutput
+from revolta_engine.sample.sampler import Sampler, SamplingRow
+from revolta_engine.sampling_params import SamplingParams
+from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache, resolve_kv_cache_dtype
+from revolta_engine.worker.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+class LLMEngine:
+    """Owns the model, the KV cache, the scheduler and the per-request output state.
+
+    Not thread-safe: drive it from one thread (the serving layer runs it in its own process).
+    """
+
+    def __init__(self, args: EngineArgs) -> None:
+        self.args = args
+        cfg = self.resolver = ConfigResolver(args)
+        if args.model is None:
+            from revolta_engine.loader import default_model
+
+            cfg.set("model", str(default_model()), "default")
+        else:
+            cfg.resolve("model")
+        model_path = cfg.values["model"].value
+        self.device = resolve_device(cfg.resolve("device"))
+        cfg.set("device", str(self.device), "user" if "device" in args.explicit else "profile")
+        self.checkpoint = load_checkpoint(
+            model_path, tokenizer=args.tokenizer, skip_tokenizer_init=args.skip_tokenizer_init,
+            load_format=args.load_format,
+        )
+        hf_config = self.checkpoint.hf_config
+        self.hf_config = hf_config
+        self.tokenizer = self.checkpoint.tokenizer
+        self.chat_template = args.chat_template or self.checkpoint.chat_template
+        self.eos_token_ids: set[int] = set(self.checkpoint.eos_token_ids)
+        self.served_model_name = cfg.resolve("served_model_name") or str(model_path)
+        cfg.set("served_model_name", self.served_model_name,
+                "user" if "served_model_name" in args.explicit else "default")
+
+        ckpt_dtype = getattr(hf_config, "dtype", None)
+        if isinstance(ckpt_dtype, str):
+            ckpt_dtype = getattr(torch, ckpt_dtype, None)
+        self.dtype, source = choose_dtype(args.dtype, ckpt_dtype, self.device)
+        cfg.set("dtype", str(self.dtype).removeprefix("torch."), source)
+        if self.device.type == "cuda" and self.dtype == torch.bfloat16 and torch.cuda.get_device_capability()[0] < 8:
+            raise InvalidRequestError("bfloat16 needs compute capability 8.0 or newer; use --dtype float16",
+                                      param="dtype")
+
+        derived_len = int(getattr(hf_config, "max_position_embeddings", 2048))
+        self.max_model_len = cfg.resolve("max_model_len", derived_len)
+        if self.max_model_len < 2:
+            raise InvalidRequestError(f"max_model_len must be at least 2, got {self.max_model_len}",
+                                      param="max_model_len")
+        block_size = cfg.resolve("block_size")
+        default_batched = 2048 if self.device.type == "cpu" else 8192
+        max_batched = cfg.resolve("max_num_batched_tokens", default_batched, parse=int)
+        max_seqs = cfg.resolve("max_num_seqs")
+        enable_caching = cfg.resolve("enable_prefix_caching")
+        cfg.resolve("seed")
+        for name in ("tensor_parallel_size", "enforce_eager", "load_format"):
+            cfg.resolve(name)
+        if args.tensor_parallel_size != 1:
+            raise InvalidRequestError("tensor_parallel_size > 1 is not supported yet", param="tensor_parallel_size")
+
+        weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
+        self.model = load_model(hf_config, weights, self.max_model_len, self.dtype, self.device, args.seed)
+
+        attn = self.model.model.layers[0].self_attn
+        kv_dtype = resolve_kv_cache_dtype(args.kv_cache_dtype, self.dtype)
+        cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
+                "user" if "kv_cache_dtype" in args.explicit else "default")
+        spec = KVCacheSpec(len(self.model.model.layers), attn.num_kv_heads, attn.head_dim, block_size, kv_dtype)
+        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched)
+        kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
+        self.kv = KVCacheManager(num_blocks, block_size, enable_caching)
+        self.kv_capacity_tokens = self.kv.capacity_tokens
+        self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
+        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device)
+        self.sampler = Sampler()
+        self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
+        self.parents: dict[str, ParentRequestState] = {}
+        self.children: dict[str, tuple[ParentRequestState, CompletionState, torch.Generator | None]] = {}
+        self.stats = EngineStats()
+        logger.info(
+            "KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB, %s); up to %.1f requests of %d tokens at once",
+            num_blocks - 1, block_size, self.kv_capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
+            str(kv_dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
+        )
+
+    # ----------------------------------------------------------------------------------- info
+    def config_report(self) -> list[tuple[str, Any, str]]:
+        """Every resolved option as ``(name, value, source)``."""
+        return self.resolver.report()
+
+    def apply_chat_template(self, messages: list[dict], *, add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None, chat_template: str | None = None,
+                            **template_kwargs: Any) -> str:
+        """Render ``messages`` with the model's chat template (or ``chat_template``)."""
+        return render_chat(self.tokenizer, chat_template or self.chat_template, messages,
+                           add_generation_prompt=add_generation_prompt, tools=tools, **template_kwargs)
+
+    def tokenize_prompt(self, prompt: str) -> list[int]:
+        """Tokenize a text prompt, adding BOS unless the text already starts with it."""
+        if self.tokenizer is None:
+            raise InvalidRequestError("this engine has no tokenizer (skip_tokenizer_init); send token ids",
+                                      param="prompt")
+        bos = self.tokenizer.bos_token
+        add_special = not (bos and prompt.startswith(bos))
+        return list(self.tokenizer.encode(prompt, add_special_tokens=add_special))
+
+    # ------------------------------------------------------------------------------- requests
+    def add_request(self, request_id: str, prompt: str | list[int] | dict, params: SamplingParams,
+                    arrival_time: float | None = None) -> None:
+        """Validate and queue a request; raises InvalidRequestError (engine state unchanged) on bad input."""
+        if request_id in self.parents:
+            raise InvalidRequestError(f"request id {request_id!r} is already running", param="request_id")
+        if isinstance(params, SamplingParams):
+            params.validate()
+        text, ids = self._prompt_ids(prompt)
+        if not ids:
+            raise InvalidRequestError("the prompt is empty", param="prompt")
+        vocab = int(self.hf_config.vocab_size)
+        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})", param="prompt")
+        if len(ids) >= self.max_model_len:
+            raise PromptTooLongError(len(ids), self.max_model_len)
+        need_blocks = -(-(len(ids) + 1) // self.kv.block_size)
+        if need_blocks > self.kv.pool.num_usable_blocks:
+            raise InvalidRequestError(
+                f"the prompt needs {need_blocks} KV blocks but the cache holds only "
+                f"{self.kv.pool.num_usable_blocks}", param="prompt")
+        max_tokens = params.max_tokens or (self.max_model_len - len(ids))
+        arrival = arrival_time if arrival_time is not None else time.monotonic()
+        states = []
+        for i in range(params.n):
+            child_id = request_id if params.n == 1 else f"{i}_{request_id}"
+            req = Request(child_id, ids, params, max_tokens, self.eos_token_ids, arrival)
+            states.append(CompletionState(i, req, self.tokenizer))
+        parent = ParentRequestState(request_id, text, ids, params, states, arrival)
+        self.parents[request_id] = parent
+        for i, state in enumerate(states):
+            gen = None
+            if params.seed is not None:
+                gen = torch.Generator(device=self.device).manual_seed(params.seed + i)
+            self.children[state.request.request_id] = (parent, state, gen)
+            self.scheduler.add(state.request)
+
+    def _prompt_ids(self, prompt: str | list[int] | dict) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
+            if "prompt" in prompt:
+                prompt = prompt["prompt"]
+            else:
+                raise InvalidRequestError("a prompt dict needs 'prompt' or 'prompt_token_ids'", param="prompt")
+        if isinstance(prompt, str):
+            return prompt, self.tokenize_prompt(prompt)
+        if isinstance(prompt, list | tuple) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            return None, list(prompt)
+        raise InvalidRequestError("a prompt must be a string or a list of token ids", param="prompt")
+
+    def abort_request(self, request_ids: list[str]) -> None:
+        """Stop requests now and free their KV blocks (unknown ids are ignored)."""
+        for rid in request_ids:
+            parent = self.parents.pop(rid, None)
+            if parent is None:
+                continue
+            for state in parent.children:
+                self.children.pop(state.request.request_id, None)
+                if not state.request.status.finished:
+                    self.scheduler.finish(state.request, RequestStatus.FINISHED_ABORTED)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.parents)
+
+    def get_stats(self) -> EngineStats:
+        """Current load and cumulative counters."""
+        s = self.stats
+        s.num_running = len(self.scheduler.running)
+        s.num_waiting = len(self.scheduler.waiting)
+        s.kv_cache_usage = self.kv.usage()
+        s.prefix_cache_queries = self.kv.prefix_stats.queries
+        s.prefix_cache_hits = self.kv.prefix_stats.hits
+        s.num_preemptions = self.scheduler.num_preemptions
+        return s
+
+    # ----------------------------------------------------------------------------------- step
+    def step(self) -> list[RequestOutput]:
+        """Run one scheduling step; return outputs of the requests that progressed or finished."""
+        sched = self.scheduler.schedule()
+        touched: dict[str, ParentRequestState] = {}
+        for req in sched.failed:
+            parent, _, _ = self.children[req.request_id]
+            self.scheduler.finish(req, RequestStatus.FINISHED_ABORTED)
+            logger.warning("request %s aborted: %s", parent.request_id, req.stop_reason)
+            touched[parent.request_id] = parent
+        if sched.scheduled:
+            self._execute(sched, touched)
+        outputs = []
+        for parent in touched.values():
+            out = parent.make_output()
+            if out is not None:
+                outputs.append(out)
+            if parent.finished:
+                self.parents.pop(parent.request_id, None)
+                for state in parent.children:
+                    self.children.pop(state.request.request_id, None)
+        return outputs
+
+    def _execute(self, sched, touched: dict[str, ParentRequestState]) -> None:
+        now = time.monotonic()
+        tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
+        completing = [s for s in sched.scheduled if s.completes]
+        logits = self.runner.execute(sched.scheduled, tables)
+        rows = []
+        for s in completing:
+            req = s.request
+            p = req.sampling_params
+            blocked = []
+            if req.num_output_tokens < p.min_tokens:
+                blocked = sorted((set() if p.ignore_eos else self.eos_token_ids) | set(p.stop_token_ids or []))
+            rows.append(SamplingRow(p, req.prompt_token_ids, req.output_token_ids,
+                                    self.children[req.request_id][2] or self.generator, blocked))
+        sampled = self.sampler(logits, rows) if rows else None
+        for s in sched.scheduled:
+            self.scheduler.advance(s)
+            parent = self.children[s.request.request_id][0]
+            if parent.metrics.first_scheduled_time is None:
+                parent.metrics.first_scheduled_time = now
+            if s.request.num_cached_tokens >= 0 and s.request.num_computed_tokens <= s.request.num_prompt_tokens:
+                self.stats.num_prompt_tokens += s.num_new_tokens
+        for j, s in enumerate(completing):
+            req = s.request
+            parent, state, _ = self.children[req.request_id]
+            token = sampled.token_ids[j]  # type: ignore[union-attr]
+            req.append_token(token)
+            self.stats.num_generation_tokens += 1
+            req.check_token_stop(self.max_model_len)
+            state.on_token(token, sampled.logprobs[j])  # type: ignore[union-attr]
+            parent.note_token()
+            if req.status.finished:
+                self.scheduler.finish(req, req.status)
+            touched[parent.request_id] = parent

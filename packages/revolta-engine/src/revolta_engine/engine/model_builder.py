@@ -1,0 +1,59 @@
+"""Builds a model on its device and dtype and fills its weights (or random ones for benchmarks)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig
+
+from revolta_engine.models.registry import resolve_model_class
+
+logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype):
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def build_model(config: PretrainedConfig, max_position: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
+    """Instantiate the model class for ``config`` directly on ``device`` in ``dtype`` (weights undefined)."""
+    cls = resolve_model_class(config)
+    with _default_dtype(dtype), torch.device(device):
+        model = cls(config, max_position)
+    return model.eval()
+
+
+def fill_dummy_weights(model: nn.Module, seed: int) -> None:
+    """Random weights (normal, std 0.02; norms at 1) so speed can be measured without a checkpoint."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    for name, param in model.named_parameters():
+        if name.endswith("norm.weight"):
+            param.data.fill_(1.0)
+        else:
+            cpu = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen)
+            param.data.copy_(cpu)
+
+
+def load_model(config: PretrainedConfig, weights, max_position: int, dtype: torch.dtype,
+               device: torch.device, seed: int) -> nn.Module:
+    """Build the model and load ``weights`` (an iterable of HF-named tensors), or dummy ones if None."""
+    start = time.perf_counter()
+    model = build_model(config, max_position, dtype, device)
+    if weights is None:
+        fill_dummy_weights(model, seed)
+    else:
+        model.load_weights(weights)  # type: ignore[operator]
+    n_params = sum(p.numel() for p in model.parameters())
+    logger.info("Loaded %s (%.1fM parameters, %s) on %s in %.1f s", type(model).__name__, n_params / 1e6,
+                str(dtype).removeprefix("torch."), device, time.perf_counter() - start)
+    return model

@@ -1,0 +1,19 @@
+"""Counters and gauges the engine exposes (the HTTP layer turns them into Prometheus metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineStats:
+    """A snapshot of the engine's load and cumulative counters."""
+
+    num_running: int = 0
+    num_waiting: int = 0
+    kv_cache_usage: float = 0.0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+    num_preemptions: int = 0
+    num_prompt_tokens: int = 0
+    num_generation_tokens: int = 0

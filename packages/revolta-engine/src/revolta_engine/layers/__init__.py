@@ -1,0 +1,1 @@
+"""Model building blocks that call revolta-kernels' ops."""

@@ -1,0 +1,14 @@
+"""Gated activations."""
+
+from __future__ import annotations
+
+import torch
+from revolta_kernels import ops
+from torch import nn
+
+
+class SiluAndMul(nn.Module):
+    """``silu(gate) * up`` on a merged ``[gate, up]`` projection."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.silu_and_mul(x)

@@ -1,0 +1,33 @@
+"""Paged attention layer: writes new K/V into the cache, then attends over the whole context."""
+
+from __future__ import annotations
+
+import torch
+from revolta_kernels import ops
+from torch import nn
+
+from revolta_engine.forward_context import get_forward_context
+
+
+class PagedAttention(nn.Module):
+    """Attention of the batch's new tokens over their sequences' paged KV cache (layer ``layer_idx``)."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, layer_idx: int) -> None:
+        super().__init__()
+        assert num_heads % num_kv_heads == 0, "query heads must be a multiple of KV heads"
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.scale = scale
+        self.layer_idx = layer_idx
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q: [T, H, D], k/v: [T, Hkv, D] -> [T, H, D]."""
+        ctx = get_forward_context()
+        meta = ctx.attn
+        cache = ctx.kv_caches[self.layer_idx]
+        ops.reshape_and_cache(k, v, cache.key, cache.value, meta.slot_mapping, cache.k_scales, cache.v_scales)
+        return ops.paged_attention(
+            q, cache.key, cache.value, meta.block_tables, meta.context_lens, meta.query_start_loc,
+            meta.max_query_len, self.scale, cache.k_scales, cache.v_scales,
+        )

@@ -1,0 +1,1 @@
+"""Model families; :mod:`revolta_engine.models.registry` maps HF ``architectures`` to classes."""

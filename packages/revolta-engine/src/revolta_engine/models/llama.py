@@ -1,0 +1,152 @@
+"""Llama-family decoder (Llama 2/3.x, SmolLM2); Qwen2 and Qwen3 reuse it with flags."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PretrainedConfig
+
+from revolta_engine.layers.activation import SiluAndMul
+from revolta_engine.layers.attention import PagedAttention
+from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.norm import RMSNorm
+from revolta_engine.layers.rotary import RotaryEmbedding
+from revolta_engine.models.weights import WeightLoader
+
+
+class LlamaAttention(nn.Module):
+    """Self-attention with fused q/k/v projection, rotary and paged KV cache."""
+
+    qkv_bias_default = False
+    qk_norm = False
+
+    def __init__(self, config: PretrainedConfig, layer_idx: int, rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = getattr(config, "num_key_value_heads", None) or self.num_heads
+        self.head_dim = getattr(config, "head_dim", None) or hidden // self.num_heads
+        bias = getattr(config, "attention_bias", self.qkv_bias_default)
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        self.qkv_proj = MergedLinear(hidden, [q_size, kv_size, kv_size], bias=bias)
+        self.o_proj = Linear(q_size, hidden, bias=getattr(config, "attention_out_bias", False) and bias)
+        if self.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        self.rotary = rotary
+        self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, layer_idx)
+
+    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv_proj.split(self.qkv_proj(x))
+        q = q.view(-1, self.num_heads, self.head_dim)
+        k = k.view(-1, self.num_kv_heads, self.head_dim)
+        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rotary(positions, q, k)
+        out = self.attn(q, k, v)
+        return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim))
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU feed-forward with fused gate/up projection."""
+
+    def __init__(self, config: PretrainedConfig) -> None:
+        super().__init__()
+        bias = getattr(config, "mlp_bias", False)
+        inter = config.intermediate_size
+        self.gate_up_proj = MergedLinear(config.hidden_size, [inter, inter], bias=bias)
+        self.down_proj = Linear(inter, config.hidden_size, bias=bias)
+        self.act = SiluAndMul()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_up_proj(x)))
+
+
+class LlamaDecoderLayer(nn.Module):
+    """Pre-norm attention + MLP block with a residual stream carried between layers."""
+
+    attention_cls: type[LlamaAttention] = LlamaAttention
+
+    def __init__(self, config: PretrainedConfig, layer_idx: int, rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        self.self_attn = self.attention_cls(config, layer_idx, rotary)
+        self.mlp = LlamaMLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
+        if residual is None:
+            residual, x = x, self.input_layernorm(x)
+        else:
+            x, residual = self.input_layernorm(x, residual)
+        x = self.self_attn(positions, x)
+        x, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(x), residual
+
+
+class LlamaModel(nn.Module):
+    """Embedding, decoder layers and final norm."""
+
+    layer_cls: type[LlamaDecoderLayer] = LlamaDecoderLayer
+
+    def __init__(self, config: PretrainedConfig, max_position: int) -> None:
+        super().__init__()
+        num_heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+        self.rotary = RotaryEmbedding(config, head_dim, max_position)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens.weight.requires_grad_(False)
+        self.layers = nn.ModuleList(
+            self.layer_cls(config, i, self.rotary) for i in range(config.num_hidden_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)
+        residual = None
+        for layer in self.layers:
+            x, residual = layer(positions, x, residual)
+        x, _ = self.norm(x, residual)
+        return x
+
+
+class LlamaForCausalLM(nn.Module):
+    """Causal LM head over :class:`LlamaModel`; ties the head to the embedding when the config says so."""
+
+    model_cls: type[LlamaModel] = LlamaModel
+    stacked_params = [
+        (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
+        (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1),
+    ]
+
+    def __init__(self, config: PretrainedConfig, max_position: int) -> None:
+        super().__init__()
+        self.config = config
+        self.model = self.model_cls(config, max_position)
+        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        if not self.tie_word_embeddings:
+            self.lm_head = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Hidden states of every token: [num_tokens, hidden_size]."""
+        return self.model(input_ids, positions)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits of the given hidden states, in float32."""
+        weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
+        return F.linear(hidden, weight).float()
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""
+        def skip(name: str) -> bool:
+            return "rotary_emb.inv_freq" in name or (self.tie_word_embeddings and name == "lm_head.weight")
+
+        def renamed():
+            for name, tensor in weights:
+                yield ("lm_head" if name == "lm_head.weight" else name), tensor
+
+        WeightLoader(self, self.stacked_params, skip).load(renamed())

@@ -1,0 +1,76 @@
+"""Loading HF-named tensors into a model, with strict accounting of what was and was not filled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+from revolta_engine.errors import ModelLoadError
+
+# (suffix in the checkpoint, suffix of our merged parameter, shard index)
+StackedMapping = list[tuple[str, str, int]]
+
+
+class WeightLoader:
+    """Copies checkpoint tensors into a model's parameters and reports anything missing or unexpected."""
+
+    def __init__(self, model: nn.Module, stacked: StackedMapping, skip: Callable[[str], bool] | None = None):
+        self.model = model
+        self.params = dict(model.named_parameters())
+        self.stacked = stacked
+        self.skip = skip or (lambda name: False)
+        self.loaded: dict[str, set[int] | None] = {}
+
+    def load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        for name, tensor in weights:
+            if self.skip(name):
+                continue
+            self._load_one(name, tensor)
+        self._check_complete()
+
+    def _load_one(self, name: str, tensor: torch.Tensor) -> None:
+        for ckpt_part, merged_part, shard in self.stacked:
+            if ckpt_part in name:
+                target = name.replace(ckpt_part, merged_part)
+                param = self._param(target, name)
+                module = self.model.get_submodule(target.rsplit(".", 1)[0])
+                try:
+                    module.load_shard(shard, target.rsplit(".", 1)[1], tensor)  # type: ignore[operator]
+                except ValueError as e:
+                    raise ModelLoadError(f"tensor {name!r}: {e}") from None
+                shards = self.loaded.setdefault(target, set())
+                assert shards is not None
+                shards.add(shard)
+                del param
+                return
+        param = self._param(name, name)
+        if param.shape != tensor.shape:
+            raise ModelLoadError(
+                f"tensor {name!r} has shape {tuple(tensor.shape)} but the model expects {tuple(param.shape)}"
+            )
+        param.data.copy_(tensor)
+        self.loaded[name] = None
+
+    def _param(self, target: str, ckpt_name: str) -> nn.Parameter:
+        try:
+            return self.params[target]
+        except KeyError:
+            raise ModelLoadError(f"checkpoint tensor {ckpt_name!r} has no place in the model") from None
+
+    def _check_complete(self) -> None:
+        missing = []
+        for name, param in self.params.items():
+            if name not in self.loaded:
+                missing.append(name)
+                continue
+            shards = self.loaded[name]
+            if shards is not None:
+                module = self.model.get_submodule(name.rsplit(".", 1)[0])
+                expected = len(module.shard_sizes)  # type: ignore[union-attr]
+                if len(shards) != expected:
+                    missing.append(f"{name} (parts {sorted(set(range(expected)) - shards)})")
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise ModelLoadError(f"checkpoint is missing tensor(s): {shown}")

@@ -1,0 +1,104 @@
+"""The sampler: processes a batch of logits and draws one token per row.
+
+Each row may carry its own ``torch.Generator`` (seeded requests), so a seeded request samples the same
+tokens whatever else shares its batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from revolta_engine.sample.penalties import apply_penalties
+from revolta_engine.sampling_params import SamplingParams
+
+
+@dataclass
+class SamplingRow:
+    """Everything the sampler needs about one row of the batch."""
+
+    params: SamplingParams
+    prompt_ids: list[int]
+    output_ids: list[int]
+    generator: torch.Generator | None
+    blocked_ids: list[int]  # EOS / stop ids masked while min_tokens is not reached
+
+
+@dataclass
+class SamplerOutput:
+    """Sampled tokens and, where asked, their logprobs."""
+
+    token_ids: list[int]
+    # per row: (sampled logprob, sampled rank, top-k ids, top-k logprobs) or None
+    logprobs: list[tuple[float, int, list[int], list[float]] | None]
+
+
+def _top_k_top_p_min_p(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+    for i, row in enumerate(rows):
+        p = row.params
+        if p.top_k and p.top_k < logits.shape[1]:
+            kth = torch.topk(logits[i], p.top_k).values[-1]
+            logits[i] = logits[i].masked_fill(logits[i] < kth, float("-inf"))
+        if p.min_p > 0.0:
+            probs = torch.softmax(logits[i], dim=-1)
+            logits[i] = logits[i].masked_fill(probs < p.min_p * probs.max(), float("-inf"))
+        if p.top_p < 1.0:
+            sorted_logits, idx = torch.sort(logits[i], descending=True)
+            cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+            # Drop tokens once the mass before them already reaches top_p (always keep the first).
+            drop = (cum - torch.softmax(sorted_logits, dim=-1)) >= p.top_p
+            logits[i, idx[drop]] = float("-inf")
+    return logits
+
+
+def _compute_logprobs(raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]):
+    wanted = [r.params.logprobs for r in rows]
+    if all(w is None for w in wanted):
+        return [None] * len(rows)
+    logprobs = torch.log_softmax(raw, dim=-1)
+    out: list[tuple[float, int, list[int], list[float]] | None] = []
+    for i, k in enumerate(wanted):
+        if k is None:
+            out.append(None)
+            continue
+        tok = int(tokens[i])
+        lp = logprobs[i, tok]
+        rank = int((logprobs[i] > lp).sum()) + 1
+        top = torch.topk(logprobs[i], k) if k > 0 else None
+        out.append((float(lp), rank, top.indices.tolist() if top else [], top.values.tolist() if top else []))
+    return out
+
+
+class Sampler:
+    """Penalties, allowed/blocked tokens, temperature, top-k/top-p/min-p, then greedy or random draw."""
+
+    def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
+        raw = logits
+        logits = logits.clone()
+        params = [r.params for r in rows]
+        if any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params):
+            apply_penalties(
+                logits, [r.prompt_ids for r in rows], [r.output_ids for r in rows],
+                [p.repetition_penalty for p in params], [p.presence_penalty for p in params],
+                [p.frequency_penalty for p in params],
+            )
+        for i, row in enumerate(rows):
+            if row.params.allowed_token_ids:
+                mask = torch.full_like(logits[i], float("-inf"))
+                mask[torch.tensor(row.params.allowed_token_ids, dtype=torch.long)] = 0.0
+                logits[i] += mask
+            if row.blocked_ids:
+                logits[i, torch.tensor(row.blocked_ids, dtype=torch.long)] = float("-inf")
+        tokens = logits.argmax(dim=-1)
+        random_rows = [i for i, p in enumerate(params) if not p.greedy]
+        if random_rows:
+            idx = torch.tensor(random_rows, dtype=torch.long, device=logits.device)
+            temps = torch.tensor([params[i].temperature for i in random_rows], device=logits.device)
+            sub = _top_k_top_p_min_p(logits[idx] / temps.unsqueeze(1), [rows[i] for i in random_rows])
+            probs = torch.softmax(sub, dim=-1)
+            for j, i in enumerate(random_rows):
+                # Exponential race: argmax(p / E) with E ~ Exp(1) draws from p, one generator per row.
+                e = torch.empty_like(probs[j]).exponential_(generator=rows[i].generator)
+                tokens[i] = (probs[j] / e).argmax()
+        return SamplerOutput(tokens.tolist(), _compute_logprobs(raw, tokens, rows))

@@ -1,0 +1,1 @@
+"""Executes scheduled batches on a device: inputs, attention metadata, KV cache, forward pass."""
