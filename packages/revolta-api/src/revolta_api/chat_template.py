@@ -6,6 +6,7 @@ import inspect
 import logging
 from typing import Any
 
+from revolta_engine.engine.chat import render_chat
 from revolta_engine.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
@@ -23,13 +24,11 @@ class ChatRenderer:
     def render(self, messages: list[dict], *, add_generation_prompt: bool = True,
                continue_final_message: bool = False, chat_template: str | None = None,
                template_kwargs: dict | None = None) -> str:
-        """The prompt text for ``messages``; raises ``InvalidRequestError`` for messages the template rejects."""
-        if self.tokenizer is None:
-            raise InvalidRequestError("this server was started without a tokenizer; chat is unavailable")
+        """The prompt text for ``messages``; raises ``InvalidRequestError`` for messages the template rejects.
+
+        Rendering is the engine's own (``render_chat``), so a served chat matches ``LLM.chat``.
+        """
         template = chat_template or self.default_template
-        if not template:
-            raise InvalidRequestError("the model has no chat template; start the server with --chat-template",
-                                      param="messages")
         if continue_final_message and add_generation_prompt:
             raise InvalidRequestError("continue_final_message and add_generation_prompt cannot both be true",
                                       param="continue_final_message")
@@ -37,15 +36,14 @@ class ChatRenderer:
             raise InvalidRequestError("continue_final_message needs the last message to be the assistant's",
                                       param="continue_final_message")
         kwargs = {k: v for k, v in (template_kwargs or {}).items() if k not in self._reserved}
-        try:
-            rendered = self.tokenizer.apply_chat_template(
-                messages, chat_template=template, tokenize=False, add_generation_prompt=add_generation_prompt,
-                continue_final_message=continue_final_message, **kwargs)
-        except InvalidRequestError:
-            raise
-        except Exception as exc:  # jinja errors, raise_exception() in templates, bad kwargs
-            raise InvalidRequestError(f"the chat template could not render these messages: {exc}",
-                                      param="messages") from exc
+        rendered = render_chat(self.tokenizer, template, messages, add_generation_prompt=add_generation_prompt,
+                               continue_final_message=continue_final_message, **kwargs)
         if not isinstance(rendered, str):
             raise InvalidRequestError("the chat template did not produce text", param="chat_template")
         return rendered
+
+
+def tokenize_prompt(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of a text prompt as the engine makes them: BOS added unless the text already starts with it."""
+    bos = tokenizer.bos_token
+    return list(tokenizer.encode(text, add_special_tokens=not (bos and text.startswith(bos))))

@@ -35,6 +35,7 @@ class EngineInfo:
     # (name, value, source) as LLMEngine.config_report() gives them; values shown as text.
     config_report: list[tuple[str, str, str]] = field(default_factory=list)
     chat_template: str | None = None
+    vocab_size: int = 0  # token ids accepted are 0..vocab_size-1
 
 
 @dataclass

@@ -83,12 +83,13 @@ class ServerMetrics:
 class RequestTimer:
     """Observes one request's TTFT, inter-token latencies and end-to-end latency from the outputs it sees."""
 
-    __slots__ = ("_metrics", "_arrival", "_last")
+    __slots__ = ("_metrics", "_arrival", "_last", "_counted")
 
     def __init__(self, metrics: ServerMetrics) -> None:
         self._metrics = metrics
         self._arrival = time.monotonic()
         self._last: float | None = None
+        self._counted: set[int] = set()
 
     def on_output(self, out: RequestOutput) -> None:
         """Record the arrival of one (DELTA) output."""
@@ -103,7 +104,8 @@ class RequestTimer:
                     self._metrics.itl.observe(gap)
             self._last = now
         for comp in out.outputs:
-            if comp.finish_reason is not None:
+            if comp.finish_reason is not None and comp.index not in self._counted:
+                self._counted.add(comp.index)
                 self._metrics.finished(comp.finish_reason)
         if out.finished:
             self._metrics.e2e.observe(now - self._arrival)

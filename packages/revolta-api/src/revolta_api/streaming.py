@@ -94,3 +94,43 @@ async def merge_streams(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[
     finally:
         for task in tasks:
             task.cancel()
+
+
+async def _chain(first: T, rest: AsyncIterator[T]) -> AsyncIterator[T]:
+    yield first
+    async for item in rest:
+        yield item
+
+
+async def prime_streams(request: Request, streams: list[AsyncIterator[T]]) -> list[AsyncIterator[T]]:
+    """Wait for every stream's first item before a streaming response starts.
+
+    A request the engine rejects then fails as a plain HTTP error (400 with OpenAI's body) rather than as an
+    error event inside a 200 stream. If one stream fails, or the client leaves meanwhile, all are closed
+    (which aborts their requests).
+    """
+    async def first_of_all() -> list:
+        return await asyncio.gather(*(anext(s) for s in streams), return_exceptions=True)
+
+    try:
+        firsts = await until_disconnect(request, first_of_all())
+    except BaseException:
+        await _close_all(streams)
+        raise
+    error = next((f for f in firsts if isinstance(f, BaseException)), None)
+    if error is not None:
+        await _close_all(streams)
+        if isinstance(error, StopAsyncIteration):
+            raise RuntimeError("the engine finished a request without any output")
+        raise error
+    return [_chain(first, stream) for first, stream in zip(firsts, streams, strict=True)]
+
+
+async def _close_all(streams: list[AsyncIterator]) -> None:
+    for stream in streams:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception:  # a stream that already failed has nothing left to close
+                pass

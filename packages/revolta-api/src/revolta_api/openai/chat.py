@@ -8,8 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from revolta_engine.outputs import PositionLogprobs
+from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
+from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
@@ -21,13 +22,13 @@ from revolta_api.openai.serving import (
     token_text,
     top_entries,
     usage,
-    vocab_size,
 )
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
     DONE_EVENT,
     ClientDisconnected,
     encode_json,
+    prime_streams,
     sse_event,
     sse_response,
     until_disconnect,
@@ -51,8 +52,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
         continue_final_message=body.continue_final_message, chat_template=body.chat_template,
         template_kwargs=body.chat_template_kwargs)
-    prompt_ids = client.tokenizer.encode(prompt, add_special_tokens=False)
-    check_prompt_ids(prompt_ids, client.info.max_model_len, vocab_size(client.tokenizer), param="messages")
+    prompt_ids = tokenize_prompt(client.tokenizer, prompt)
+    check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
     params = sampling_params(
         body, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
         requested_max=body.max_completion_tokens or body.max_tokens,
@@ -60,7 +61,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     request_id = random_id("chatcmpl", body.request_id)
     call = _ChatCall(state, body, request_id, prompt_ids, params)
     if body.stream:
-        return sse_response(call.stream())
+        stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params)])
+        return sse_response(call.stream(stream))
     try:
         return Response(encode_json(await until_disconnect(request, call.complete())),
                         media_type="application/json")
@@ -136,7 +138,7 @@ class _ChatCall:
             chunk["usage"] = usage_value
         return sse_event(chunk)
 
-    async def stream(self) -> AsyncIterator[bytes]:
+    async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
         """SSE chunks as OpenAI sends them; errors after the start become an error event; always ``[DONE]``."""
         options = self.body.stream_options
         include_usage = bool(options and options.include_usage)
@@ -145,18 +147,21 @@ class _ChatCall:
         counts = [0] * n
         prompt_len = len(self.prompt_ids)
         cached = 0
+        done: set[int] = set()
         try:
             for i in range(n):
                 yield self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""},
                                     "logprobs": None, "finish_reason": None}],
                                   usage(prompt_len, 0) if continuous else None, include_usage)
             timer = self.state.metrics.request_timer()
-            async for out in self.state.client.generate(self.request_id, self.prompt_ids, self.params):
+            async for out in outputs:
                 timer.on_output(out)
                 cached = out.num_cached_tokens
                 for comp in out.outputs:
-                    if not comp.token_ids and not comp.text and comp.finish_reason is None:
+                    if comp.index in done or (not comp.token_ids and not comp.text and comp.finish_reason is None):
                         continue
+                    if comp.finish_reason is not None:
+                        done.add(comp.index)
                     counts[comp.index] += len(comp.token_ids)
                     entries = self._logprobs(comp.token_ids, comp.logprobs)
                     choice = {"index": comp.index, "delta": {"content": comp.text} if comp.text else {},

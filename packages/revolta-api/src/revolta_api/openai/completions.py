@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from revolta_engine.outputs import PositionLogprobs
 
+from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import CompletionRequest
@@ -21,7 +22,6 @@ from revolta_api.openai.serving import (
     token_text,
     top_entries,
     usage,
-    vocab_size,
 )
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
@@ -29,6 +29,7 @@ from revolta_api.streaming import (
     ClientDisconnected,
     encode_json,
     merge_streams,
+    prime_streams,
     sse_event,
     sse_response,
     until_disconnect,
@@ -50,7 +51,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     tokenizer = state.client.tokenizer
     max_model_len = state.client.info.max_model_len
     prompts = _prompts(body, tokenizer)
-    vocab = vocab_size(tokenizer)
+    vocab = state.client.info.vocab_size
     params = []
     for _, ids in prompts:
         check_prompt_ids(ids, max_model_len, vocab)
@@ -60,7 +61,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
             else None))
     call = _CompletionCall(state, body, random_id("cmpl", body.request_id), prompts, params)
     if body.stream:
-        return sse_response(call.stream())
+        return sse_response(call.stream(await prime_streams(request, call.streams())))
     try:
         return Response(encode_json(await until_disconnect(request, call.complete())),
                         media_type="application/json")
@@ -84,7 +85,9 @@ def _prompts(body: CompletionRequest, tokenizer: Any) -> list[tuple[str | None, 
     out = []
     for item in items:
         if isinstance(item, str):
-            out.append((item, tokenizer.encode(item, add_special_tokens=body.add_special_tokens)))
+            ids = (tokenize_prompt(tokenizer, item) if body.add_special_tokens
+                   else tokenizer.encode(item, add_special_tokens=False))
+            out.append((item, list(ids)))
         else:
             out.append((None, list(item)))
     return out
@@ -104,7 +107,7 @@ class _CompletionCall:
         self.created = int(time.time())
         self.tokenizer = state.client.tokenizer
 
-    def _streams(self) -> list[AsyncIterator]:
+    def streams(self) -> list[AsyncIterator]:
         client = self.state.client
         return [client.generate(f"{self.request_id}-{i}", ids, p)
                 for i, ((_, ids), p) in enumerate(zip(self.prompts, self.params, strict=True))]
@@ -153,7 +156,7 @@ class _CompletionCall:
         started = [False] * total
         timers = [self.state.metrics.request_timer() for _ in self.prompts]
         cached = 0
-        async for p, out in merge_streams(self._streams()):
+        async for p, out in merge_streams(self.streams()):
             timers[p].on_output(out)
             cached += out.num_cached_tokens if out.finished else 0
             for comp in out.outputs:
@@ -177,7 +180,7 @@ class _CompletionCall:
                 "model": self.state.model_name, "choices": choices,
                 "usage": usage(prompt_tokens, sum(counts), cached)}
 
-    async def stream(self) -> AsyncIterator[bytes]:
+    async def stream(self, streams: list[AsyncIterator]) -> AsyncIterator[bytes]:
         """SSE ``text_completion`` chunks; usage chunk when asked; errors as an event; always ``[DONE]``."""
         options = self.body.stream_options
         include_usage = bool(options and options.include_usage)
@@ -189,12 +192,17 @@ class _CompletionCall:
         prompt_tokens = sum(len(ids) for _, ids in self.prompts)
         cached = 0
         timers = [self.state.metrics.request_timer() for _ in self.prompts]
+        done: set[int] = set()
         try:
-            async for p, out in merge_streams(self._streams()):
+            async for p, out in merge_streams(streams):
                 timers[p].on_output(out)
                 cached += out.num_cached_tokens if out.finished else 0
                 for comp in out.outputs:
                     i = p * self.n + comp.index
+                    if i in done:
+                        continue
+                    if comp.finish_reason is not None:
+                        done.add(i)
                     text, block = comp.text, None
                     if not started[i]:
                         started[i] = True

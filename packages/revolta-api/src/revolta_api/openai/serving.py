@@ -33,11 +33,6 @@ def check_prompt_ids(token_ids: list[int], max_model_len: int, vocab_size: int, 
         raise PromptTooLongError(len(token_ids), max_model_len)
 
 
-def vocab_size(tokenizer: Any) -> int:
-    """Number of token ids the tokenizer knows (added tokens included)."""
-    return len(tokenizer)
-
-
 def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int, requested_max: int | None,
                     logprobs: int | None, prompt_logprobs: int | None = None) -> SamplingParams:
     """Build the engine's ``SamplingParams``; max_tokens is capped to what fits after the prompt (as vLLM does)."""
