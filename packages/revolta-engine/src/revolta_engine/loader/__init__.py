@@ -4,7 +4,7 @@ files (config, tokenizer, chat template and dequantized weights from the file) a
 from __future__ import annotations
 
 from .checkpoint import Checkpoint, WeightSource
-from .default_model import default_model
+from .embedded import default_model
 from .load import LOAD_FORMATS, load_checkpoint
 
 __all__ = ["LOAD_FORMATS", "Checkpoint", "WeightSource", "default_model", "load_checkpoint"]

@@ -65,7 +65,14 @@ def read_gguf(path: Path) -> GgufFile:
     for info in header.tensors:
         ggml_type = GGMLQuantizationType(info.ggml_type)
         start = header.data_start + info.offset
-        tensors.append(GgufTensor(info.name, ggml_type, info.shape, _rows(blob[start : start + info.nbytes], info.shape, ggml_type)))
+        tensors.append(
+            GgufTensor(
+                info.name,
+                ggml_type,
+                info.shape,
+                _rows(blob[start : start + info.nbytes], info.shape, ggml_type),
+            )
+        )
     tokens = metadata.get("tokenizer.ggml.tokens")
     vocab = tokens if isinstance(tokens, int) else (len(tokens) if isinstance(tokens, list) else None)
     return GgufFile(path, metadata, vocab, tuple(tensors))
@@ -82,10 +89,16 @@ def _rows(raw: np.ndarray, shape: tuple[int, ...], ggml_type: GGMLQuantizationTy
 
 def _read_with_gguf_reader(path: Path) -> GgufFile:
     reader = GGUFReader(path)
-    big = {"tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}
+    big = {
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.merges",
+        "tokenizer.ggml.scores",
+        "tokenizer.ggml.token_type",
+    }
     metadata = {key: field.contents() for key, field in reader.fields.items() if key not in big}
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     tensors = tuple(
-        GgufTensor(t.name, t.tensor_type, tuple(int(d) for d in reversed(t.shape)), t.data) for t in reader.tensors
+        GgufTensor(t.name, t.tensor_type, tuple(int(d) for d in reversed(t.shape)), t.data)
+        for t in reader.tensors
     )
     return GgufFile(path, metadata, len(tokens.data) if tokens is not None else None, tensors)

@@ -18,6 +18,8 @@ def load_gguf_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     the same converter in ~0.3 s.
     """
     try:
-        return PreTrainedTokenizerFast.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+        return PreTrainedTokenizerFast.from_pretrained(
+            str(path.parent), gguf_file=path.name, local_files_only=True
+        )
     except Exception as exc:  # the converter raises ValueError/KeyError for unknown tokenizer types
         raise ModelLoadError(f"Cannot build the tokenizer of GGUF file {path}: {exc}") from exc

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -60,13 +60,15 @@ def gguf_config(reader: GgufFile, path: Path) -> PretrainedConfig:
     if model_type not in GGUF_CONFIG_MAPPING:
         raise UnsupportedModelError(f"GGUF architecture {arch!r} of {path} is not supported.")
     tensor_names = {t.name for t in reader.tensors}
-    values: dict[str, Any] = dict(GGUF_CONFIG_DEFAULTS_MAPPING.get(model_type, {}))
+    defaults = cast(dict[str, Any], GGUF_CONFIG_DEFAULTS_MAPPING.get(model_type, {}))
+    mapping = cast(dict[str, Any], GGUF_CONFIG_MAPPING[model_type])
+    values: dict[str, Any] = dict(defaults)
     values["model_type"] = model_type
     values["tie_word_embeddings"] = "output.weight" not in tensor_names
     name = gguf_scalar(reader, "general.name")
     if name is not None:
         values["_model_name_or_path"] = name
-    for key, hf_key in GGUF_CONFIG_MAPPING[model_type].items():
+    for key, hf_key in mapping.items():
         value = gguf_scalar(reader, f"{arch}.{key}")
         if value is not None and hf_key not in (None, -1):
             values[hf_key] = value
@@ -80,6 +82,7 @@ def gguf_config(reader: GgufFile, path: Path) -> PretrainedConfig:
         config = AutoConfig.for_model(**values)
     except Exception as exc:
         raise UnsupportedModelError(f"Cannot build a {model_type!r} config from GGUF {path}: {exc}") from exc
+    config.name_or_path = str(path)
     set_architectures(config)
     return config
 
@@ -118,7 +121,9 @@ class GgufWeights:
         """Raise ModelLoadError naming a mapped GGUF tensor the last pass did not read."""
         unread = [t.name for t in self.reader.tensors if t.name in self.name_map and t.name not in self._read]
         if unread:
-            raise ModelLoadError(f"GGUF tensors of {self.path} left unread: {unread[:5]} ({len(unread)} in all).")
+            raise ModelLoadError(
+                f"GGUF tensors of {self.path} left unread: {unread[:5]} ({len(unread)} in all)."
+            )
 
 
 def _reverse_permute(weights: np.ndarray, n_head: int) -> np.ndarray:

@@ -22,7 +22,9 @@ def load_hf_config(root: Path, *, trust_remote_code: bool) -> PretrainedConfig:
     if not (root / "config.json").is_file():
         raise ModelLoadError(f"{root} is not a model directory: it has no config.json.")
     try:
-        config = AutoConfig.from_pretrained(str(root), trust_remote_code=trust_remote_code, local_files_only=True)
+        config = AutoConfig.from_pretrained(
+            str(root), trust_remote_code=trust_remote_code, local_files_only=True
+        )
     except ValueError as exc:
         model_type = _raw_json(root / "config.json").get("model_type")
         raise UnsupportedModelError(

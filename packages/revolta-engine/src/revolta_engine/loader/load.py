@@ -58,7 +58,9 @@ def load_checkpoint(
     elif path.is_dir():
         checkpoint = _load_hf_dir(path, tokenizer, skip_tokenizer_init, trust_remote_code, load_format)
     else:
-        raise ModelLoadError(f"Model path {path} is a file but not a .gguf file; pass a checkpoint directory.")
+        raise ModelLoadError(
+            f"Model path {path} is a file but not a .gguf file; pass a checkpoint directory."
+        )
     logger.info(
         "Opened %s checkpoint %s (%s) in %.1f s",
         checkpoint.format,
@@ -78,14 +80,19 @@ def _gguf_target(path: Path, load_format: str) -> Path | None:
     if len(ggufs) == 1:
         return ggufs[0]
     if len(ggufs) > 1:
-        raise ModelLoadError(f"{path} holds several GGUF files {[g.name for g in ggufs]}; pass one file's path.")
+        raise ModelLoadError(
+            f"{path} holds several GGUF files {[g.name for g in ggufs]}; pass one file's path."
+        )
     if load_format == "gguf":
         raise ModelLoadError(f"load_format='gguf' but {path} holds no .gguf file.")
     return None
 
 
 def _load_hf_dir(
-    root: Path, tokenizer: str | os.PathLike[str] | None, skip_tokenizer_init: bool, trust_remote_code: bool,
+    root: Path,
+    tokenizer: str | os.PathLike[str] | None,
+    skip_tokenizer_init: bool,
+    trust_remote_code: bool,
     load_format: str,
 ) -> Checkpoint:
     config = load_hf_config(root, trust_remote_code=trust_remote_code)
@@ -106,7 +113,9 @@ def _load_hf_dir(
         tok = load_hf_tokenizer(tok_dir, trust_remote_code=trust_remote_code)
     else:
         logger.warning("%s ships no tokenizer; prompts must be token ids.", tok_dir)
-    chat_template = getattr(tok, "chat_template", None) or read_chat_template(tok_dir if tok_dir.is_dir() else root)
+    chat_template = getattr(tok, "chat_template", None) or read_chat_template(
+        tok_dir if tok_dir.is_dir() else root
+    )
     generation_config = read_generation_config(root)
     eos = eos_ids(
         getattr(config, "eos_token_id", None),

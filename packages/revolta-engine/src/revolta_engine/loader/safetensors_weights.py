@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -24,9 +24,11 @@ class SafetensorsWeights:
     ``expected`` maps each file to the tensor names the index places in it (None: take what the file holds).
     """
 
-    def __init__(self, root: Path, expected: dict[Path, list[str] | None], index_path: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, expected: Mapping[Path, list[str] | None], index_path: Path | None = None
+    ) -> None:
         self.root = root
-        self.expected = expected
+        self.expected = dict(expected)
         self.index_path = index_path
         self._read_files: set[Path] = set()
         self._read_tensors: set[str] = set()
@@ -106,7 +108,9 @@ def _from_index(root: Path, index: Path) -> SafetensorsWeights:
         raise ModelLoadError(f"Cannot parse the safetensors index {index}: {exc}") from exc
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
-        raise ModelLoadError(f"The safetensors index {index} has no 'weight_map' of tensor name -> shard file.")
+        raise ModelLoadError(
+            f"The safetensors index {index} has no 'weight_map' of tensor name -> shard file."
+        )
     expected: dict[Path, list[str]] = {}
     resolved_root = root.resolve()
     for name, rel in weight_map.items():

