@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from revolta_cli.bench.dataset import BenchRequest, random_requests
+from revolta_cli.bench.dataset import DEFAULT_TOKEN_RANGE, BenchRequest, random_requests
 from revolta_cli.bench.report import print_serve_report, summarize
 
 
@@ -39,6 +39,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--random-input-len", type=int, default=128)
     p.add_argument("--random-output-len", type=int, default=64)
     p.add_argument("--random-range-ratio", type=float, default=0.0)
+    p.add_argument("--random-token-range", type=int, nargs=2, default=list(DEFAULT_TOKEN_RANGE),
+                   metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", default=None,
                    help="send text decoded with this tokenizer (HF path) instead of token ids")
@@ -60,7 +62,7 @@ def run(ns: argparse.Namespace) -> int:
 
         tokenizer = AutoTokenizer.from_pretrained(ns.tokenizer)
     requests = random_requests(ns.num_prompts, ns.random_input_len, ns.random_output_len, ns.seed,
-                               ns.random_range_ratio, tokenizer=tokenizer)
+                               ns.random_range_ratio, tuple(ns.random_token_range), tokenizer=tokenizer)
     percentiles = [float(p) for p in ns.percentile_metrics.split(",") if p.strip()]
     result = asyncio.run(benchmark(ns, requests, percentiles))
     print_serve_report(result, percentiles)

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from revolta_cli.bench.dataset import random_requests
+from revolta_cli.bench.dataset import DEFAULT_TOKEN_RANGE, random_requests
 from revolta_cli.engine_flags import add_engine_flags, engine_args_from
 
 
@@ -19,6 +19,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--random-input-len", type=int, default=128)
     p.add_argument("--random-output-len", type=int, default=64)
     p.add_argument("--random-range-ratio", type=float, default=0.0)
+    p.add_argument("--random-token-range", type=int, nargs=2, default=list(DEFAULT_TOKEN_RANGE),
+                   metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--output-json", default=None, help="write the result JSON here")
     p.set_defaults(func=run)
@@ -31,7 +33,7 @@ def run(ns: argparse.Namespace) -> int:
     args = engine_args_from(ns)
     seed = ns.seed if ns.seed is not None else 0
     requests = random_requests(ns.num_prompts, ns.random_input_len, ns.random_output_len, seed,
-                               ns.random_range_ratio)
+                               ns.random_range_ratio, tuple(ns.random_token_range))
     llm = LLM(**{k: getattr(args, k) for k in args.explicit})
     params = [SamplingParams(temperature=ns.temperature, max_tokens=r.output_len, ignore_eos=True)
               for r in requests]
