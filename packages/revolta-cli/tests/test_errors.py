@@ -40,7 +40,7 @@ def test_invalid_chat_parameters_are_400(client, kwargs, param):
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=SMOL_NAME, messages=MSG, **kwargs)
     assert info.value.status_code == 400
-    error = _assert_openai_error(info.value.body, None)
+    error = _assert_openai_error(info.value.response.json(), None)
     assert error["type"] == "invalid_request_error"
     if param is not None:
         assert param in error["param"]
@@ -71,26 +71,26 @@ def test_non_json_body_is_400(smol_server):
 def test_invalid_completion_prompts_are_400(client, prompt):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=SMOL_NAME, prompt=prompt, max_tokens=2)
-    _assert_openai_error(info.value.body)
+    _assert_openai_error(info.value.response.json())
 
 
 def test_too_long_prompt_says_both_lengths(client):
     long_text = "hello " * 600
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=SMOL_NAME, messages=[{"role": "user", "content": long_text}])
-    message = info.value.body["error"]["message"]
+    message = info.value.response.json()["error"]["message"]
     assert "512" in message
     prompt_len = int(message.split("the prompt has ")[1].split()[0])
     assert prompt_len > 512
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=SMOL_NAME, prompt=long_text, max_tokens=1, stream=True)
-    assert "512" in info.value.body["error"]["message"]
+    assert "512" in info.value.response.json()["error"]["message"]
 
 
 def test_unknown_model_is_404(client):
     with pytest.raises(openai.NotFoundError) as info:
         client.chat.completions.create(model="gpt-4o", messages=MSG, max_tokens=1)
-    error = _assert_openai_error(info.value.body, "model")
+    error = _assert_openai_error(info.value.response.json(), "model")
     assert error["code"] == "model_not_found" and "gpt-4o" in error["message"]
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="gpt-4o", prompt="x", max_tokens=1)
