@@ -137,21 +137,31 @@ class MPEngineClient(StreamingClientBase):
                 self._die(EngineDeadError(f"the engine core process exited with code {self.process.exitcode}"))
                 return
 
+    def _send(self, message: object) -> bool:
+        """Queue a message for the core without ever blocking; False when no core is connected.
+
+        (A PUSH socket blocks while it has no peer, which is what a dead core looks like.)
+        """
+        try:
+            self._input.send(self._encoder.encode(message), flags=zmq.NOBLOCK, copy=False)
+            return True
+        except zmq.Again:
+            return False
+
     def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams) -> None:
-        if self._dead is not None or not self._tasks:
+        if self._dead is not None or not self._tasks or not self._send(AddRequest(request_id, prompt, params)):
             raise EngineDeadError("the engine is not running")
-        self._input.send(self._encoder.encode(AddRequest(request_id, prompt, params)), copy=False)
 
     def _send_abort(self, request_ids: list[str]) -> None:
         if not self._closing and self._tasks:
-            self._input.send(self._encoder.encode(AbortRequests(request_ids)), copy=False)
+            self._send(AbortRequests(request_ids))
 
     async def shutdown(self) -> None:
         """Ask the core to stop, wait for it (then terminate it if it hangs), and close the sockets."""
         if self._closing or self.process is None:
             return
         with contextlib.suppress(zmq.ZMQError):
-            self._input.send(self._encoder.encode(Shutdown()))
+            self._send(Shutdown())
         await asyncio.to_thread(self.process.join, _STOP_TIMEOUT_S)
         self.close()
 
