@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess, pid_alive, wait_until  # noqa: E402
 from tiny_model import make_tiny_llama  # noqa: E402
 
 SMOL_NAME = "SmolLM2-135M-Instruct"
@@ -37,5 +38,8 @@ def tiny_server(tiny_model):
     server = ServerProcess(str(tiny_model), "--served-model-name", "tiny", "--max-model-len", "64",
                            "--max-num-seqs", "32", "--kv-cache-memory-bytes", str(8 << 20),
                            "--disable-uvicorn-access-log", startup_timeout=120)
+    children = server.children()
     yield server
-    server.stop()
+    # Ctrl-C stops the server cleanly: exit code 0 and no engine process left behind.
+    assert server.stop(signal.SIGINT) == 0
+    assert wait_until(lambda: not any(pid_alive(p) for p in children), timeout=15)

@@ -90,53 +90,56 @@ def test_bench_throughput_offline(tiny_model, tmp_path):
     assert json.loads(out.read_text())["total_output_tokens"] == 16
 
 
-def test_api_key_guards_the_api_but_not_health_and_metrics(tiny_model):
+def test_api_key_then_engine_death_then_sigterm(tiny_model):
+    """One server (each start costs seconds): auth, then the core dies mid-stream, then SIGTERM stops it."""
     server = ServerProcess(*_tiny_args(tiny_model, "--api-key", "s3cret"), startup_timeout=120)
     try:
-        r = httpx.get(server.url + "/v1/models")
-        assert r.status_code == 401
-        assert r.json()["error"]["code"] == "invalid_api_key"
-        assert httpx.get(server.url + "/v1/models", headers={"Authorization": "Bearer nope"}).status_code == 401
-        assert httpx.post(server.url + "/tokenize", json={"prompt": "x"}).status_code == 401
-        assert httpx.get(server.url + "/health").status_code == 200
-        assert httpx.get(server.url + "/metrics").status_code == 200
-        with pytest.raises(openai.AuthenticationError):
-            openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
-        good = openai.OpenAI(base_url=server.url + "/v1", api_key="s3cret", max_retries=0)
-        assert good.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
-                                            max_tokens=2).choices
         children = server.children()
-        assert children
+        _check_api_key(server)
+        _check_engine_death(server, children)
     finally:
-        code = server.stop(signal.SIGINT)
+        code = server.stop(signal.SIGTERM)
     assert code == 0
     assert wait_until(lambda: not any(pid_alive(p) for p in children), timeout=15)
     assert "revolta serve: stopped" in server.text
 
 
-def test_engine_death_mid_stream_sends_error_event_then_done(tiny_model):
-    server = ServerProcess(*_tiny_args(tiny_model), startup_timeout=120)
-    try:
-        core = next(p for p in server.children() if "resource_tracker" not in _cmdline(p))
-        body = {"model": "tiny", "prompt": "Hello", "max_tokens": 240, "ignore_eos": True, "stream": True}
-        events = []
-        with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as response:
-            assert response.status_code == 200
-            for line in response.iter_lines():
-                if not line:
-                    continue
-                events.append(line)
-                if len(events) == 1:
-                    os.kill(core, signal.SIGKILL)
-        assert events[-1] == "data: [DONE]"
-        error = json.loads(events[-2][6:])["error"]
-        assert error["type"] == "server_error" and "engine" in error["message"]
-        assert wait_until(lambda: httpx.get(server.url + "/health").status_code == 503, timeout=10)
-        r = httpx.post(server.url + "/v1/completions", json={"model": "tiny", "prompt": "x", "max_tokens": 1})
-        assert r.status_code == 503 and r.json()["error"]["type"] == "server_error"
-    finally:
-        code = server.stop(signal.SIGTERM)
-    assert code == 0
+def _check_api_key(server: ServerProcess) -> None:
+    r = httpx.get(server.url + "/v1/models")
+    assert r.status_code == 401
+    assert r.json()["error"]["code"] == "invalid_api_key"
+    assert httpx.get(server.url + "/v1/models", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx.post(server.url + "/tokenize", json={"prompt": "x"}).status_code == 401
+    assert httpx.get(server.url + "/v1/models", headers={"x-api-key": "s3cret"}).status_code == 200
+    assert httpx.get(server.url + "/health").status_code == 200
+    assert httpx.get(server.url + "/metrics").status_code == 200
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
+    good = openai.OpenAI(base_url=server.url + "/v1", api_key="s3cret", max_retries=0)
+    assert good.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                        max_tokens=2).choices
+
+
+def _check_engine_death(server: ServerProcess, children: list[int]) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    core = next(p for p in children if "resource_tracker" not in _cmdline(p))
+    body = {"model": "tiny", "prompt": "Hello", "max_tokens": 240, "ignore_eos": True, "stream": True}
+    events = []
+    with httpx.stream("POST", server.url + "/v1/completions", json=body, headers=auth, timeout=60) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if not line:
+                continue
+            events.append(line)
+            if len(events) == 1:
+                os.kill(core, signal.SIGKILL)
+    assert events[-1] == "data: [DONE]"
+    error = json.loads(events[-2][6:])["error"]
+    assert error["type"] == "server_error" and "engine" in error["message"]
+    assert wait_until(lambda: httpx.get(server.url + "/health").status_code == 503, timeout=10)
+    r = httpx.post(server.url + "/v1/completions", json={"model": "tiny", "prompt": "x", "max_tokens": 1},
+                   headers=auth)
+    assert r.status_code == 503 and r.json()["error"]["type"] == "server_error"
 
 
 def _cmdline(pid: int) -> str:
