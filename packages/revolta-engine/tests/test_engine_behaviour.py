@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from revolta_engine import LLM, SamplingParams
-from revolta_engine.errors import InvalidRequestError, ModelLoadError, PromptTooLongError, UnsupportedModelError
+from revolta_engine.errors import (
+    InvalidRequestError,
+    ModelLoadError,
+    PromptTooLongError,
+    UnsupportedModelError,
+)
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
 
@@ -39,10 +44,11 @@ def test_prefix_cache_hit_leaves_output_unchanged(tiny_llama, baseline):
     first = llm.generate(ps[0], GREEDY)[0]
     assert first.num_cached_tokens == 0
     again = llm.generate(ps[0], GREEDY)[0]
-    assert again.num_cached_tokens == 40  # 5 full blocks of 8; the last token is always recomputed
+    # 40 tokens fill 5 blocks of 8, but the block holding the last token is recomputed for its logits.
+    assert again.num_cached_tokens == 32
     assert again.outputs[0].token_ids == first.outputs[0].token_ids == alone[0]
     stats = llm.llm_engine.get_stats()
-    assert stats.prefix_cache_hits == 40 and stats.kv_cache_usage == 0.0
+    assert stats.prefix_cache_hits == 32 and stats.kv_cache_usage == 0.0
 
 
 def test_chunked_prefill_with_a_16_token_budget(tiny_llama, baseline):
@@ -82,7 +88,7 @@ def test_n_completions_and_logprobs(tiny_llama):
         for tok, pos in zip(c.token_ids, c.logprobs, strict=True):
             assert tok in pos and all(lp.logprob <= 0 for lp in pos.values())
             assert len(pos) in (2, 3)  # sampled token plus top-2 (the sampled one may be among them)
-        assert c.cumulative_logprob == pytest.approx(sum(p[t].logprob for t, p in zip(c.token_ids, c.logprobs)))
+        assert c.cumulative_logprob == pytest.approx(sum(p[t].logprob for t, p in zip(c.token_ids, c.logprobs, strict=False)))
 
 
 def test_max_tokens_and_stop_token_ids(tiny_llama, baseline):

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 from checkpoints import make_tiny_checkpoint
-from revolta_engine.errors import ModelLoadError, UnsupportedModelError
-from revolta_engine.loader import Checkpoint, load_checkpoint
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from revolta_engine.errors import ModelLoadError, UnsupportedModelError
+from revolta_engine.loader import Checkpoint, load_checkpoint
 
 
 def _reference_state(path: Path) -> dict[str, torch.Tensor]:

@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
+from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
 from revolta_engine.errors import DefaultModelMissingError, ModelLoadError
 from revolta_engine.loader import Checkpoint, default_model, load_checkpoint
 from revolta_engine.loader import embedded as default_model_module
 from revolta_engine.loader.gguf_file import _read_with_gguf_reader, read_gguf
-from transformers import CONFIG_MAPPING, AutoModelForCausalLM, AutoTokenizer
-from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
 TEXTS = [
     "Hello world!",

@@ -44,12 +44,14 @@ def test_preemption_frees_the_newest_request_and_it_recomputes():
     a, b = make_request("a", 7), make_request("b", 7)
     s.add(a)
     s.add(b)
-    run_step(s)  # both prefill: 2 blocks each, all 4 used
-    out = run_step(s)  # both need a third block at token 9
+    run_step(s)  # both prefill 7 tokens: 2 blocks each, all 4 used
+    assert not run_step(s).preempted  # the 8th token still fits in 2 blocks
+    out = run_step(s)  # the 9th needs a third block each: the newest request yields
     assert out.preempted == [b]
     assert b.status == RequestStatus.PREEMPTED and b.num_computed_tokens == 0
     assert s.waiting[0] is b and s.num_preemptions == 1
-    assert b.num_tokens == 8, "its sampled token is kept and recomputed later"
+    assert b.num_tokens == 9, "its sampled tokens are kept and recomputed later"
+    assert [x.request for x in out.scheduled] == [a]
 
 
 def test_finish_frees_blocks():

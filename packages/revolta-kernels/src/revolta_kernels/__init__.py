@@ -1,19 +1,29 @@
 """revolta-kernels: Volta-first CUDA kernels for LLM inference with pure-torch references.
 
 Import :mod:`revolta_kernels.ops` for the registered torch ops; :func:`native_status` says whether the
-native CUDA extension is built and loaded, and why not.
+native CUDA library is built and loaded, and why not.
 """
 
 from __future__ import annotations
 
-from revolta_kernels import ops, reference
+from revolta_kernels import native, ops, reference
 
 __version__ = "0.1.0.dev0"
 
+if native.LIB is not None:
+    from revolta_kernels import native_ops
+
+    native_ops.register()
+
 
 def native_status() -> str:
-    """Say whether native CUDA kernels are available, and if not, why."""
-    return "reference only: this build ships no native CUDA kernels yet"
+    """Say whether native CUDA kernels are loaded (and for which archs), and if not, why and how to build."""
+    return native.STATUS
 
 
-__all__ = ["native_status", "ops", "reference"]
+def native_available() -> bool:
+    """True when the native CUDA library is loaded and its kernels are registered for CUDA tensors."""
+    return native.LIB is not None
+
+
+__all__ = ["native_available", "native_status", "ops", "reference"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from revolta_kernels import reference as ref
+from revolta_kernels.reference.decode_attention import paged_attention_chunks, paged_attention_short_queries
 
 LIB = "revolta"
 
@@ -70,6 +71,23 @@ def _(positions, query, key, cos_sin_cache, is_neox):
 @torch.library.custom_op(
     f"{LIB}::reshape_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
 )
+def _reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+) -> None:
+    ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+
+
+@_reshape_and_cache.register_fake
+def _(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    return None
+
+
 def reshape_and_cache(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -79,16 +97,18 @@ def reshape_and_cache(
     k_scales: torch.Tensor | None = None,
     v_scales: torch.Tensor | None = None,
 ) -> None:
-    """Write new K/V [T, Hkv, D] into the paged cache (layout in :mod:`revolta_kernels.reference.cache`)."""
-    ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+    """Write new K/V [T, Hkv, D] into the paged cache (layout in :mod:`revolta_kernels.reference.cache`).
+
+    The scales are required arguments of the registered op: torch 2.10 drops defaulted trailing arguments
+    before bumping the versions of mutated ones, which fails for optional mutated tensors.
+    """
+    if key.device.type == "cpu" and not torch.compiler.is_compiling():
+        ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+        return
+    _reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
-@reshape_and_cache.register_fake
-def _(key, value, key_cache, value_cache, slot_mapping, k_scales=None, v_scales=None):
-    return None
-
-
-def _attention_schema(name: str, doc: str):
+def _attention_schema(name: str, doc: str, cpu_impl):
     @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
     def op(
         query: torch.Tensor,
@@ -102,13 +122,22 @@ def _attention_schema(name: str, doc: str):
         k_scales: torch.Tensor | None = None,
         v_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return ref.paged_attention(
-            query, key_cache, value_cache, block_tables, context_lens, query_start_loc, scale, k_scales, v_scales
-        )
+        return cpu_impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
+                        max_query_len, scale, k_scales, v_scales)
 
     @op.register_fake
-    def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
-          k_scales=None, v_scales=None):
+    def _(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales=None,
+        v_scales=None,
+    ):
         return torch.empty_like(query)
 
     op.__doc__ = doc
@@ -119,12 +148,44 @@ paged_attention_decode = _attention_schema(
     "paged_attention_decode",
     "Attention of 1 to 8 new query tokens per sequence (decode, speculative verification) over the paged "
     "cache. Arguments as in :func:`revolta_kernels.reference.paged_attention`; ``max_query_len`` <= 8.",
+    cpu_impl=paged_attention_short_queries,
 )
 paged_attention_prefill = _attention_schema(
     "paged_attention_prefill",
     "Causal attention of variable-length chunks of new tokens over their cached prefix plus themselves. "
     "Arguments as in :func:`revolta_kernels.reference.paged_attention`.",
+    cpu_impl=paged_attention_chunks,
 )
+
+
+class _CpuShortcut:
+    """A registered op that CPU tensors reach without the dispatcher.
+
+    On the CPU the op's implementation is the plain-torch reference anyway, and the dispatcher's
+    per-call cost is a noticeable share of a small model's decode step. Attribute access
+    (``register_kernel``, ``register_fake``, ...) goes to the registered op.
+    """
+
+    def __init__(self, op, cpu_impl) -> None:
+        self.op = op
+        self.cpu_impl = cpu_impl
+        self.__doc__ = op.__doc__
+
+    def __call__(self, first: torch.Tensor, *args, **kwargs):
+        if first.device.type == "cpu" and not torch.compiler.is_compiling():
+            return self.cpu_impl(first, *args, **kwargs)
+        return self.op(first, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.op, name)
+
+
+rms_norm = _CpuShortcut(rms_norm, ref.rms_norm)  # type: ignore[assignment]
+fused_add_rms_norm = _CpuShortcut(fused_add_rms_norm, ref.fused_add_rms_norm)  # type: ignore[assignment]
+silu_and_mul = _CpuShortcut(silu_and_mul, ref.silu_and_mul)  # type: ignore[assignment]
+rotary_embedding = _CpuShortcut(rotary_embedding, ref.rotary_embedding)  # type: ignore[assignment]
+paged_attention_decode = _CpuShortcut(paged_attention_decode, paged_attention_short_queries)
+paged_attention_prefill = _CpuShortcut(paged_attention_prefill, paged_attention_chunks)
 
 
 def paged_attention(
@@ -141,5 +202,15 @@ def paged_attention(
 ) -> torch.Tensor:
     """Pick the decode kernel for short query runs and the prefill kernel otherwise."""
     op = paged_attention_decode if max_query_len <= 8 else paged_attention_prefill
-    return op(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
-              k_scales, v_scales)
+    return op(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales,
+        v_scales,
+    )

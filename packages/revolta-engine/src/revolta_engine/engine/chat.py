@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from transformers import PreTrainedTokenizerBase
 
@@ -25,9 +25,10 @@ def render_chat(tokenizer: PreTrainedTokenizerBase | None, template: str | None,
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
             raise InvalidRequestError(f"messages[{i}] needs a role in {sorted(_ROLES)}", param="messages")
     try:
-        return tokenizer.apply_chat_template(
-            messages, chat_template=template, tools=tools, tokenize=False,
+        rendered: Any = tokenizer.apply_chat_template(
+            messages, chat_template=template, tools=cast(Any, tools), tokenize=False,
             add_generation_prompt=add_generation_prompt, **template_kwargs,
         )
+        return str(rendered)
     except Exception as e:  # jinja raises many types (TemplateError, TypeError from the template's own code)
         raise InvalidRequestError(f"could not render the chat template: {e}", param="messages") from e

@@ -28,7 +28,7 @@ class IncrementalDetokenizer:
         self.text = ""
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(
+        return self.tokenizer.decode(  # type: ignore[return-value]
             ids, skip_special_tokens=self.skip_special_tokens,
             spaces_between_special_tokens=self.spaces_between_special_tokens,
             clean_up_tokenization_spaces=False,

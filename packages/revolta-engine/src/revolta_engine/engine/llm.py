@@ -56,7 +56,7 @@ class LLM:
              chat_template: str | None = None, add_generation_prompt: bool = True,
              chat_template_kwargs: dict | None = None, tools: list[dict] | None = None) -> list[RequestOutput]:
         """Render each conversation with the chat template and generate its reply."""
-        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        conversations: list[Any] = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         prompts: list[PromptType] = []
         for conv in conversations:
             text = self.llm_engine.apply_chat_template(

@@ -86,18 +86,21 @@ class LLMEngine:
 
         weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
         self.model = load_model(hf_config, weights, self.max_model_len, self.dtype, self.device, args.seed)
+        if weights is not None:
+            self.checkpoint.check_all_shards_read()
 
-        attn = self.model.model.layers[0].self_attn
+        num_layers, num_kv_heads, head_dim = self.model.kv_cache_shape()
         kv_dtype = resolve_kv_cache_dtype(args.kv_cache_dtype, self.dtype)
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
-        spec = KVCacheSpec(len(self.model.model.layers), attn.num_kv_heads, attn.head_dim, block_size, kv_dtype)
-        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched)
+        spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, block_size, kv_dtype)
+        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, self.max_model_len)
         kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
         self.runner = ModelRunner(self.model, kv_caches, block_size, self.device)
+        self._maybe_capture_graphs(kv_caches, max_seqs, block_size)
         self.sampler = Sampler()
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self.parents: dict[str, ParentRequestState] = {}
@@ -108,6 +111,26 @@ class LLMEngine:
             num_blocks - 1, block_size, self.kv_capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
             str(kv_dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
         )
+
+    def _maybe_capture_graphs(self, kv_caches, max_seqs: int, block_size: int) -> None:
+        """Capture decode CUDA graphs unless eager mode is asked for or the ops cannot be captured."""
+        import revolta_kernels
+
+        if self.device.type != "cuda":
+            return
+        if self.args.enforce_eager:
+            logger.info("CUDA graphs are off (enforce_eager)")
+            return
+        if not revolta_kernels.native_available() or self.dtype == torch.float32:
+            logger.warning("CUDA graphs are off: they need the native kernels and fp16/bf16 (%s; dtype %s)",
+                           revolta_kernels.native_status(), self.dtype)
+            return
+        from revolta_engine.worker.cuda_graph import CudaGraphRunner
+
+        runner = CudaGraphRunner(self.model, kv_caches, max_seqs, -(-self.max_model_len // block_size),
+                                 self.max_model_len, self.device)
+        runner.capture()
+        self.runner.graph_runner = runner
 
     # ----------------------------------------------------------------------------------- info
     def config_report(self) -> list[tuple[str, Any, str]]:

@@ -16,7 +16,7 @@ CPU_KV_CACHE_BYTES = 2 * 2**30  # default KV budget on the CPU
 
 
 def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, model: nn.Module,
-                   max_num_batched_tokens: int) -> int:
+                   max_num_batched_tokens: int, max_model_len: int) -> int:
     """Number of blocks to allocate, including the null block 0."""
     override = cfg.resolve("num_gpu_blocks_override")
     if override:
@@ -26,7 +26,8 @@ def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver,
     else:
         budget = cfg.resolve("kv_cache_memory_bytes", parse=int)
         if budget is None:
-            budget = _gpu_budget(device, cfg.resolve("gpu_memory_utilization"), max_num_batched_tokens, spec)
+            budget = _gpu_budget(device, cfg.resolve("gpu_memory_utilization"), max_num_batched_tokens, spec,
+                                 model, max_model_len)
             cfg.set("kv_cache_memory_bytes", budget, "profile")
     num_blocks = int(budget) // spec.bytes_per_block
     if num_blocks < 2:
@@ -37,14 +38,48 @@ def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver,
     return num_blocks
 
 
-def _gpu_budget(device: torch.device, utilization: float, max_num_batched_tokens: int, spec: KVCacheSpec) -> int:
+def _gpu_budget(device: torch.device, utilization: float, max_num_batched_tokens: int, spec: KVCacheSpec,
+                model: nn.Module, max_model_len: int) -> int:
     torch.cuda.synchronize(device)
     free, total = torch.cuda.mem_get_info(device)
     used_by_others = total - free - torch.cuda.memory_reserved(device)
     weights = torch.cuda.memory_allocated(device)
-    # Activations of one forward at the token budget: a conservative estimate until profiled.
-    activation = max_num_batched_tokens * 64 * 1024
+    activation = profile_activation_bytes(model, spec, device, min(max_num_batched_tokens, max_model_len))
     budget = int(total * utilization) - used_by_others - weights - activation
-    logger.info("GPU memory: %.1f GiB total, %.1f GiB weights, %.1f GiB reserved for activations",
-                total / 2**30, weights / 2**30, activation / 2**30)
+    logger.info(
+        "GPU memory: %.1f GiB total, %.0f%% usable; weights %.2f GiB, peak activations %.2f GiB "
+        "(profiled at %d tokens), other processes %.2f GiB -> KV cache %.2f GiB",
+        total / 2**30, utilization * 100, weights / 2**30, activation / 2**30,
+        min(max_num_batched_tokens, max_model_len), used_by_others / 2**30, max(budget, 0) / 2**30)
     return max(budget, 0)
+
+
+@torch.inference_mode()
+def profile_activation_bytes(model: nn.Module, spec: KVCacheSpec, device: torch.device, num_tokens: int) -> int:
+    """Peak memory of one forward over ``num_tokens`` prompt tokens (plus logits), beyond the weights."""
+    from revolta_engine.forward_context import AttentionMetadata, ForwardContext, forward_context
+    from revolta_engine.worker.kv_cache import allocate_kv_cache
+
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    n_blocks = -(-num_tokens // spec.block_size)
+    caches = allocate_kv_cache(spec, n_blocks + 1, device)
+    cache_bytes = torch.cuda.memory_allocated(device) - base
+
+    def i32(data) -> torch.Tensor:
+        return torch.tensor(data, dtype=torch.int32, device=device)
+
+    meta = AttentionMetadata(
+        slot_mapping=torch.arange(num_tokens, device=device) + spec.block_size,
+        block_tables=i32([list(range(1, n_blocks + 1))]), context_lens=i32([num_tokens]),
+        query_start_loc=i32([0, num_tokens]), max_query_len=num_tokens, max_context_len=num_tokens)
+    ids = torch.zeros(num_tokens, dtype=torch.int64, device=device)
+    with forward_context(ForwardContext(meta, caches)):
+        hidden = model(ids, torch.arange(num_tokens, device=device))
+    model.compute_logits(hidden[-256:])  # type: ignore[operator]
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - base - cache_bytes
+    del caches, hidden
+    torch.cuda.empty_cache()
+    return int(peak)

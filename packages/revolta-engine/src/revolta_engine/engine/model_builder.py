@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,17 +36,17 @@ def build_model(config: PretrainedConfig, max_position: int, dtype: torch.dtype,
 
 def fill_dummy_weights(model: nn.Module, seed: int) -> None:
     """Random weights (normal, std 0.02; norms at 1) so speed can be measured without a checkpoint."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
     for name, param in model.named_parameters():
         if name.endswith("norm.weight"):
             param.data.fill_(1.0)
         else:
-            cpu = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, 0.02, generator=gen)
-            param.data.copy_(cpu)
+            param.data.normal_(0.0, 0.02, generator=gen)
 
 
 def load_model(config: PretrainedConfig, weights, max_position: int, dtype: torch.dtype,
-               device: torch.device, seed: int) -> nn.Module:
+               device: torch.device, seed: int) -> Any:
     """Build the model and load ``weights`` (an iterable of HF-named tensors), or dummy ones if None."""
     start = time.perf_counter()
     model = build_model(config, max_position, dtype, device)

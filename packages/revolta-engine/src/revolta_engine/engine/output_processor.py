@@ -39,7 +39,7 @@ class CompletionState:
     def _decoded(self, token_id: int) -> str | None:
         if self.tokenizer is None:
             return None
-        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)  # type: ignore[return-value]
 
     def on_token(self, token_id: int, logprob: tuple[float, int, list[int], list[float]] | None) -> None:
         """Account for a newly sampled token (already appended to the request and stop-checked)."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-from revolta_kernels import ops
 from torch import nn
+
+from revolta_kernels import ops
 
 
 class SiluAndMul(nn.Module):

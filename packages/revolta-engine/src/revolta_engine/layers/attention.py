@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-from revolta_kernels import ops
 from torch import nn
 
 from revolta_engine.forward_context import get_forward_context
+from revolta_kernels import ops
 
 
 class PagedAttention(nn.Module):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
-from revolta_kernels import ops
 from torch import nn
 from transformers import PretrainedConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+from revolta_kernels import ops
 
 
 def _default_inv_freq(config: PretrainedConfig, head_dim: int) -> tuple[torch.Tensor, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -130,6 +131,11 @@ class LlamaForCausalLM(nn.Module):
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         if not self.tie_word_embeddings:
             self.lm_head = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+
+    def kv_cache_shape(self) -> tuple[int, int, int]:
+        """(attention layers, KV heads, head_dim): what the paged KV cache must hold."""
+        attn: Any = self.model.layers[0].self_attn  # type: ignore[union-attr]
+        return len(self.model.layers), attn.num_kv_heads, attn.head_dim
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states of every token: [num_tokens, hidden_size]."""

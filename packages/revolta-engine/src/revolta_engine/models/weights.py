@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -61,14 +62,14 @@ class WeightLoader:
 
     def _check_complete(self) -> None:
         missing = []
-        for name, param in self.params.items():
+        for name, _param in self.params.items():
             if name not in self.loaded:
                 missing.append(name)
                 continue
             shards = self.loaded[name]
             if shards is not None:
-                module = self.model.get_submodule(name.rsplit(".", 1)[0])
-                expected = len(module.shard_sizes)  # type: ignore[union-attr]
+                module: Any = self.model.get_submodule(name.rsplit(".", 1)[0])
+                expected = len(module.shard_sizes)
                 if len(shards) != expected:
                     missing.append(f"{name} (parts {sorted(set(range(expected)) - shards)})")
         if missing:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from torch import nn
 
 from revolta_engine.core.scheduler import ScheduledRequest
 from revolta_engine.forward_context import AttentionMetadata, ForwardContext, LayerKVCache, forward_context
@@ -24,12 +24,13 @@ class BatchInputs:
 class ModelRunner:
     """Runs the model over the paged KV cache on one device."""
 
-    def __init__(self, model: nn.Module, kv_caches: list[LayerKVCache], block_size: int,
+    def __init__(self, model: Any, kv_caches: list[LayerKVCache], block_size: int,
                  device: torch.device) -> None:
         self.model = model
         self.kv_caches = kv_caches
         self.block_size = block_size
         self.device = device
+        self.graph_runner: Any = None  # a CudaGraphRunner once decode graphs are captured
 
     def prepare(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> BatchInputs:
         """Flatten the batch's new tokens and describe where they live in the cache."""
@@ -73,6 +74,10 @@ class ModelRunner:
     def execute(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> torch.Tensor:
         """Run one forward pass; return float32 logits for the rows that complete their tokens."""
         batch = self.prepare(scheduled, block_tables)
-        with forward_context(ForwardContext(batch.attn, self.kv_caches)):
-            hidden = self.model(batch.input_ids, batch.positions)
+        graphs = self.graph_runner
+        if graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
+            hidden = graphs.run(batch.input_ids, batch.positions, batch.attn)
+        else:
+            with forward_context(ForwardContext(batch.attn, self.kv_caches)):
+                hidden = self.model(batch.input_ids, batch.positions)
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))

@@ -62,8 +62,8 @@ def paged_attention(
         v = v.repeat_interleave(group, dim=1).transpose(0, 1)
         q = query[q0:q1].float().transpose(0, 1)  # [H, q_len, D]
         scores = torch.matmul(q, k.transpose(1, 2)) * scale  # [H, q_len, L]
-        q_pos = torch.arange(ctx_len - q_len, ctx_len).unsqueeze(1)
-        k_pos = torch.arange(ctx_len).unsqueeze(0)
+        q_pos = torch.arange(ctx_len - q_len, ctx_len, device=query.device).unsqueeze(1)
+        k_pos = torch.arange(ctx_len, device=query.device).unsqueeze(0)
         scores = scores.masked_fill(k_pos > q_pos, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         out[q0:q1] = torch.matmul(probs, v).transpose(0, 1).to(query.dtype)

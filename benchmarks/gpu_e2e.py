@@ -1,0 +1,127 @@
+"""End-to-end GPU speed with dummy weights: batch-1 decode vs roofline, 64-way throughput, 8K prefill, KV capacity.
+
+Usage (on a GPU machine):
+    python benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --out $OUT/gpu_e2e.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import time
+from pathlib import Path
+
+import torch
+
+from revolta_engine import LLM, SamplingParams
+
+
+def copy_bandwidth(nbytes: int = 2 * 2**30) -> float:
+    """Device-to-device copy rate in bytes/s (read + write counted), best of 10."""
+    src = torch.empty(nbytes // 2, dtype=torch.float16, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / best
+
+
+def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float:
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
+    torch.cuda.synchronize()
+    assert all(len(o.outputs[0].token_ids) == max_tokens for o in outs)
+    return time.perf_counter() - t0
+
+
+def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(100, vocab - 100, (length,), generator=g).tolist() for _ in range(n)]
+
+
+class _CapacityLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kv_tokens: int | None = None
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        self.lines.append(msg)
+        m = re.search(r"= (\d+) tokens", msg)
+        if msg.startswith("KV cache:") and m:
+            self.kv_tokens = int(m.group(1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", default="benchmarks/configs/llama-3.1-8b")
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--input-len", type=int, default=512)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--prefill-len", type=int, default=8192)
+    ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log = _CapacityLog()
+    logging.getLogger("revolta_engine").addHandler(log)
+
+    bw = copy_bandwidth()
+    llm = LLM(args.config, load_format="dummy", dtype=args.dtype, max_model_len=args.prefill_len + 64,
+              max_num_seqs=args.concurrency, max_num_batched_tokens=args.prefill_len,
+              enforce_eager=args.enforce_eager, enable_prefix_caching=False)
+    engine = llm.llm_engine
+    weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+    vocab = int(engine.hf_config.vocab_size)
+    spec_bytes = engine.runner.kv_caches[0].key.element_size()
+
+    timed_generate(llm, random_prompts(2, 64, vocab, 0), 8)  # warm-up
+    p1 = random_prompts(1, args.input_len, vocab, 1)
+    t_prefill = timed_generate(llm, p1, 1)
+    t_full = timed_generate(llm, p1, args.output_len)
+    decode_tok_s = (args.output_len - 1) / (t_full - t_prefill)
+    roofline = bw / weight_bytes
+
+    pc = random_prompts(args.concurrency, args.input_len, vocab, 2)
+    t_conc = timed_generate(llm, pc, args.output_len)
+    conc_tok_s = args.concurrency * args.output_len / t_conc
+
+    pp = random_prompts(1, args.prefill_len, vocab, 3)
+    timed_generate(llm, pp, 1)
+    t_pp = timed_generate(llm, pp, 1)
+    prefill_tok_s = args.prefill_len / t_pp
+
+    result = {
+        "config": args.config, "dtype": args.dtype, "enforce_eager": args.enforce_eager,
+        "gpu": torch.cuda.get_device_name(), "copy_bandwidth_GBps": bw / 1e9,
+        "weight_GB": weight_bytes / 1e9, "roofline_tok_s": roofline,
+        "batch1_decode_tok_s": decode_tok_s, "batch1_fraction_of_roofline": decode_tok_s / roofline,
+        f"concurrent{args.concurrency}_output_tok_s": conc_tok_s,
+        f"prefill{args.prefill_len}_tok_s": prefill_tok_s,
+        "kv_capacity_tokens_logged": log.kv_tokens, "kv_element_bytes": spec_bytes,
+        "memory_log": [line for line in log.lines if "GPU memory" in line or "KV cache" in line
+                       or "CUDA graphs" in line],
+    }
+    print(json.dumps(result, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+// The extern "C" entry points: argument checks that need no device access, dtype dispatch, launch.
+#include "revolta_kernels.h"
+#include "cache.cuh"
+#include "norm.cuh"
+#include "rotary.cuh"
+
+#ifndef REVOLTA_ARCHS
+#define REVOLTA_ARCHS "unknown"
+#endif
+
+namespace revolta {
+cudaError_t attention_decode(const AttnParams&, int, int, int, int, cudaStream_t, int*);
+cudaError_t attention_prefill(const AttnParams&, int, int, int, int, cudaStream_t, int*);
+
+inline int threads_for(int n) {
+  int t = 32;
+  while (t < n && t < 1024) t *= 2;
+  return t;
+}
+}  // namespace revolta
+
+using namespace revolta;
+
+#define REVOLTA_DTYPE_DISPATCH(dtype, ...)           \
+  switch (dtype) {                                   \
+    case 0: { using T = __half; __VA_ARGS__; break; }  \
+    case 1: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
+    case 2: { using T = float; __VA_ARGS__; break; }   \
+    default: return cudaErrorInvalidValue;           \
+  }
+
+extern "C" {
+
+int revolta_paged_attention(const AttnParams* p, int head_dim, int kv_kind, int prefill, int num_seqs,
+                            int max_query_len, cudaStream_t stream) {
+  if (num_seqs == 0 || max_query_len == 0) return cudaSuccess;
+  if (p->num_kv_heads <= 0 || p->num_heads % p->num_kv_heads != 0) return cudaErrorInvalidValue;
+  return prefill ? attention_prefill(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr)
+                 : attention_decode(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr);
+}
+
+int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks) {
+  AttnParams p{};
+  *blocks = 0;
+  return prefill ? attention_prefill(p, head_dim, kv_kind, 0, rows, nullptr, blocks)
+                 : attention_decode(p, head_dim, kv_kind, 0, rows, nullptr, blocks);
+}
+
+int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
+                     int zero_centered, int dtype, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  REVOLTA_DTYPE_DISPATCH(dtype, rms_norm_kernel<T><<<rows, threads_for(hidden / 4), 0, stream>>>(
+      static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(w), eps, hidden, zero_centered != 0))
+  return cudaGetLastError();
+}
+
+int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, const void* residual,
+                               const void* w, int rows, int hidden, float eps, int zero_centered, int dtype,
+                               cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  REVOLTA_DTYPE_DISPATCH(dtype, fused_add_rms_norm_kernel<T><<<rows, threads_for(hidden / 4), 0, stream>>>(
+      static_cast<T*>(out), static_cast<T*>(residual_out), static_cast<const T*>(x),
+      static_cast<const T*>(residual), static_cast<const T*>(w), eps, hidden, zero_centered != 0))
+  return cudaGetLastError();
+}
+
+int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  REVOLTA_DTYPE_DISPATCH(dtype, silu_and_mul_kernel<T><<<rows, threads_for(d / 2), 0, stream>>>(
+      static_cast<T*>(out), static_cast<const T*>(x), d))
+  return cudaGetLastError();
+}
+
+int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void* k, const int64_t* positions,
+                             const void* cos_sin, int cos_sin_is_f32, int num_tokens, int num_heads,
+                             int num_kv_heads, int head_dim, int rot_dim, long long q_tok_stride,
+                             long long q_head_stride, long long k_tok_stride, long long k_head_stride,
+                             int neox, int dtype, cudaStream_t stream) {
+  if (num_tokens == 0) return cudaSuccess;
+  const int threads = threads_for((num_heads + num_kv_heads) * head_dim / 2);
+#define REVOLTA_ROPE(CS)                                                                              \
+  rotary_kernel<T, CS><<<num_tokens, threads, 0, stream>>>(                                           \
+      static_cast<T*>(q_out), static_cast<T*>(k_out), static_cast<const T*>(q), static_cast<const T*>(k), \
+      positions, static_cast<const CS*>(cos_sin), num_heads, num_kv_heads, head_dim, rot_dim,         \
+      q_tok_stride, q_head_stride, k_tok_stride, k_head_stride, neox != 0)
+  REVOLTA_DTYPE_DISPATCH(dtype, if (cos_sin_is_f32) { REVOLTA_ROPE(float); } else { REVOLTA_ROPE(T); })
+#undef REVOLTA_ROPE
+  return cudaGetLastError();
+}
+
+int revolta_reshape_and_cache(const void* key, const void* value, void* key_cache, void* value_cache,
+                              float* k_scales, float* v_scales, const int64_t* slots, int num_tokens,
+                              int num_kv_heads, int head_dim, int block_size, long long k_tok_stride,
+                              long long k_head_stride, long long v_tok_stride, long long v_head_stride,
+                              int dtype, int cache_kind, cudaStream_t stream) {
+  if (num_tokens == 0) return cudaSuccess;
+  const int threads = num_kv_heads >= 4 ? 256 : 64 * num_kv_heads;
+#define REVOLTA_CACHE(KIND)                                                                          \
+  reshape_and_cache_kernel<T, KIND><<<num_tokens, threads, 0, stream>>>(                             \
+      static_cast<const T*>(key), static_cast<const T*>(value), key_cache, value_cache, k_scales,    \
+      v_scales, slots, num_kv_heads, head_dim, block_size, k_tok_stride, k_head_stride, v_tok_stride, \
+      v_head_stride)
+  REVOLTA_DTYPE_DISPATCH(dtype, switch (cache_kind) {
+    case CACHE_SAME: REVOLTA_CACHE(CACHE_SAME); break;
+    case CACHE_I8: REVOLTA_CACHE(CACHE_I8); break;
+    case CACHE_E4M3: REVOLTA_CACHE(CACHE_E4M3); break;
+    case CACHE_E5M2: REVOLTA_CACHE(CACHE_E5M2); break;
+    default: return cudaErrorInvalidValue;
+  })
+#undef REVOLTA_CACHE
+  return cudaGetLastError();
+}
+
+const char* revolta_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
+
+const char* revolta_build_archs(void) { return REVOLTA_ARCHS; }
+
+}  // extern "C"

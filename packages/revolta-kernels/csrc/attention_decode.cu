@@ -1,0 +1,47 @@
+// Decode / speculative verification launcher: paged_decode_kernel with 16 packed rows per block.
+#include "attention_launch.cuh"
+
+namespace revolta {
+namespace {
+
+constexpr int kDecodeWarps = 4;
+
+template <int D, int KIND, int MINB, int ROWS, int BN>
+cudaError_t decode_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
+  constexpr int ESZ = KIND == KV_F16 ? 2 : 1;
+  constexpr int CPR = D * ESZ / 16;
+  constexpr int NCH = BN * CPR / (32 * kDecodeWarps);
+  // Keep about 8 sixteen-byte loads per thread per tensor in flight: narrow KV gets more tiles ahead.
+  constexpr int STAGES = NCH >= 8 ? 1 : 8 / NCH;
+  using C = DecodeCfg<D, KIND, kDecodeWarps, BN, STAGES, ROWS>;
+  static bool configured = false;
+  const int group = occ ? 1 : p.num_heads / p.num_kv_heads;  // an occupancy query passes no shapes
+  dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + ROWS - 1) / ROWS, p.num_splits);
+  cudaError_t e = launch_or_query(paged_decode_kernel<D, KIND, kDecodeWarps, BN, STAGES, MINB, ROWS>, C::NT,
+                                  C::SMEM_BYTES, configured, grid, p, stream, occ);
+  if (e != cudaSuccess || occ || p.num_splits == 1) return e;
+  return reduce_splits(p, D, stream);
+}
+
+// 16 packed rows per block with 16x16x16 WMMA and 64-key tiles by default. One-byte KV (int8/fp8), d128, with
+// at most 8 rows (GQA group x query tokens) uses 8x32x16 WMMA and 128-key tiles instead: half the
+// tensor-core and softmax work per key, which is what bounds those kernels once the bytes are halved.
+// Register budget: 3 blocks per SM of the 16-row kernel fit without spills (4 spilled and measured
+// slower on an H200).
+template <int D, int KIND>
+cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
+  const int rows = max_query_len * (occ ? 1 : p.num_heads / p.num_kv_heads);
+  if constexpr (KIND != KV_F16 && D == 128) {  // d256 would need 146 KB of shared memory (Volta: 96)
+    if (rows <= 8) return decode_cfg<D, KIND, 2, 8, 128>(p, num_seqs, max_query_len, stream, occ);
+  }
+  return decode_cfg<D, KIND, D <= 128 ? 3 : 2, 16, 64>(p, num_seqs, max_query_len, stream, occ);
+}
+
+}  // namespace
+
+cudaError_t attention_decode(const AttnParams& p, int head_dim, int kv_kind, int num_seqs, int max_query_len,
+                             cudaStream_t stream, int* occupancy) {
+  REVOLTA_HEAD_DIMS(decode_one, p, num_seqs, max_query_len, stream, occupancy)
+}
+
+}  // namespace revolta

@@ -1,0 +1,59 @@
+// Host-side launch helpers shared by the decode and prefill translation units.
+#pragma once
+
+#include "revolta_kernels.h"
+#include "decode.cuh"
+#include "prefill.cuh"
+
+namespace revolta {
+
+// Opt a kernel into its dynamic shared memory once, then report/launch. `configured` is per
+// instantiation; the race on it is benign (every caller sets the same attribute).
+template <typename Kernel>
+cudaError_t prepare(Kernel kernel, int smem, bool& configured) {
+  if (configured) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e == cudaSuccess) configured = true;
+  return e;
+}
+
+inline cudaError_t reduce_splits(const AttnParams& p, int head_dim, cudaStream_t stream) {
+  const int rows = p.num_tokens * p.num_heads;
+  switch (head_dim) {
+    case 64: attn_reduce_kernel<64><<<rows, 64, 0, stream>>>(p.out, p.part_o, p.part_ml, rows, p.num_splits); break;
+    case 128: attn_reduce_kernel<128><<<rows, 128, 0, stream>>>(p.out, p.part_o, p.part_ml, rows, p.num_splits); break;
+    case 256: attn_reduce_kernel<256><<<rows, 256, 0, stream>>>(p.out, p.part_o, p.part_ml, rows, p.num_splits); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+// Either launches (occupancy == nullptr) or reports blocks per SM.
+template <typename Kernel>
+cudaError_t launch_or_query(Kernel kernel, int threads, int smem, bool& configured, dim3 grid, const AttnParams& p,
+                            cudaStream_t stream, int* occupancy) {
+  cudaError_t e = prepare(kernel, smem, configured);
+  if (e != cudaSuccess) return e;
+  if (occupancy) return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kernel, threads, smem);
+  kernel<<<grid, threads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+#define REVOLTA_KV_KINDS(FN, D, ...)                       \
+  switch (kv_kind) {                                       \
+    case KV_F16: return FN<D, KV_F16>(__VA_ARGS__);        \
+    case KV_I8: return FN<D, KV_I8>(__VA_ARGS__);          \
+    case KV_E4M3: return FN<D, KV_E4M3>(__VA_ARGS__);      \
+    case KV_E5M2: return FN<D, KV_E5M2>(__VA_ARGS__);      \
+    default: return cudaErrorInvalidValue;                 \
+  }
+
+#define REVOLTA_HEAD_DIMS(FN, ...)                               \
+  switch (head_dim) {                                            \
+    case 64: REVOLTA_KV_KINDS(FN, 64, __VA_ARGS__)               \
+    case 128: REVOLTA_KV_KINDS(FN, 128, __VA_ARGS__)             \
+    case 256: REVOLTA_KV_KINDS(FN, 256, __VA_ARGS__)             \
+    default: return cudaErrorInvalidValue;                       \
+  }
+
+}  // namespace revolta

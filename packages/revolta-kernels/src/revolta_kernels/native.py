@@ -1,0 +1,168 @@
+"""Finding and loading the native CUDA library (``librevolta_native.so``) through ctypes.
+
+The library has a plain C ABI (raw device pointers plus a ``cudaStream_t``) and links only the CUDA
+runtime, so it works with any torch build. Where it is missing or cannot load, every op keeps using its
+pure-torch reference and :func:`status` says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+LIB_NAME = "librevolta_native.so"
+BUILD_HINT = (
+    "to build the CUDA kernels, run e.g. `REVOLTA_CUDA_ARCHS=90 uv sync --reinstall-package revolta-kernels` "
+    "(use your GPU's compute capability; 70 needs a CUDA 12.x nvcc)"
+)
+
+_c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
+
+
+class AttnParams(ctypes.Structure):
+    """Mirror of ``revolta::AttnParams`` in csrc/attention.cuh (field order and types must match)."""
+
+    _fields_ = [
+        ("q", _ptr),
+        ("out", _ptr),
+        ("k_cache", _ptr),
+        ("v_cache", _ptr),
+        ("k_scales", _ptr),
+        ("v_scales", _ptr),
+        ("block_tables", _ptr),
+        ("context_lens", _ptr),
+        ("query_start_loc", _ptr),
+        ("part_o", _ptr),
+        ("part_ml", _ptr),
+        ("num_tokens", _c_int),
+        ("num_heads", _c_int),
+        ("num_kv_heads", _c_int),
+        ("block_size", _c_int),
+        ("max_blocks", _c_int),
+        ("split_tokens", _c_int),
+        ("num_splits", _c_int),
+        ("scale_log2", _c_float),
+        ("block_shift", _c_int),
+    ]
+
+
+_SIGNATURES: dict[str, list] = {
+    "revolta_paged_attention": [ctypes.POINTER(AttnParams), _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
+    "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
+    "revolta_rms_norm": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
+    "revolta_fused_add_rms_norm": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _c_int,
+        _c_int,
+        _c_float,
+        _c_int,
+        _c_int,
+        _ptr,
+    ],
+    "revolta_silu_and_mul": [_ptr, _ptr, _c_int, _c_int, _c_int, _ptr],
+    "revolta_rotary_embedding": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_int,
+        _c_int,
+        _ptr,
+    ],
+    "revolta_reshape_and_cache": [
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _ptr,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_int,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_ll,
+        _c_int,
+        _c_int,
+        _ptr,
+    ],
+}
+
+
+def _candidates() -> list[Path]:
+    env = os.environ.get("REVOLTA_NATIVE_LIB")
+    if env:
+        return [Path(env)]
+    here = Path(__file__).resolve().parent
+    # Editable installs put build outputs in site-packages rather than next to the sources.
+    dirs = [here] + [Path(p) / "revolta_kernels" for p in sys.path if p]
+    seen: list[Path] = []
+    for d in dirs:
+        if d not in seen:
+            seen.append(d)
+    return [d / LIB_NAME for d in seen]
+
+
+def _build_note() -> str | None:
+    for lib in _candidates():
+        note = lib.with_name("native_build.txt")
+        if note.is_file():
+            return note.read_text().strip()
+    return None
+
+
+def _load() -> tuple[ctypes.CDLL | None, str]:
+    if os.environ.get("REVOLTA_DISABLE_NATIVE") == "1":
+        return None, "reference only: native kernels disabled by REVOLTA_DISABLE_NATIVE=1"
+    for path in _candidates():
+        if not path.is_file():
+            continue
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as exc:
+            return None, f"reference only: {path} exists but failed to load ({exc}); {BUILD_HINT}"
+        for name, argtypes in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes = argtypes
+            fn.restype = _c_int
+        lib.revolta_error_string.argtypes = [_c_int]
+        lib.revolta_error_string.restype = ctypes.c_char_p
+        lib.revolta_build_archs.restype = ctypes.c_char_p
+        archs = lib.revolta_build_archs().decode()
+        return lib, f"native: CUDA kernels loaded from {path} (built for sm_{archs.replace(',', ', sm_')})"
+    note = _build_note()
+    why = note if note else "the native library was not built with this install"
+    return None, f"reference only ({why}); {BUILD_HINT}"
+
+
+LIB, STATUS = _load()
+
+
+def check(err: int) -> None:
+    """Raise a RuntimeError naming the CUDA error if a native call failed."""
+    if err != 0:
+        assert LIB is not None
+        raise RuntimeError(
+            f"revolta native kernel failed: {LIB.revolta_error_string(err).decode()} (code {err})"
+        )

@@ -1,0 +1,342 @@
+"""CUDA implementations of the ``revolta::`` ops, backed by the native library through ctypes.
+
+Each implementation checks that the inputs are a case the kernels handle (dtype, layout, head size) and
+otherwise runs the pure-torch reference, so an unsupported case is slower but never an error. All launches
+go to torch's current CUDA stream, so the ops can be captured in CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from functools import cache
+
+import torch
+
+from revolta_kernels import ops
+from revolta_kernels import reference as ref
+from revolta_kernels.native import LIB, AttnParams, check
+
+_DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+_KV_KIND = {torch.float16: 0, torch.int8: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
+_CACHE_KIND = {torch.int8: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
+_HEAD_DIMS = (64, 128, 256)
+_DECODE_TILE = 64  # keys per tile of the decode kernel (split sizes are multiples of it)
+_NO_SPLIT = 1 << 30
+
+
+def _stream(t: torch.Tensor) -> int:
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+@cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def rms_norm(x, weight, eps, zero_centered=False):
+    code = _DTYPE.get(x.dtype)
+    if code is None or weight.dtype != x.dtype or weight.shape != (x.shape[-1],) or x.numel() == 0:
+        return ref.rms_norm(x, weight, eps, zero_centered)
+    xc, w = x.contiguous(), weight.contiguous()
+    out = torch.empty_like(xc)
+    hidden = xc.shape[-1]
+    check(
+        LIB.revolta_rms_norm(
+            out.data_ptr(),
+            xc.data_ptr(),
+            w.data_ptr(),
+            xc.numel() // hidden,
+            hidden,
+            eps,
+            int(zero_centered),
+            code,
+            _stream(x),
+        )
+    )
+    return out
+
+
+def fused_add_rms_norm(x, residual, weight, eps, zero_centered=False):
+    code = _DTYPE.get(x.dtype)
+    if (
+        code is None
+        or residual.dtype != x.dtype
+        or weight.dtype != x.dtype
+        or residual.shape != x.shape
+        or weight.shape != (x.shape[-1],)
+        or x.numel() == 0
+    ):
+        return ref.fused_add_rms_norm(x, residual, weight, eps, zero_centered)
+    xc, rc, w = x.contiguous(), residual.contiguous(), weight.contiguous()
+    out, res_out = torch.empty_like(xc), torch.empty_like(rc)
+    hidden = xc.shape[-1]
+    check(
+        LIB.revolta_fused_add_rms_norm(
+            out.data_ptr(),
+            res_out.data_ptr(),
+            xc.data_ptr(),
+            rc.data_ptr(),
+            w.data_ptr(),
+            xc.numel() // hidden,
+            hidden,
+            eps,
+            int(zero_centered),
+            code,
+            _stream(x),
+        )
+    )
+    return out, res_out
+
+
+def silu_and_mul(x):
+    code = _DTYPE.get(x.dtype)
+    if code is None or x.shape[-1] % 2 or x.numel() == 0:
+        return ref.silu_and_mul(x)
+    xc = x.contiguous()
+    d = xc.shape[-1] // 2
+    out = xc.new_empty((*xc.shape[:-1], d))
+    check(LIB.revolta_silu_and_mul(out.data_ptr(), xc.data_ptr(), xc.numel() // (2 * d), d, code, _stream(x)))
+    return out
+
+
+def rotary_embedding(positions, query, key, cos_sin_cache, is_neox):
+    code = _DTYPE.get(query.dtype)
+    rot_dim = cos_sin_cache.shape[-1]
+    ok = (
+        code is not None
+        and key.dtype == query.dtype
+        and query.dim() == 3
+        and key.dim() == 3
+        and query.stride(-1) == 1
+        and key.stride(-1) == 1
+        and cos_sin_cache.dtype in (query.dtype, torch.float32)
+        and rot_dim % 2 == 0
+        and rot_dim <= query.shape[-1]
+        and key.shape[-1] == query.shape[-1]
+        and query.shape[0] > 0
+    )
+    if not ok:
+        return ref.rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+    pos = positions.to(torch.int64).contiguous()
+    cs = cos_sin_cache.contiguous()
+    q_out, k_out = (
+        torch.empty(query.shape, dtype=query.dtype, device=query.device),
+        torch.empty(key.shape, dtype=key.dtype, device=key.device),
+    )
+    t, h, d = query.shape
+    check(
+        LIB.revolta_rotary_embedding(
+            q_out.data_ptr(),
+            k_out.data_ptr(),
+            query.data_ptr(),
+            key.data_ptr(),
+            pos.data_ptr(),
+            cs.data_ptr(),
+            int(cs.dtype == torch.float32),
+            t,
+            h,
+            key.shape[1],
+            d,
+            rot_dim,
+            query.stride(0),
+            query.stride(1),
+            key.stride(0),
+            key.stride(1),
+            int(is_neox),
+            code,
+            _stream(query),
+        )
+    )
+    return q_out, k_out
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    code = _DTYPE.get(key.dtype)
+    kind = 0 if key_cache.dtype == key.dtype else _CACHE_KIND.get(key_cache.dtype)
+    int8 = kind == 1
+    ok = (
+        code is not None
+        and kind is not None
+        and value.dtype == key.dtype
+        and value_cache.dtype == key_cache.dtype
+        and key.dim() == 3
+        and key.stride(-1) == 1
+        and value.stride(-1) == 1
+        and key_cache.is_contiguous()
+        and value_cache.is_contiguous()
+        and key.shape == value.shape
+        and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
+        and (
+            not int8
+            or (
+                k_scales is not None
+                and v_scales is not None
+                and k_scales.is_contiguous()
+                and v_scales.is_contiguous()
+                and k_scales.dtype == torch.float32
+                and v_scales.dtype == torch.float32
+            )
+        )
+    )
+    if not ok or key.shape[0] == 0:
+        ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+        return
+    slots = slot_mapping.to(torch.int64).contiguous()
+    check(
+        LIB.revolta_reshape_and_cache(
+            key.data_ptr(),
+            value.data_ptr(),
+            key_cache.data_ptr(),
+            value_cache.data_ptr(),
+            k_scales.data_ptr() if int8 else None,
+            v_scales.data_ptr() if int8 else None,
+            slots.data_ptr(),
+            key.shape[0],
+            key.shape[1],
+            key.shape[2],
+            key_cache.shape[2],
+            key.stride(0),
+            key.stride(1),
+            value.stride(0),
+            value.stride(1),
+            code,
+            kind,
+            _stream(key),
+        )
+    )
+
+
+@cache
+def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int) -> int:
+    n = ctypes.c_int(0)
+    check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), rows, ctypes.byref(n)))
+    return max(1, n.value)
+
+
+def _splits(base: int, max_ctx: int, slots: int) -> tuple[int, int]:
+    """Choose how many context splits the decode grid gets.
+
+    ``base`` blocks exist without splitting and ``slots`` blocks run at once. The time is modelled as
+    waves x keys per split; the cheapest choice wins, ties going to fewer splits (less merging).
+    """
+    best = (float("inf"), 1, _NO_SPLIT)
+    max_splits = max(1, min(256, max_ctx // (4 * _DECODE_TILE)))
+    for s in range(1, max_splits + 1):
+        split_tokens = math.ceil(math.ceil(max_ctx / s) / _DECODE_TILE) * _DECODE_TILE
+        n = math.ceil(max_ctx / split_tokens)
+        cost = math.ceil(base * n / slots) * split_tokens
+        if cost < best[0]:
+            best = (cost, n, split_tokens if n > 1 else _NO_SPLIT)
+    return best[1], best[2]
+
+
+def _attention(prefill: bool):
+    def impl(
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        context_lens,
+        query_start_loc,
+        max_query_len,
+        scale,
+        k_scales=None,
+        v_scales=None,
+    ):
+        kind = _KV_KIND.get(key_cache.dtype)
+        d = query.shape[-1]
+        ok = (
+            query.dtype == torch.float16
+            and kind is not None
+            and value_cache.dtype == key_cache.dtype
+            and query.dim() == 3
+            and d in _HEAD_DIMS
+            and key_cache.shape[-1] == d
+            and key_cache.is_contiguous()
+            and value_cache.is_contiguous()
+            and query.shape[1] % key_cache.shape[1] == 0
+            and key_cache.shape[2] & (key_cache.shape[2] - 1) == 0
+            and (
+                kind != 1
+                or (
+                    k_scales is not None
+                    and v_scales is not None
+                    and k_scales.dtype == torch.float32
+                    and v_scales.dtype == torch.float32
+                    and k_scales.is_contiguous()
+                    and v_scales.is_contiguous()
+                )
+            )
+        )
+        if not ok:
+            return ref.paged_attention(
+                query,
+                key_cache,
+                value_cache,
+                block_tables,
+                context_lens,
+                query_start_loc,
+                scale,
+                k_scales,
+                v_scales,
+            )
+        q = query.contiguous()
+        out = torch.empty_like(q)
+        num_seqs = context_lens.shape[0]
+        if num_seqs == 0 or q.shape[0] == 0:
+            return out
+        bt = block_tables.to(torch.int32).contiguous()
+        cl = context_lens.to(torch.int32).contiguous()
+        qsl = query_start_loc.to(torch.int32).contiguous()
+        t, h, _ = q.shape
+        hkv, bs = key_cache.shape[1], key_cache.shape[2]
+        if prefill:
+            splits, split_tokens = 1, _NO_SPLIT
+        else:
+            row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
+            dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, min(max_query_len * (h // hkv), 16))
+            splits, split_tokens = _splits(num_seqs * hkv * row_tiles, bt.shape[1] * bs, slots)
+        part_o = part_ml = None
+        if splits > 1:
+            part_o = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
+            part_ml = torch.empty((splits, t, h, 2), dtype=torch.float32, device=q.device)
+        int8 = kind == 1
+        p = AttnParams(
+            q.data_ptr(),
+            out.data_ptr(),
+            key_cache.data_ptr(),
+            value_cache.data_ptr(),
+            k_scales.data_ptr() if int8 else None,
+            v_scales.data_ptr() if int8 else None,
+            bt.data_ptr(),
+            cl.data_ptr(),
+            qsl.data_ptr(),
+            part_o.data_ptr() if part_o is not None else None,
+            part_ml.data_ptr() if part_ml is not None else None,
+            t,
+            h,
+            hkv,
+            bs,
+            bt.shape[1],
+            split_tokens,
+            splits,
+            scale * math.log2(math.e),
+            bs.bit_length() - 1,
+        )
+        check(LIB.revolta_paged_attention(p, d, kind, int(prefill), num_seqs, max_query_len, _stream(q)))
+        return out
+
+    return impl
+
+
+def register() -> None:
+    """Register the CUDA implementations of every op (called once when the library loaded)."""
+    ops.rms_norm.register_kernel("cuda")(rms_norm)
+    ops.fused_add_rms_norm.register_kernel("cuda")(fused_add_rms_norm)
+    ops.silu_and_mul.register_kernel("cuda")(silu_and_mul)
+    ops.rotary_embedding.register_kernel("cuda")(rotary_embedding)
+    ops._reshape_and_cache.register_kernel("cuda")(reshape_and_cache)
+    ops.paged_attention_decode.register_kernel("cuda")(_attention(prefill=False))
+    ops.paged_attention_prefill.register_kernel("cuda")(_attention(prefill=True))

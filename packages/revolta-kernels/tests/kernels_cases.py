@@ -1,0 +1,137 @@
+"""Random problem builders shared by the CPU reference tests, the GPU tests and the benchmarks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+@dataclass
+class AttnCase:
+    """A paged-attention problem: inputs of the op plus the dense per-sequence K/V they encode."""
+
+    query: torch.Tensor
+    key_cache: torch.Tensor
+    value_cache: torch.Tensor
+    block_tables: torch.Tensor
+    context_lens: torch.Tensor
+    query_start_loc: torch.Tensor
+    max_query_len: int
+    scale: float
+    k_scales: torch.Tensor | None
+    v_scales: torch.Tensor | None
+
+    def args(self) -> tuple:
+        return (
+            self.query,
+            self.key_cache,
+            self.value_cache,
+            self.block_tables,
+            self.context_lens,
+            self.query_start_loc,
+            self.max_query_len,
+            self.scale,
+            self.k_scales,
+            self.v_scales,
+        )
+
+
+def random_cache(
+    num_blocks: int,
+    num_kv_heads: int,
+    block_size: int,
+    head_dim: int,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    gen: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A cache filled with random values of ``dtype`` (int8 also gets random positive scales)."""
+    shape = (num_blocks, num_kv_heads, block_size, head_dim)
+    if dtype == torch.int8:
+        q = torch.randint(-127, 128, shape, generator=gen, dtype=torch.int8)
+        scales = torch.rand(shape[:3], generator=gen) * 0.02 + 0.002
+        return q.to(device), scales.to(device)
+    x = torch.randn(shape, generator=gen)
+    return x.to(dtype).to(device), None
+
+
+def make_attn_case(
+    ctx_lens: list[int],
+    q_lens: list[int],
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    block_size: int,
+    kv_dtype: torch.dtype,
+    device: str | torch.device = "cpu",
+    q_dtype: torch.dtype = torch.float16,
+    seed: int = 0,
+    spare_blocks: int = 3,
+) -> AttnCase:
+    """Sequences with shuffled block tables over one random cache; query tokens are the last ``q_len``."""
+    gen = torch.Generator().manual_seed(seed)
+    per_seq = [(c + block_size - 1) // block_size for c in ctx_lens]
+    max_blocks = max(per_seq) + 1
+    num_blocks = sum(per_seq) + spare_blocks
+    perm = torch.randperm(num_blocks, generator=gen)
+    tables = torch.full((len(ctx_lens), max_blocks), 0, dtype=torch.int32)
+    pos = 0
+    for i, n in enumerate(per_seq):
+        tables[i, :n] = perm[pos : pos + n].to(torch.int32)
+        pos += n
+    k, ks = random_cache(num_blocks, num_kv_heads, block_size, head_dim, kv_dtype, device, gen)
+    v, vs = random_cache(num_blocks, num_kv_heads, block_size, head_dim, kv_dtype, device, gen)
+    qsl = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0).tolist()), dtype=torch.int32)
+    query = torch.randn(int(qsl[-1]), num_heads, head_dim, generator=gen).to(q_dtype)
+    return AttnCase(
+        query.to(device),
+        k,
+        v,
+        tables.to(device),
+        torch.tensor(ctx_lens, dtype=torch.int32).to(device),
+        qsl.to(device),
+        max(q_lens),
+        head_dim**-0.5,
+        ks,
+        vs,
+    )
+
+
+def dense_attention_f64(case: AttnCase) -> torch.Tensor:
+    """Float64 attention computed token by token from the cache, independent of the reference's code."""
+    kc, vc = case.key_cache.cpu(), case.value_cache.cpu()
+    ks = None if case.k_scales is None else case.k_scales.cpu().double()
+    vs = None if case.v_scales is None else case.v_scales.cpu().double()
+    q = case.query.cpu().double()
+    bs, hkv = kc.shape[2], kc.shape[1]
+    group = q.shape[1] // hkv
+    out = torch.zeros_like(q)
+    qsl = case.query_start_loc.tolist()
+    for b, ctx in enumerate(case.context_lens.tolist()):
+        q0, q1 = qsl[b], qsl[b + 1]
+        slots = [(int(case.block_tables[b, t // bs]), t % bs) for t in range(ctx)]
+        blk = torch.tensor([s[0] for s in slots])
+        off = torch.tensor([s[1] for s in slots])
+        k = kc[blk, :, off].double()  # [ctx, hkv, D]
+        v = vc[blk, :, off].double()
+        if ks is not None:
+            k = k * ks[blk, :, off].unsqueeze(-1)
+            v = v * vs[blk, :, off].unsqueeze(-1)
+        for i in range(q1 - q0):
+            visible = ctx - (q1 - q0) + i + 1
+            for h in range(q.shape[1]):
+                kh, vh = k[:visible, h // group], v[:visible, h // group]
+                p = torch.softmax((kh @ q[q0 + i, h]) * case.scale, dim=0)
+                out[q0 + i, h] = p @ vh
+    return out
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """||a - b|| / ||b|| in float64 (NaN anywhere gives inf)."""
+    a64, b64 = a.double().cpu(), b.double().cpu()
+    if not torch.isfinite(a64).all():
+        return float("inf")
+    return float((a64 - b64).norm() / b64.norm().clamp_min(1e-30))

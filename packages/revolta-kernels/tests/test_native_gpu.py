@@ -1,0 +1,224 @@
+"""Native CUDA kernels against the pure-torch reference on the same GPU inputs.
+
+Every check draws fresh random inputs, poisons the memory the output will land in (NaN-filled allocator
+blocks, NaN-filled caches), and states its error bound: relative L2 error ||native - ref|| / ||ref||.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernels_cases import FP8, make_attn_case, rel_err
+
+import revolta_kernels
+from revolta_kernels import ops, reference
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
+]
+
+ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation
+DT_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5}
+
+
+def poison_allocator(mib: int = 512) -> None:
+    """Fill freed caching-allocator blocks with NaN so an output the kernel forgets to write shows."""
+    blocks = [
+        torch.empty(mib * 2**20 // 4 // 8, dtype=torch.float32, device="cuda").fill_(float("nan"))
+        for _ in range(8)
+    ]
+    del blocks
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("hidden", [64, 1000, 4096])
+@pytest.mark.parametrize("zero_centered", [False, True])
+def test_rms_norms(dtype, hidden, zero_centered):
+    x = torch.randn(37, hidden, device="cuda").to(dtype)
+    r = torch.randn(37, hidden, device="cuda").to(dtype)
+    w = (torch.rand(hidden, device="cuda") + 0.5).to(dtype)
+    poison_allocator()
+    assert (
+        rel_err(ops.rms_norm(x, w, 1e-6, zero_centered), reference.rms_norm(x, w, 1e-6, zero_centered))
+        < DT_TOL[dtype]
+    )
+    poison_allocator()
+    out, res = ops.fused_add_rms_norm(x, r, w, 1e-6, zero_centered)
+    ref_out, ref_res = reference.fused_add_rms_norm(x, r, w, 1e-6, zero_centered)
+    assert rel_err(res, ref_res) < DT_TOL[dtype]
+    assert rel_err(out, ref_out) < DT_TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(5, 2 * 11008), (3, 7, 2 * 96)])
+def test_silu_and_mul(dtype, shape):
+    x = (torch.randn(shape, device="cuda") * 3).to(dtype)
+    poison_allocator()
+    assert rel_err(ops.silu_and_mul(x), reference.silu_and_mul(x)) < DT_TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("is_neox", [True, False])
+@pytest.mark.parametrize("head_dim,rot_dim", [(128, 128), (128, 64), (64, 32)])
+@pytest.mark.parametrize("cache_dtype", ["same", "float32"])
+def test_rotary(dtype, is_neox, head_dim, rot_dim, cache_dtype):
+    t, h, hkv = 29, 8, 2
+    qkv = torch.randn(t, (h + 2 * hkv) * head_dim, device="cuda").to(dtype)
+    q = qkv[:, : h * head_dim].view(t, h, head_dim)  # strided views, as an engine slices a fused qkv
+    k = qkv[:, h * head_dim : (h + hkv) * head_dim].view(t, hkv, head_dim)
+    angles = torch.rand(4096, rot_dim // 2, device="cuda") * 100
+    cs = torch.cat((angles.cos(), angles.sin()), -1)
+    cs = cs if cache_dtype == "float32" else cs.to(dtype)
+    pos = torch.randint(0, 4096, (t,), device="cuda")
+    poison_allocator()
+    gq, gk = ops.rotary_embedding(pos, q, k, cs, is_neox)
+    rq, rk = reference.rotary_embedding(pos, q, k, cs, is_neox)
+    assert rel_err(gq, rq) < DT_TOL[dtype] and rel_err(gk, rk) < DT_TOL[dtype]
+
+
+@pytest.mark.parametrize("src_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cache_dtype", ["same", torch.int8, *FP8])
+@pytest.mark.parametrize("block_size", [16, 32])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_reshape_and_cache(src_dtype, cache_dtype, block_size, head_dim):
+    t, hkv, nb = 50, 4, 9
+    cdt = src_dtype if cache_dtype == "same" else cache_dtype
+    kv = torch.randn(t, 2 * hkv, head_dim, device="cuda").to(src_dtype)
+    key, value = kv[:, :hkv], kv[:, hkv:]
+    slots = torch.randperm(nb * block_size, device="cuda")[:t]
+    slots[::7] = -1
+    caches = []
+    for _ in range(2):  # native, reference
+        kc = torch.full((nb, hkv, block_size, head_dim), float("nan"), device="cuda").to(cdt)
+        vc = torch.full_like(kc, float("nan")) if cdt != torch.int8 else torch.full_like(kc, -128)
+        if cdt == torch.int8:
+            kc.fill_(-128)
+        sc = (
+            [torch.full((nb, hkv, block_size), float("nan"), device="cuda") for _ in range(2)]
+            if cdt == torch.int8
+            else [None, None]
+        )
+        caches.append((kc, vc, *sc))
+    ops.reshape_and_cache(key, value, caches[0][0], caches[0][1], slots, caches[0][2], caches[0][3])
+    reference.reshape_and_cache(key, value, caches[1][0], caches[1][1], slots, caches[1][2], caches[1][3])
+    for got, want in zip(caches[0], caches[1], strict=True):
+        if got is None:
+            continue
+        if got.dtype == torch.int8:
+            # torch divides by a scalar as a multiply by its reciprocal, so scales can differ by an ulp and
+            # a value near a rounding tie by one step
+            assert (got.int() - want.int()).abs().max() <= 1
+        elif got.dtype == torch.float32:
+            assert torch.allclose(got, want, rtol=1e-6, atol=0, equal_nan=True)
+        else:  # bit-identical, NaN in untouched slots included
+            assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+DECODE_CASES = [
+    # ctx lens, q lens, heads, kv heads, head_dim, block_size
+    ([1, 17, 300, 64], [1, 1, 1, 1], 8, 8, 128, 16),
+    ([33, 700, 1500], [1, 1, 1], 32, 8, 128, 16),
+    ([5000], [1], 32, 8, 128, 16),  # long context: split-K and the reduce kernel
+    ([9, 200, 3000], [3, 8, 5], 16, 2, 64, 32),  # speculative verification, causal among new tokens
+    ([120, 2048], [2, 4], 8, 1, 256, 16),  # MQA, head_dim 256
+    ([77, 513], [8, 1], 32, 1, 128, 32),  # MQA with 8 query tokens: several row tiles
+    ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
+]
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, *FP8])
+@pytest.mark.parametrize("case_idx", range(len(DECODE_CASES)))
+def test_paged_attention_decode(kv_dtype, case_idx):
+    ctx, ql, h, hkv, d, bs = DECODE_CASES[case_idx]
+    case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=100 + case_idx)
+    want = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+        case.k_scales,
+        case.v_scales,
+    )
+    poison_allocator()
+    got = ops.paged_attention_decode(*case.args())
+    assert rel_err(got, want) < ATTN_TOL
+
+
+PREFILL_CASES = [
+    ([100], [100], 8, 8, 128, 16),  # whole prompt
+    ([300, 70], [100, 70], 32, 8, 128, 16),  # chunk after a cached prefix, plus a fresh prompt
+    ([1000, 5, 513], [257, 5, 13], 16, 2, 64, 32),
+    ([640], [200], 8, 4, 256, 16),
+    ([129, 64], [129, 30], 12, 1, 128, 32),  # MQA
+]
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
+@pytest.mark.parametrize("case_idx", range(len(PREFILL_CASES)))
+def test_paged_attention_prefill(kv_dtype, case_idx):
+    ctx, ql, h, hkv, d, bs = PREFILL_CASES[case_idx]
+    case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=200 + case_idx)
+    want = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+        case.k_scales,
+        case.v_scales,
+    )
+    poison_allocator()
+    got = ops.paged_attention_prefill(*case.args())
+    assert rel_err(got, want) < ATTN_TOL
+
+
+def test_unsupported_cases_fall_back_to_reference():
+    # bf16 queries (no bf16 tensor-core math on sm_70) and a block size that is not a power of two
+    for q_dtype, bs in ((torch.bfloat16, 16), (torch.float16, 24)):
+        case = make_attn_case([40, 100], [1, 3], 4, 2, 64, bs, torch.float16, device="cuda", q_dtype=q_dtype)
+        got = ops.paged_attention_decode(*case.args())
+        want = reference.paged_attention(
+            case.query,
+            case.key_cache,
+            case.value_cache,
+            case.block_tables,
+            case.context_lens,
+            case.query_start_loc,
+            case.scale,
+        )
+        assert got.dtype == q_dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("ctx", [[300, 41, 1000], [20000]])
+def test_decode_cuda_graph_replay(ctx):
+    case = make_attn_case(ctx, [1] * len(ctx), 32, 8, 128, 16, torch.float16, device="cuda", seed=7)
+    args = list(case.args())
+    ops.paged_attention_decode(*args)  # warm up outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = ops.paged_attention_decode(*args)
+    for _ in range(2):
+        case.query.copy_(torch.randn_like(case.query))
+        static_out.fill_(float("nan"))
+        graph.replay()
+        eager = ops.paged_attention_decode(*args)
+        torch.cuda.synchronize()
+        assert torch.equal(static_out, eager)
+        want = reference.paged_attention(
+            case.query,
+            case.key_cache,
+            case.value_cache,
+            case.block_tables,
+            case.context_lens,
+            case.query_start_loc,
+            case.scale,
+        )
+        assert rel_err(static_out, want) < ATTN_TOL

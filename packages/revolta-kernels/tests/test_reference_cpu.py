@@ -1,0 +1,160 @@
+"""The pure-torch references against float64 math written independently here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from kernels_cases import FP8, dense_attention_f64, make_attn_case, rel_err
+
+from revolta_kernels import ops, reference
+
+
+@pytest.mark.parametrize("zero_centered", [False, True])
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
+def test_rms_norm(zero_centered, dtype, tol):
+    x = torch.randn(7, 96, dtype=torch.float64)
+    w = torch.randn(96, dtype=torch.float64)
+    expect = x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * (w + 1 if zero_centered else w)
+    got = reference.rms_norm(x.to(dtype), w.to(dtype), 1e-6, zero_centered)
+    assert got.dtype == dtype
+    assert rel_err(got, expect) < tol
+
+
+@pytest.mark.parametrize("zero_centered", [False, True])
+def test_fused_add_rms_norm(zero_centered):
+    x, r = torch.randn(5, 64, dtype=torch.float64), torch.randn(5, 64, dtype=torch.float64)
+    w = torch.randn(64, dtype=torch.float64)
+    s = x + r
+    expect = s / torch.sqrt((s * s).mean(-1, keepdim=True) + 1e-5) * (w + 1 if zero_centered else w)
+    normed, new_res = reference.fused_add_rms_norm(x.float(), r.float(), w.float(), 1e-5, zero_centered)
+    assert rel_err(new_res, s) < 1e-6
+    assert rel_err(normed, expect) < 1e-6
+
+
+def test_silu_and_mul():
+    x = torch.randn(3, 4, 2 * 48, dtype=torch.float64)
+    g, u = x[..., :48], x[..., 48:]
+    expect = g / (1 + torch.exp(-g)) * u
+    got = ops.silu_and_mul(x.float())
+    assert got.shape == (3, 4, 48)
+    assert rel_err(got, expect) < 1e-6
+
+
+@pytest.mark.parametrize("is_neox", [True, False])
+@pytest.mark.parametrize("rot_dim", [64, 32])
+def test_rotary_embedding(is_neox, rot_dim):
+    t, h, hkv, d, base = 6, 4, 2, 64, 10000.0
+    inv_freq = 1.0 / base ** (torch.arange(0, rot_dim, 2, dtype=torch.float64) / rot_dim)
+    angles = torch.arange(50, dtype=torch.float64)[:, None] * inv_freq[None]
+    cache = torch.cat((angles.cos(), angles.sin()), dim=-1)
+    pos = torch.randint(0, 50, (t,))
+    q, k = torch.randn(t, h, d, dtype=torch.float64), torch.randn(t, hkv, d, dtype=torch.float64)
+
+    def rotate(x):
+        out = x.clone()
+        for ti in range(t):
+            for i in range(rot_dim // 2):
+                a = float(angles[pos[ti], i])
+                i1, i2 = (i, i + rot_dim // 2) if is_neox else (2 * i, 2 * i + 1)
+                x1, x2 = x[ti, :, i1], x[ti, :, i2]
+                out[ti, :, i1] = x1 * math.cos(a) - x2 * math.sin(a)
+                out[ti, :, i2] = x2 * math.cos(a) + x1 * math.sin(a)
+        return out
+
+    gq, gk = ops.rotary_embedding(pos, q.float(), k.float(), cache.float(), is_neox)
+    assert rel_err(gq, rotate(q)) < 1e-6
+    assert rel_err(gk, rotate(k)) < 1e-6
+    assert torch.equal(gq[..., rot_dim:], q[..., rot_dim:].float())
+
+
+@pytest.mark.parametrize("cache_dtype", [torch.float16, torch.int8, *FP8])
+def test_reshape_and_cache(cache_dtype):
+    t, hkv, d, bs, nb = 9, 2, 32, 4, 6
+    key, value = torch.randn(t, hkv, d, dtype=torch.float64), torch.randn(t, hkv, d, dtype=torch.float64)
+    kc = torch.zeros(nb, hkv, bs, d).to(cache_dtype)
+    vc = torch.zeros(nb, hkv, bs, d).to(cache_dtype)
+    ks = vs = None
+    if cache_dtype == torch.int8:
+        ks, vs = torch.zeros(nb, hkv, bs), torch.zeros(nb, hkv, bs)
+    slots = torch.randperm(nb * bs)[:t]
+    slots[3] = -1  # padding token: skipped
+    ops.reshape_and_cache(key.half(), value.half(), kc, vc, slots, ks, vs)
+    for src, cache, scales in ((key.half().double(), kc, ks), (value.half().double(), vc, vs)):
+        for i, s in enumerate(slots.tolist()):
+            if s < 0:
+                continue
+            got = reference.dequantize_kv(
+                cache[s // bs, :, s % bs], None if scales is None else scales[s // bs, :, s % bs]
+            ).double()
+            x = src[i]
+            if cache_dtype == torch.float16:
+                assert torch.equal(got, x)
+            elif cache_dtype == torch.int8:
+                step = x.abs().amax(-1, keepdim=True) / 127
+                assert ((got - x).abs() <= step / 2 + 1e-6).all()
+            else:
+                mant = 3 if cache_dtype == torch.float8_e4m3fn else 2
+                assert ((got - x).abs() <= x.abs() * 2.0 ** -(mant + 1) + 2.0**-9).all()
+    written = torch.zeros(nb * bs, dtype=torch.bool)
+    written[slots[slots >= 0]] = True
+    untouched = kc.permute(0, 2, 1, 3).reshape(nb * bs, hkv, d)[~written]
+    assert (untouched.float() == 0).all()
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
+@pytest.mark.parametrize("heads", [(4, 4), (4, 2), (4, 1)])
+def test_paged_attention_reference(kv_dtype, heads):
+    case = make_attn_case(
+        [5, 37, 16], [1, 4, 16], heads[0], heads[1], 32, 8, kv_dtype, q_dtype=torch.float32, seed=1
+    )
+    got = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+        case.k_scales,
+        case.v_scales,
+    )
+    assert rel_err(got, dense_attention_f64(case)) < 1e-5
+    # the op picks decode or prefill; on the CPU both run the reference
+    got_op = ops.paged_attention(*case.args())
+    assert rel_err(got_op, dense_attention_f64(case)) < 1e-5
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.float16, torch.int8, torch.float8_e5m2])
+@pytest.mark.parametrize("heads", [(4, 4), (6, 2), (4, 1)])
+@pytest.mark.parametrize("q_lens", [[1, 1, 1], [1, 3, 8], [2, 8, 5]])
+def test_cpu_short_query_path_matches_float64(kv_dtype, heads, q_lens):
+    from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+
+    case = make_attn_case([9, 70, 16], q_lens, heads[0], heads[1], 32, 16, kv_dtype, q_dtype=torch.float32,
+                          seed=2)
+    assert rel_err(paged_attention_short_queries(*case.args()), dense_attention_f64(case)) < 1e-5
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.int8])
+@pytest.mark.parametrize("q_lens", [[40, 1, 16], [3, 70, 9]])
+def test_cpu_chunk_path_matches_float64(kv_dtype, q_lens):
+    from revolta_kernels.reference.decode_attention import paged_attention_chunks
+
+    case = make_attn_case([40, 70, 16], q_lens, 6, 2, 64, 8, kv_dtype, q_dtype=torch.float32, seed=3)
+    assert rel_err(paged_attention_chunks(*case.args()), dense_attention_f64(case)) < 1e-5
+
+
+def test_cpu_short_query_path_ignores_garbage_past_the_context():
+    from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+
+    case = make_attn_case([9, 21], [1, 1], 4, 2, 32, 16, torch.float32, q_dtype=torch.float32, seed=4)
+    want = dense_attention_f64(case)
+    # Poison every slot that is not part of a context, and the null block 0 that padding points at.
+    for cache in (case.key_cache, case.value_cache):
+        cache[0] = float("nan")
+        for b, ctx in enumerate(case.context_lens.tolist()):
+            last = int(case.block_tables[b, (ctx - 1) // 16])
+            cache[last, :, (ctx - 1) % 16 + 1:] = float("nan")
+    assert rel_err(paged_attention_short_queries(*case.args()), want) < 1e-5

@@ -1,0 +1,242 @@
+"""Volta (sm_70) check of every kernel's device code, without a Volta GPU or a CUDA 12 nvcc.
+
+Compiles the headers in csrc/ with NVRTC 12.9 (``nvidia-cuda-nvrtc-cu12``) to compute_70 PTX, assembles it
+with ``ptxas -v`` from ``nvidia-cuda-nvcc-cu12`` (registers, spills, static shared memory), disassembles
+the cubin with the ``cuobjdump`` shipped in triton's wheel, and fails if a kernel that claims tensor cores
+has no HMMA instruction, if any kernel needs more than 96 KB of shared memory (Volta's per-block limit),
+and reports register spills. Prints one row per kernel. Usage: ``python tools/check_sm70.py [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.util
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+VOLTA_SMEM = 96 * 1024
+KINDS = {0: "fp16", 1: "int8", 2: "fp8e4m3", 3: "fp8e5m2"}
+DTYPES = {"__half": "fp16", "__nv_bfloat16": "bf16", "float": "fp32"}
+
+
+@dataclass
+class Kernel:
+    name: str  # readable name for the table
+    expr: str  # C++ name expression NVRTC instantiates
+    tensor_cores: bool
+    smem_expr: str | None = None  # __device__ variable holding the dynamic shared memory
+    lowered: str = ""
+    smem_dynamic: int = 0
+    registers: int = 0
+    smem_static: int = 0
+    spill: int = 0
+    hmma: int = 0
+
+
+def _pkg_dir(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"check_sm70: python package '{module}' is missing (pip install it)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def kernels() -> list[Kernel]:
+    """Every instantiation the library launches, mirroring the dispatch in attention_*.cu and api.cu."""
+    ks: list[Kernel] = []
+    for d in (64, 128, 256):
+        for kind, kname in KINDS.items():
+            esz = 2 if kind == 0 else 1
+            nch = 64 * (d * esz // 16) // 128
+            stages = 1 if nch >= 8 else 8 // nch
+            minb = 3 if d <= 128 else 2
+            args = f"{d}, {kind}, 4, 64, {stages}"
+            ks.append(
+                Kernel(
+                    f"decode d{d} {kname}",
+                    f"&revolta::paged_decode_kernel<{args}, {minb}, 16>",
+                    True,
+                    f"&revolta::decode_smem_bytes<{args}, 16>",
+                )
+            )
+            if kind != 0 and d == 128:  # <= 8 rows of one-byte KV: 8x32x16 WMMA, 128-key tiles
+                nch8 = 128 * (d // 16) // 128
+                args = f"{d}, {kind}, 4, 128, {1 if nch8 >= 8 else 8 // nch8}"
+                ks.append(
+                    Kernel(
+                        f"decode-8row d{d} {kname}",
+                        f"&revolta::paged_decode_kernel<{args}, 2, 8>",
+                        True,
+                        f"&revolta::decode_smem_bytes<{args}, 8>",
+                    )
+                )
+            rf, bn = (1, 32) if d == 256 else (2, 32 if d == 128 else 64)
+            args = f"{d}, {kind}, 4, {rf}, {bn}"
+            ks.append(
+                Kernel(
+                    f"prefill d{d} {kname}",
+                    f"&revolta::paged_prefill_kernel<{args}, true>",
+                    True,
+                    f"&revolta::prefill_smem_bytes<{args}>",
+                )
+            )
+        ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
+    for t, tn in DTYPES.items():
+        ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
+        ks.append(Kernel(f"fused_add_rms_norm {tn}", f"&revolta::fused_add_rms_norm_kernel<{t}>", False))
+        ks.append(Kernel(f"silu_and_mul {tn}", f"&revolta::silu_and_mul_kernel<{t}>", False))
+        for cs, csn in ((t, "same"), ("float", "fp32")):
+            if cs == t and t == "float" and csn == "fp32":
+                continue
+            ks.append(Kernel(f"rotary {tn} cos/sin {csn}", f"&revolta::rotary_kernel<{t}, {cs}>", False))
+        for kind, kname in ((0, "same"), (1, "int8"), (2, "fp8e4m3"), (3, "fp8e5m2")):
+            ks.append(
+                Kernel(
+                    f"reshape_and_cache {tn}->{kname}",
+                    f"&revolta::reshape_and_cache_kernel<{t}, {kind}>",
+                    False,
+                )
+            )
+    return ks
+
+
+def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
+    nvrtc_dir = _pkg_dir("nvidia.cuda_nvrtc")
+    lib = ctypes.CDLL(str(next((nvrtc_dir / "lib").glob("libnvrtc.so.12*"))))
+    includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
+    src = (
+        b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
+        b'#include "norm.cuh"\n'
+        b'#include "rotary.cuh"\n'
+    )
+    prog = ctypes.c_void_p()
+
+    def ok(rc: int, what: str) -> None:
+        if rc != 0:
+            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+            raise SystemExit(f"check_sm70: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
+
+    ok(
+        lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"revolta_sm70.cu", 0, None, None),
+        "nvrtcCreateProgram",
+    )
+    exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
+    for e in exprs:
+        ok(lib.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
+    opts = [f"-arch={arch}", "-std=c++17", "-default-device", "-lineinfo"] + [f"-I{p}" for p in includes]
+    copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+    rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    if rc != 0:
+        print(log.value.decode(), file=sys.stderr)
+        ok(rc, "nvrtcCompileProgram")
+    lowered = {}
+    for e in exprs:
+        name = ctypes.c_char_p()
+        ok(lib.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({e})")
+        lowered[e] = name.value.decode()
+    for k in ks:
+        k.lowered = lowered[k.expr]
+    lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
+    ptx = ctypes.create_string_buffer(size.value)
+    ok(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+    text = ptx.value.decode()
+    for k in ks:
+        if k.smem_expr:
+            m = re.search(re.escape(lowered[k.smem_expr]) + r"\s*=\s*(\d+)", text)
+            if not m:
+                raise SystemExit(f"check_sm70: shared memory size of {k.name} not found in the PTX")
+            k.smem_dynamic = int(m.group(1))
+    return text
+
+
+def assemble(ptx: str, ks: list[Kernel], work: Path) -> Path:
+    ptxas = _pkg_dir("nvidia.cuda_nvcc") / "bin" / "ptxas"
+    (work / "revolta_sm70.ptx").write_text(ptx)
+    cubin = work / "revolta_sm70.cubin"
+    res = subprocess.run(
+        [str(ptxas), "-arch=sm_70", "-v", "-O3", str(work / "revolta_sm70.ptx"), "-o", str(cubin)],
+        capture_output=True,
+        text=True,
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"check_sm70: ptxas failed:\n{res.stderr}")
+    by_name = {k.lowered: k for k in ks}
+    current = None
+    for line in res.stderr.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            current = by_name.get(m.group(1))
+            continue
+        if current is None:
+            continue
+        if m := re.search(r"(\d+) bytes spill stores", line):
+            current.spill = int(m.group(1))
+        if m := re.search(r"Used (\d+) registers", line):
+            current.registers = int(m.group(1))
+            if s := re.search(r"(\d+) bytes smem", line):
+                current.smem_static = int(s.group(1))
+    return cubin
+
+
+def count_hmma(cubin: Path, ks: list[Kernel]) -> None:
+    cuobjdump = _pkg_dir("triton") / "backends" / "nvidia" / "bin" / "cuobjdump"
+    res = subprocess.run([str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"check_sm70: cuobjdump failed:\n{res.stderr}")
+    by_name = {k.lowered: k for k in ks}
+    current = None
+    for line in res.stdout.splitlines():
+        if m := re.search(r"Function : (\S+)", line):
+            current = by_name.get(m.group(1))
+        elif current is not None and "HMMA" in line:
+            current.hmma += 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, help="keep the PTX/cubin and write the table here")
+    args = parser.parse_args()
+    ks = kernels()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.out or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        ptx = nvrtc_compile(ks, "compute_70")
+        cubin = assemble(ptx, ks, work)
+        count_hmma(cubin, ks)
+    rows, failures = [], []
+    for k in ks:
+        smem = k.smem_static + k.smem_dynamic
+        problems = []
+        if k.tensor_cores and k.hmma == 0:
+            problems.append("claims tensor cores but has no HMMA")
+        if smem > VOLTA_SMEM:
+            problems.append(f"{smem} B shared memory > 96 KB")
+        note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
+        rows.append(
+            f"{k.name:34s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}"
+        )
+        failures += [f"{k.name}: {p}" for p in problems]
+    table = "\n".join(
+        [f"{'kernel (sm_70)':34s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows]
+    )
+    print(table)
+    if args.out:
+        (args.out / "sm70_table.txt").write_text(table + "\n")
+    if failures:
+        print(f"\ncheck_sm70: {len(failures)} problem(s):\n  " + "\n  ".join(failures), file=sys.stderr)
+        return 1
+    print(f"\ncheck_sm70: {len(ks)} kernels compiled for sm_70; all within Volta's limits")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
