@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+
 from revolta_api.clients.ipc import (
     AddRequest,
     InputMessage,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from revolta_api.engine_client import OutputStream, merge_delta
 from revolta_api.errors import ApiError, ApiFamily, family_for_path, to_api_error
 from revolta_api.openai.errors import OPENAI_FAMILY, openai_error_body

@@ -9,6 +9,7 @@ import time
 import openai
 import pytest
 import uvicorn
+
 from revolta_api import build_app
 from revolta_api.clients.threaded import ThreadedEngineClient
 from revolta_engine import EngineArgs, LLMEngine

@@ -118,3 +118,13 @@ def test_server_keeps_serving_after_errors(client):
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model=SMOL_NAME, messages=MSG, temperature=-5)
     assert client.chat.completions.create(model=SMOL_NAME, messages=MSG, max_tokens=1).choices
+
+
+@pytest.mark.parametrize("raw", [b'"temperature": Infinity', b'"top_p": NaN', b'"top_k": 18446744073709551616',
+                                 b'"min_tokens": 99999999999999999999'])
+def test_non_finite_and_huge_numbers_are_400(smol_server, raw):
+    body = b'{"model": "%s", "messages": [{"role": "user", "content": "hi"}], ' % SMOL_NAME.encode() + raw + b"}"
+    r = httpx.post(smol_server.url + "/v1/chat/completions", content=body,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    _assert_openai_error(r.json())

@@ -75,7 +75,7 @@ def test_schema_fuzz_never_5xx_or_hangs(tiny_server, schemas, path):
     run()
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
                                                                                  max_size=4), max_leaves=12)
 FIELDS = st.sampled_from(["model", "messages", "prompt", "n", "max_tokens", "temperature", "top_p", "stop",

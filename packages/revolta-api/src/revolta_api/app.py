@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from revolta_engine.errors import RevoltaError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from revolta_api.engine_client import EngineClient
@@ -21,6 +20,7 @@ from revolta_api.openai.errors import OPENAI_FAMILY
 from revolta_api.ops import revolta_version
 from revolta_api.ops import router as ops_router
 from revolta_api.state import ServerState
+from revolta_engine.errors import RevoltaError
 
 logger = logging.getLogger("revolta.api")
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi.responses import Response
-from revolta_engine.errors import InvalidRequestError, RevoltaError
 
 from revolta_api.engine_client import EngineDeadError
+from revolta_engine.errors import InvalidRequestError, RevoltaError
 
 logger = logging.getLogger(__name__)
 

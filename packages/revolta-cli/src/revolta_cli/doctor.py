@@ -60,6 +60,7 @@ def run(ns: argparse.Namespace) -> int:
 def _profile() -> None:
     try:
         import torch
+
         from revolta_engine.config import choose_dtype, resolve_device
 
         device = resolve_device("auto")

@@ -61,6 +61,7 @@ def print_startup(info: Any, names: list[str], url: str, api_key: bool) -> None:
 
 async def _serve(ns: argparse.Namespace) -> int:
     import uvicorn
+
     from revolta_api import build_app
     from revolta_api.clients.mp import MPEngineClient
     from revolta_engine.errors import RevoltaError

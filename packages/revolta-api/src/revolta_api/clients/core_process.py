@@ -84,9 +84,8 @@ def run_engine_core(engine_args: Any, input_address: str, output_address: str, s
 
 
 def _step_loop(engine: Any, inputs: zmq.Socket, outputs: zmq.Socket, encoder: msgspec.msgpack.Encoder) -> None:
-    from revolta_engine.errors import RevoltaError
-
     from revolta_api.engine_client import StatsSnapshot
+    from revolta_engine.errors import RevoltaError
 
     decoder = msgspec.msgpack.Decoder(InputMessage)
     poller = zmq.Poller()

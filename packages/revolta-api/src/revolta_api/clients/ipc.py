@@ -7,11 +7,11 @@ decodes dataclasses natively, so nothing is copied field by field.
 from __future__ import annotations
 
 import msgspec
+
+from revolta_api.engine_client import EngineInfo, StatsSnapshot
 from revolta_engine import errors as engine_errors
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
-
-from revolta_api.engine_client import EngineInfo, StatsSnapshot
 
 
 class ErrorInfo(msgspec.Struct):

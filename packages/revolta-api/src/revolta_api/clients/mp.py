@@ -15,8 +15,6 @@ from typing import Any
 import msgspec
 import zmq
 import zmq.asyncio
-from revolta_engine.errors import ModelLoadError
-from revolta_engine.sampling_params import SamplingParams
 
 from revolta_api.clients.core_process import build_llm_engine, run_engine_core
 from revolta_api.clients.ipc import (
@@ -31,6 +29,8 @@ from revolta_api.clients.ipc import (
     rebuild_error,
 )
 from revolta_api.engine_client import EngineDeadError, StreamingClientBase
+from revolta_engine.errors import ModelLoadError
+from revolta_engine.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 

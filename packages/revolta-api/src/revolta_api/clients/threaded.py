@@ -8,11 +8,10 @@ import queue
 import threading
 from typing import Any
 
-from revolta_engine.errors import RevoltaError
-from revolta_engine.sampling_params import SamplingParams
-
 from revolta_api.clients.engine_info import engine_info
 from revolta_api.engine_client import EngineDeadError, StatsSnapshot, StreamingClientBase
+from revolta_engine.errors import RevoltaError
+from revolta_engine.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 

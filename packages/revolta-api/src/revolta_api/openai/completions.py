@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from revolta_engine.outputs import PositionLogprobs
 
 from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
@@ -34,6 +33,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
+from revolta_engine.outputs import PositionLogprobs
 
 router = APIRouter()
 

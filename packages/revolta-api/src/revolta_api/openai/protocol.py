@@ -15,13 +15,14 @@ MAX_N = 128  # completions per request; more would hold the batch hostage
 MAX_LOGPROBS = 20
 
 Seed = Annotated[int, Field(ge=_INT64_MIN, le=_UINT64_MAX)]
-TokenId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+_INT32_MAX = 2**31 - 1
+TokenId = Annotated[int, Field(ge=0, le=_INT32_MAX)]
 
 
 class OpenAIBaseModel(BaseModel):
     """Keeps unknown fields so they can be reported (and then ignored)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     def unknown_fields(self) -> list[str]:
         """Names of the fields the request carried that this server does not know."""
@@ -70,11 +71,11 @@ class SamplingFields(OpenAIBaseModel):
     stream_options: StreamOptions | None = None
     user: str | None = None
     # vLLM extras
-    top_k: int | None = Field(None, ge=-1)
+    top_k: int | None = Field(None, ge=-1, le=_INT32_MAX)
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(None, gt=0.0)
     ignore_eos: bool = False
-    min_tokens: int = Field(0, ge=0)
+    min_tokens: int = Field(0, ge=0, le=_INT32_MAX)
     stop_token_ids: list[TokenId] | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True

@@ -6,12 +6,11 @@ import math
 import uuid
 from typing import Any
 
+from revolta_api.errors import bad_request
+from revolta_api.openai.protocol import SamplingFields
 from revolta_engine.errors import PromptTooLongError
 from revolta_engine.outputs import PositionLogprobs
 from revolta_engine.sampling_params import SamplingParams
-
-from revolta_api.errors import bad_request
-from revolta_api.openai.protocol import SamplingFields
 
 _MIN_LOGPROB = -9999.0  # JSON has no -inf; vLLM clamps the same way
 
