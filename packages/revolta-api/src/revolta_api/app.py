@@ -1,0 +1,119 @@
+"""The FastAPI app factory: routers per API, auth, and errors shaped by the API each path belongs to."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from revolta_api.engine_client import EngineClient
+from revolta_api.errors import ApiError, ApiFamily, family_for_path, to_api_error
+from revolta_api.metrics import ServerMetrics
+from revolta_api.openai import chat, completions, models, tokenize
+from revolta_api.openai.errors import OPENAI_FAMILY
+from revolta_api.ops import revolta_version
+from revolta_api.ops import router as ops_router
+from revolta_api.state import ServerState
+from revolta_engine.errors import RevoltaError
+
+logger = logging.getLogger("revolta.api")
+
+# Paths anyone may read even when --api-key is set (probes and scrapers carry no key).
+OPEN_PATHS = frozenset({"/health", "/metrics", "/version", "/ping"})
+OPENAI_ROUTERS: tuple[APIRouter, ...] = (chat.router, completions.router, models.router, tokenize.router)
+
+
+def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | None = None,
+              api_key: str | None = None, chat_template: str | None = None,
+              extra_routers: Sequence[APIRouter] = (), extra_families: Sequence[ApiFamily] = ()) -> FastAPI:
+    """Build the HTTP app over ``client``.
+
+    ``served_model_name`` (one name or several aliases; default: the engine's) is what clients put in
+    ``model``. ``api_key`` makes every path outside :data:`OPEN_PATHS` require ``Authorization: Bearer <key>``
+    (or ``x-api-key``). ``extra_routers`` and ``extra_families`` add other APIs (e.g. Anthropic's) with
+    their own error shapes. The app starts the client on startup and shuts it down on shutdown.
+    """
+    families = [OPENAI_FAMILY, *extra_families]
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await client.start()
+        state: ServerState = app.state.revolta
+        if not state.served_model_names:
+            state.served_model_names = [client.info.served_model_name]
+        state.metrics = ServerMetrics(state.model_name, client.stats)
+        try:
+            yield
+        finally:
+            await client.shutdown()
+
+    app = FastAPI(title="ReVolta", version=revolta_version(), lifespan=lifespan)
+    names = [served_model_name] if isinstance(served_model_name, str) else list(served_model_name or [])
+    app.state.revolta = ServerState(client=client, served_model_names=names, api_key=api_key,
+                                    chat_template=chat_template, metrics=None,  # type: ignore[arg-type]
+                                    families=families)
+    for router in (ops_router, *OPENAI_ROUTERS, *extra_routers):
+        app.include_router(router)
+    _install_error_handlers(app, families)
+    if api_key:
+        _install_auth(app, api_key, families)
+    return app
+
+
+def _install_error_handlers(app: FastAPI, families: list[ApiFamily]) -> None:
+    def respond(request: Request, error: ApiError) -> Response:
+        return family_for_path(families, request.url.path).error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+        where = ".".join(loc)
+        message = f"{where}: {first.get('msg', 'invalid value')}" if where else first.get("msg", "invalid body")
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem(s))"
+        return respond(request, ApiError(400, message, "invalid_request", param=where or None))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        kind = {401: "authentication", 404: "not_found"}.get(exc.status_code,
+                                                             "server" if exc.status_code >= 500 else
+                                                             "invalid_request")
+        error = ApiError(exc.status_code, str(exc.detail), kind)
+        error.code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return respond(request, error)
+
+    @app.exception_handler(ApiError)
+    async def on_api_error(request: Request, exc: ApiError) -> Response:
+        return respond(request, exc)
+
+    @app.exception_handler(RevoltaError)
+    async def on_engine_error(request: Request, exc: RevoltaError) -> Response:
+        return respond(request, to_api_error(exc))
+
+    @app.exception_handler(Exception)
+    async def on_error(request: Request, exc: Exception) -> Response:
+        return respond(request, to_api_error(exc))
+
+
+def _install_auth(app: FastAPI, api_key: str, families: list[ApiFamily]) -> None:
+    expected = api_key.encode()
+
+    @app.middleware("http")
+    async def check_api_key(request: Request, call_next):  # type: ignore[no-untyped-def]
+        if request.method == "OPTIONS" or request.url.path in OPEN_PATHS:
+            return await call_next(request)
+        header = request.headers.get("authorization", "")
+        given = header[7:] if header[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+        if not hmac.compare_digest(given.encode(), expected):
+            error = ApiError(401, "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'.",
+                             "authentication")
+            return family_for_path(families, request.url.path).error_response(error)
+        return await call_next(request)

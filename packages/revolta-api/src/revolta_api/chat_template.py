@@ -1,0 +1,49 @@
+"""Render chat messages to a prompt with the model's chat template (in the HTTP process, off the step loop)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from revolta_engine.engine.chat import render_chat
+from revolta_engine.errors import InvalidRequestError
+
+logger = logging.getLogger(__name__)
+
+
+class ChatRenderer:
+    """Applies a chat template (the model's own, or one given with ``--chat-template``) through the tokenizer."""
+
+    def __init__(self, tokenizer: Any, default_template: str | None) -> None:
+        self.tokenizer = tokenizer
+        self.default_template = default_template
+        # Template variables may not shadow apply_chat_template's own parameters (tokenize, return_dict, ...).
+        self._reserved = set(inspect.signature(tokenizer.apply_chat_template).parameters) if tokenizer else set()
+
+    def render(self, messages: list[dict], *, add_generation_prompt: bool = True,
+               continue_final_message: bool = False, chat_template: str | None = None,
+               template_kwargs: dict | None = None, tools: list[dict] | None = None) -> str:
+        """The prompt text for ``messages``; raises ``InvalidRequestError`` for messages the template rejects.
+
+        Rendering is the engine's own (``render_chat``), so a served chat matches ``LLM.chat``.
+        """
+        template = chat_template or self.default_template
+        if continue_final_message and add_generation_prompt:
+            raise InvalidRequestError("continue_final_message and add_generation_prompt cannot both be true",
+                                      param="continue_final_message")
+        if continue_final_message and messages[-1]["role"] != "assistant":
+            raise InvalidRequestError("continue_final_message needs the last message to be the assistant's",
+                                      param="continue_final_message")
+        kwargs = {k: v for k, v in (template_kwargs or {}).items() if k not in self._reserved}
+        rendered = render_chat(self.tokenizer, template, messages, add_generation_prompt=add_generation_prompt,
+                               tools=tools, continue_final_message=continue_final_message, **kwargs)
+        if not isinstance(rendered, str):
+            raise InvalidRequestError("the chat template did not produce text", param="chat_template")
+        return rendered
+
+
+def tokenize_prompt(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of a text prompt as the engine makes them: BOS added unless the text already starts with it."""
+    bos = tokenizer.bos_token
+    return list(tokenizer.encode(text, add_special_tokens=not (bos and text.startswith(bos))))

@@ -1,0 +1,1 @@
+"""Engine clients: where the engine runs relative to the HTTP server."""

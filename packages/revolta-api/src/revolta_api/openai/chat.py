@@ -1,0 +1,178 @@
+"""``POST /v1/chat/completions``: render the chat template, tokenize, generate, answer as JSON or SSE chunks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from revolta_api.chat_template import tokenize_prompt
+from revolta_api.errors import bad_request, to_api_error
+from revolta_api.openai.errors import openai_error_event
+from revolta_api.openai.protocol import ChatCompletionRequest
+from revolta_api.openai.serving import (
+    check_prompt_ids,
+    clamp_logprob,
+    random_id,
+    sampling_params,
+    token_text,
+    top_entries,
+    usage,
+)
+from revolta_api.state import ServerState, get_state
+from revolta_api.streaming import (
+    DONE_EVENT,
+    ClientDisconnected,
+    encode_json,
+    prime_streams,
+    sse_event,
+    sse_response,
+    until_disconnect,
+)
+from revolta_engine.outputs import PositionLogprobs, RequestOutput
+
+router = APIRouter()
+
+
+@router.post("/v1/chat/completions")
+async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
+    """OpenAI chat completions (streaming and not), with vLLM's sampling extras."""
+    state = get_state(request)
+    state.check_model(body.model)
+    state.note_unknown_fields("/v1/chat/completions", body.unknown_fields())
+    if body.top_logprobs and not body.logprobs:
+        raise bad_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
+    client = state.client
+    messages = [{"role": m.role, "content": m.text(), **({"name": m.name} if m.name else {})}
+                for m in body.messages]
+    prompt = state.renderer.render(
+        messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
+        continue_final_message=body.continue_final_message, chat_template=body.chat_template,
+        template_kwargs=body.chat_template_kwargs)
+    prompt_ids = tokenize_prompt(client.tokenizer, prompt)
+    check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
+    params = sampling_params(
+        body, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
+        requested_max=body.max_completion_tokens or body.max_tokens,
+        logprobs=(body.top_logprobs or 0) if body.logprobs else None)
+    request_id = random_id("chatcmpl", body.request_id)
+    call = _ChatCall(state, body, request_id, prompt_ids, params)
+    if body.stream:
+        stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params)])
+        return sse_response(call.stream(stream))
+    try:
+        return Response(encode_json(await until_disconnect(request, call.complete())),
+                        media_type="application/json")
+    except ClientDisconnected:
+        return Response(status_code=499)
+
+
+class _ChatCall:
+    """One chat completion request in flight."""
+
+    def __init__(self, state: ServerState, body: ChatCompletionRequest, request_id: str, prompt_ids: list[int],
+                 params: Any) -> None:
+        self.state = state
+        self.body = body
+        self.request_id = request_id
+        self.prompt_ids = prompt_ids
+        self.params = params
+        self.created = int(time.time())
+        self.top_logprobs = body.top_logprobs or 0
+        self.tokenizer = state.client.tokenizer
+
+    def _logprobs(self, token_ids: list[int], positions: list[PositionLogprobs] | None) -> list[dict] | None:
+        if not self.body.logprobs or positions is None:
+            return None
+        content = []
+        for tid, position in zip(token_ids, positions, strict=False):
+            chosen = position.get(tid)
+            text = token_text(self.tokenizer, tid, chosen.decoded_token if chosen else None)
+            content.append({
+                "token": text, "logprob": clamp_logprob(chosen.logprob if chosen else float("-inf")),
+                "bytes": list(text.encode("utf-8")),
+                "top_logprobs": [
+                    {"token": (t := token_text(self.tokenizer, alt, lp.decoded_token)),
+                     "logprob": clamp_logprob(lp.logprob), "bytes": list(t.encode("utf-8"))}
+                    for alt, lp in top_entries(position, self.top_logprobs)],
+            })
+        return content
+
+    async def complete(self) -> dict:
+        """Run to the end and build the ``chat.completion`` object."""
+        n = self.params.n
+        texts, counts = [""] * n, [0] * n
+        logprobs: list[list[dict]] = [[] for _ in range(n)]
+        finish: list[str | None] = [None] * n
+        stop_reasons: list[Any] = [None] * n
+        cached = 0
+        timer = self.state.metrics.request_timer()
+        async for out in self.state.client.generate(self.request_id, self.prompt_ids, self.params):
+            timer.on_output(out)
+            cached = out.num_cached_tokens
+            for comp in out.outputs:
+                i = comp.index
+                texts[i] += comp.text
+                counts[i] += len(comp.token_ids)
+                entries = self._logprobs(comp.token_ids, comp.logprobs)
+                if entries:
+                    logprobs[i].extend(entries)
+                finish[i] = comp.finish_reason or finish[i]
+                stop_reasons[i] = comp.stop_reason if comp.stop_reason is not None else stop_reasons[i]
+        choices = [{
+            "index": i, "message": {"role": "assistant", "content": texts[i]},
+            "logprobs": {"content": logprobs[i]} if self.body.logprobs else None,
+            "finish_reason": finish[i], "stop_reason": stop_reasons[i],
+        } for i in range(n)]
+        return {"id": self.request_id, "object": "chat.completion", "created": self.created,
+                "model": self.state.model_name, "choices": choices,
+                "usage": usage(len(self.prompt_ids), sum(counts), cached)}
+
+    def _chunk(self, choices: list[dict], usage_value: Any = None, with_usage: bool = False) -> bytes:
+        chunk: dict[str, Any] = {"id": self.request_id, "object": "chat.completion.chunk",
+                                 "created": self.created, "model": self.state.model_name, "choices": choices}
+        if with_usage:
+            chunk["usage"] = usage_value
+        return sse_event(chunk)
+
+    async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
+        """SSE chunks as OpenAI sends them; errors after the start become an error event; always ``[DONE]``."""
+        options = self.body.stream_options
+        include_usage = bool(options and options.include_usage)
+        continuous = include_usage and bool(options and options.continuous_usage_stats)
+        n = self.params.n
+        counts = [0] * n
+        prompt_len = len(self.prompt_ids)
+        cached = 0
+        done: set[int] = set()
+        try:
+            for i in range(n):
+                yield self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""},
+                                    "logprobs": None, "finish_reason": None}],
+                                  usage(prompt_len, 0) if continuous else None, include_usage)
+            timer = self.state.metrics.request_timer()
+            async for out in outputs:
+                timer.on_output(out)
+                cached = out.num_cached_tokens
+                for comp in out.outputs:
+                    if comp.index in done or (not comp.token_ids and not comp.text and comp.finish_reason is None):
+                        continue
+                    if comp.finish_reason is not None:
+                        done.add(comp.index)
+                    counts[comp.index] += len(comp.token_ids)
+                    entries = self._logprobs(comp.token_ids, comp.logprobs)
+                    choice = {"index": comp.index, "delta": {"content": comp.text} if comp.text else {},
+                              "logprobs": {"content": entries} if entries is not None else None,
+                              "finish_reason": comp.finish_reason}
+                    if comp.finish_reason is not None:
+                        choice["stop_reason"] = comp.stop_reason
+                    yield self._chunk([choice], usage(prompt_len, sum(counts), cached) if continuous else None,
+                                      include_usage)
+            if include_usage:
+                yield self._chunk([], usage(prompt_len, sum(counts), cached), True)
+        except Exception as exc:
+            yield openai_error_event(to_api_error(exc))
+        yield DONE_EVENT

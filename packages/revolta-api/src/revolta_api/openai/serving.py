@@ -1,0 +1,82 @@
+"""What chat and completions share: prompt checks, sampling parameters, logprob formatting, usage."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+from revolta_api.errors import bad_request
+from revolta_api.openai.protocol import SamplingFields
+from revolta_engine.errors import PromptTooLongError
+from revolta_engine.outputs import PositionLogprobs
+from revolta_engine.sampling_params import SamplingParams
+
+_MIN_LOGPROB = -9999.0  # JSON has no -inf; vLLM clamps the same way
+
+
+def random_id(prefix: str, requested: str | None = None) -> str:
+    """A response id (``chatcmpl-...``, ``cmpl-...``); a client-given request_id is kept readable."""
+    return f"{prefix}-{requested or uuid.uuid4().hex}"
+
+
+def check_prompt_ids(token_ids: list[int], max_model_len: int, vocab_size: int, param: str = "prompt") -> None:
+    """400 for an empty prompt, token ids outside the vocabulary, or a prompt that leaves no room to generate."""
+    if not token_ids:
+        raise bad_request("The prompt is empty: it must have at least one token.", param=param)
+    for tid in token_ids:
+        if not 0 <= tid < vocab_size:
+            raise bad_request(f"Token id {tid} is out of vocabulary (vocabulary size is {vocab_size}).",
+                              param=param)
+    if len(token_ids) >= max_model_len:
+        raise PromptTooLongError(len(token_ids), max_model_len)
+
+
+def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int, requested_max: int | None,
+                    logprobs: int | None, prompt_logprobs: int | None = None) -> SamplingParams:
+    """Build the engine's ``SamplingParams``; max_tokens is capped to what fits after the prompt (as vLLM does)."""
+    room = max_model_len - prompt_len
+    max_tokens = room if requested_max is None else min(requested_max, room)
+    extra: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {}
+    for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
+        value = getattr(req, name)
+        if value is not None:
+            kwargs[name] = value
+    if req.min_tokens > max_tokens:
+        raise bad_request(f"min_tokens ({req.min_tokens}) is more than the {max_tokens} tokens that can be "
+                          f"generated here (max_tokens, or what fits after the {prompt_len}-token prompt "
+                          f"in the {max_model_len}-token context).", param="min_tokens")
+    return SamplingParams(
+        n=req.n, max_tokens=max_tokens, min_tokens=req.min_tokens, seed=req.seed, stop=req.stop,
+        stop_token_ids=req.stop_token_ids, include_stop_str_in_output=req.include_stop_str_in_output,
+        ignore_eos=req.ignore_eos, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
+        presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
+        skip_special_tokens=req.skip_special_tokens,
+        spaces_between_special_tokens=req.spaces_between_special_tokens, extra_args=extra, **kwargs)
+
+
+def clamp_logprob(value: float) -> float:
+    """A JSON-safe logprob."""
+    return _MIN_LOGPROB if math.isnan(value) or value < _MIN_LOGPROB else float(value)
+
+
+def token_text(tokenizer: Any, token_id: int, decoded: str | None) -> str:
+    """The token's text as the engine decoded it, or decoded here."""
+    if decoded is not None:
+        return decoded
+    return tokenizer.decode([token_id]) if tokenizer is not None else f"token_id:{token_id}"
+
+
+def top_entries(position: PositionLogprobs, k: int) -> list[tuple[int, Any]]:
+    """The ``k`` most likely (token id, Logprob) pairs of a position, by rank."""
+    ranked = [(tid, lp) for tid, lp in position.items() if lp.rank is not None]
+    ranked.sort(key=lambda item: item[1].rank)
+    return ranked[:k]
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
+    """OpenAI's usage object."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}

@@ -1,0 +1,1 @@
+"""``revolta bench``: load generation against a server (serve) and offline engine throughput."""

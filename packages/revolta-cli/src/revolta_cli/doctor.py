@@ -1,0 +1,79 @@
+"""``revolta doctor``: what this machine offers ReVolta and what the engine would choose."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``doctor``."""
+    p = subparsers.add_parser("doctor", help="check Python, torch, CUDA, GPUs and the kernels")
+    p.set_defaults(func=run)
+
+
+def _line(name: str, value: object) -> None:
+    print(f"  {name:<24} {value}")
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Print the report; exit 0 (it diagnoses, it does not judge)."""
+    print("ReVolta doctor")
+    _line("python", f"{platform.python_version()} ({sys.executable})")
+    _line("platform", platform.platform())
+    try:
+        import torch
+    except ImportError as exc:
+        _line("torch", f"not importable: {exc}")
+        return 1
+    _line("torch", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})")
+    _line("cpu threads", torch.get_num_threads())
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+        release = next((ln.strip() for ln in out.splitlines() if "release" in ln), out.strip()[-60:])
+        _line("nvcc", f"{nvcc}: {release}")
+    else:
+        _line("nvcc", "not found (kernels can only be built with a CUDA toolkit)")
+    if torch.cuda.is_available():
+        _line("CUDA devices", torch.cuda.device_count())
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            _line(f"  cuda:{i}", f"{props.name}, compute capability {props.major}.{props.minor}, "
+                               f"{props.total_memory / 2**30:.1f} GiB")
+    else:
+        _line("CUDA devices", "none visible (the engine runs on the CPU)")
+    try:
+        import revolta_kernels
+
+        _line("revolta-kernels", revolta_kernels.native_status())
+    except Exception as exc:  # report, do not crash: that is the point of doctor
+        _line("revolta-kernels", f"not usable: {exc}")
+    _profile()
+    return 0
+
+
+def _profile() -> None:
+    try:
+        import torch
+
+        from revolta_engine.config import choose_dtype, resolve_device
+
+        device = resolve_device("auto")
+        dtype, source = choose_dtype("auto", torch.float16, device)
+        print("What the engine would choose (default model, no flags):")
+        _line("device", device)
+        _line("dtype", f"{str(dtype).removeprefix('torch.')} ({source})")
+        _line("max_num_batched_tokens", 2048 if device.type == "cpu" else 8192)
+    except Exception as exc:
+        _line("profile", f"could not be resolved: {exc}")
+    try:
+        from revolta_engine import default_model
+
+        _line("default model", default_model())
+    except Exception as exc:
+        _line("default model", f"missing: {exc}")

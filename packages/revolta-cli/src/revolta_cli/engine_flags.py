@@ -1,0 +1,84 @@
+"""Engine flags shared by ``serve``, ``chat``, ``generate`` and the offline benches (``vllm serve`` names)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+# flag dest -> EngineArgs field (same names); flags left unset are not passed, so the engine reports them as
+# "default"/"profile" rather than "user".
+ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "block_size", "enable_prefix_caching",
+                "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
+                "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
+                "chat_template", "load_format")
+
+
+def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
+    """Add the model positional and the engine options to ``parser``."""
+    if with_model:
+        parser.add_argument("model", nargs="?", default=None,
+                            help="model directory, .gguf file or checkpoint (default: the embedded SmolLM2-135M)")
+    g = parser.add_argument_group("engine")
+    g.add_argument("--tokenizer", default=None, help="tokenizer path if not the model's own")
+    g.add_argument("--served-model-name", nargs="+", default=None,
+                   help="name(s) clients use in `model` (default: the model path)")
+    g.add_argument("--dtype", default=None, help="auto, float16, bfloat16, float32")
+    g.add_argument("--max-model-len", type=int, default=None, help="context length (prompt + output)")
+    g.add_argument("--block-size", type=int, default=None, help="tokens per KV cache block")
+    g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                   help="reuse KV blocks of shared prompt prefixes (default: on)")
+    g.add_argument("--max-num-seqs", type=int, default=None, help="most requests in one batch")
+    g.add_argument("--max-num-batched-tokens", type=int, default=None, help="token budget of one step")
+    g.add_argument("--seed", type=int, default=None, help="engine random seed")
+    g.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N")
+    g.add_argument("--kv-cache-dtype", default=None, help="auto, float16, int8, fp8_e4m3, fp8_e5m2")
+    g.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="fraction of GPU memory the engine may use")
+    g.add_argument("--kv-cache-memory-bytes", type=int, default=None, help="KV cache size (overrides the above)")
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=None, help="GPUs to split the model over")
+    g.add_argument("--enforce-eager", action="store_true", default=None, help="do not capture CUDA graphs")
+    g.add_argument("--chat-template", default=None, help="chat template (jinja text or a file holding it)")
+    g.add_argument("--load-format", default=None, help="auto or dummy (random weights, for benchmarks)")
+
+
+def chat_template_text(value: str | None) -> str | None:
+    """``--chat-template`` accepts the template itself or a path to a file with it."""
+    if value is None:
+        return None
+    from pathlib import Path
+
+    path = Path(value)
+    try:
+        if path.is_file():
+            return path.read_text()
+    except OSError:  # a long template is not a valid path
+        pass
+    return value
+
+
+def engine_args_from(ns: argparse.Namespace) -> Any:
+    """``EngineArgs`` with exactly the flags the user gave."""
+    from revolta_engine import EngineArgs
+
+    given: dict[str, Any] = {}
+    if getattr(ns, "model", None) is not None:
+        given["model"] = ns.model
+    for name in ENGINE_FLAGS:
+        value = getattr(ns, name, None)
+        if value is None:
+            continue
+        if name == "served_model_name":
+            value = value[0]
+        elif name == "chat_template":
+            value = chat_template_text(value)
+        given[name] = value
+    return EngineArgs.from_kwargs(**given)
+
+
+def api_model_names(ns: argparse.Namespace, engine_name: str) -> list[str]:
+    """Names the API accepts: the user's, else a short name for the default model plus the engine's own."""
+    if ns.served_model_name:
+        return list(ns.served_model_name)
+    if getattr(ns, "model", None) is None:
+        return ["SmolLM2-135M-Instruct", engine_name]
+    return [engine_name]

@@ -1,0 +1,109 @@
+"""``revolta serve``: the OpenAI-compatible server, with the engine core in its own process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from typing import Any
+
+from revolta_cli.engine_flags import add_engine_flags, api_model_names, chat_template_text, engine_args_from
+
+logger = logging.getLogger("revolta.serve")
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``serve``."""
+    p = subparsers.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
+                              description="Serve a model over an OpenAI-compatible HTTP API (flags follow vllm serve).")
+    add_engine_flags(p)
+    h = p.add_argument_group("server")
+    h.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for every interface)")
+    h.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
+    h.add_argument("--api-key", default=None, help="require `Authorization: Bearer <key>` on the API paths")
+    h.add_argument("--uvicorn-log-level", default="info", choices=["debug", "info", "warning", "error"])
+    h.add_argument("--disable-uvicorn-access-log", action="store_true", help="do not log every request")
+    p.set_defaults(func=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Run the server until SIGINT/SIGTERM; returns the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_serve(ns))
+    except asyncio.CancelledError:
+        return 0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(False)
+    return sock
+
+
+def print_startup(info: Any, names: list[str], url: str, api_key: bool) -> None:
+    """The resolved configuration with each value's source, the KV capacity and where to connect."""
+    width = max((len(name) for name, _, _ in info.config_report), default=10)
+    print("ReVolta configuration (value, source):", flush=False)
+    for name, value, source in info.config_report:
+        print(f"  {name:<{width}}  {value}  ({source})")
+    print(f"KV cache capacity: {info.kv_capacity_tokens} tokens; context length {info.max_model_len} tokens")
+    print(f"Model name(s) for requests: {', '.join(names)}")
+    print(f"Serving the OpenAI-compatible API at {url}/v1 (health: {url}/health, metrics: {url}/metrics)"
+          + (" - API key required" if api_key else ""), flush=True)
+
+
+async def _serve(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from revolta_api import build_app
+    from revolta_api.clients.mp import MPEngineClient
+    from revolta_engine.errors import RevoltaError
+
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    serving = False
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # While uvicorn serves it owns the signals; before that a signal just stops the startup.
+        if not serving and main_task is not None:
+            loop.call_soon_threadsafe(main_task.cancel)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        sock = _bind(ns.host, ns.port)
+    except OSError as exc:
+        print(f"revolta serve: cannot listen on {ns.host}:{ns.port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    client = MPEngineClient(engine_args_from(ns))
+    try:
+        try:
+            await client.start()
+        except RevoltaError as exc:
+            print(f"revolta serve: {exc}", file=sys.stderr)
+            return 1
+        names = api_model_names(ns, client.info.served_model_name)
+        app = build_app(client, served_model_name=names, api_key=ns.api_key,
+                        chat_template=chat_template_text(ns.chat_template))
+        host, port = sock.getsockname()[:2]
+        shown_host = f"[{host}]" if ":" in host else host
+        url = f"http://{shown_host}:{port}"
+        print_startup(client.info, names, url, bool(ns.api_key))
+        config = uvicorn.Config(app, log_level=ns.uvicorn_log_level, access_log=not ns.disable_uvicorn_access_log,
+                                timeout_graceful_shutdown=5, timeout_keep_alive=30)
+        server = uvicorn.Server(config)
+        serving = True
+        await server.serve(sockets=[sock])
+        return 0
+    finally:
+        serving = False
+        client.close()
+        sock.close()
+        print("revolta serve: stopped", flush=True)
