@@ -23,7 +23,7 @@ class ChatRenderer:
 
     def render(self, messages: list[dict], *, add_generation_prompt: bool = True,
                continue_final_message: bool = False, chat_template: str | None = None,
-               template_kwargs: dict | None = None) -> str:
+               template_kwargs: dict | None = None, tools: list[dict] | None = None) -> str:
         """The prompt text for ``messages``; raises ``InvalidRequestError`` for messages the template rejects.
 
         Rendering is the engine's own (``render_chat``), so a served chat matches ``LLM.chat``.
@@ -37,7 +37,7 @@ class ChatRenderer:
                                       param="continue_final_message")
         kwargs = {k: v for k, v in (template_kwargs or {}).items() if k not in self._reserved}
         rendered = render_chat(self.tokenizer, template, messages, add_generation_prompt=add_generation_prompt,
-                               continue_final_message=continue_final_message, **kwargs)
+                               continue_final_message=continue_final_message, tools=tools, **kwargs)
         if not isinstance(rendered, str):
             raise InvalidRequestError("the chat template did not produce text", param="chat_template")
         return rendered
