@@ -1,0 +1,45 @@
+"""A small real byte-level BPE tokenizer with Qwen3's tags as single tokens, and a streaming detokenizer.
+
+Recorded model outputs are tokenized with it and replayed delta by delta, the way the engine streams them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+_CORPUS = ["The capital of France is Paris. Let me think about the weather in Paris today.",
+           '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}',
+           "<function=get_weather> <parameter=city> Paris </parameter> </function> numbers 0123456789"] * 4
+
+
+def make_tokenizer() -> PreTrainedTokenizerFast:
+    """Tags are added tokens (not special), as in Qwen3's vocabulary."""
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(_CORPUS, trainers.BpeTrainer(
+        vocab_size=500, special_tokens=["<|endoftext|>", "<|python_tag|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAGS])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>")
+
+
+def deltas(tokenizer: PreTrainedTokenizerFast, ids: list[int], step: int) -> Iterator[tuple[str, list[int]]]:
+    """(text, token ids) deltas of ``step`` tokens each, text as incremental detokenization gives it."""
+    shown = ""
+    for i in range(0, len(ids), step):
+        text = tokenizer.decode(ids[:i + step])
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 character waits for its next token
+            yield "", ids[i:i + step]
+            continue
+        yield text[len(shown):], ids[i:i + step]
+        shown = text
+
+
+def encode(tokenizer: PreTrainedTokenizerFast, *parts: str) -> list[int]:
+    """Token ids of the parts encoded one after another (a tag written as text stays several tokens)."""
+    return [t for part in parts for t in tokenizer.encode(part, add_special_tokens=False)]
