@@ -24,7 +24,7 @@ def parse_arguments(text: str, *, partial: bool = False) -> Any:
     With ``partial`` a cut-off document yields what was complete (a call stopped by max_tokens).
     Raises ``ValueError`` for text that is not JSON.
     """
-    return _finite(from_json(text or "{}", allow_partial=partial))
+    return _finite(from_json(text or "{}", allow_partial="trailing-strings" if partial else False))
 
 
 def arguments_object(text: str) -> dict[str, Any]:
