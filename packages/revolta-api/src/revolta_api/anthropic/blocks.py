@@ -43,7 +43,7 @@ class BlockAssembler:
             assert event.tool is not None
             if self._open is None or self._open["type"] != "tool_use" or self._open_tool != event.tool.index:
                 out += self.close()
-                out += self._start({"type": "tool_use", "id": event.tool.id or tool_use_id(),
+                out += self._start({"type": "tool_use", "id": tool_use_id(),
                                     "name": event.tool.name or "", "input": {}})
                 self._open_tool = event.tool.index
             if event.tool.arguments:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest, TextBlock, ToolResultBlock
+from revolta_api.chat_parsing import ChatParsing
 from revolta_api.errors import bad_request
 from revolta_engine.sampling_params import SamplingParams
 
@@ -72,8 +73,12 @@ def chat_messages(body: CountTokensRequest) -> list[dict[str, Any]]:
     return out
 
 
-def chat_tools(body: CountTokensRequest) -> list[dict[str, Any]] | None:
-    """Tools as chat templates expect them (OpenAI function format); None when none may be called."""
+def chat_tools(body: CountTokensRequest, parsing: ChatParsing) -> list[dict[str, Any]] | None:
+    """Tools as chat templates expect them (OpenAI function format); None when none may be called.
+
+    400 when the server cannot honour the tool choice: ``any``/``tool`` need constrained decoding (not offered
+    yet), and ``auto`` needs a tool call parser (``--enable-auto-tool-choice --tool-call-parser``).
+    """
     if not body.tools or (body.tool_choice is not None and body.tool_choice.type == "none"):
         return None
     if body.tool_choice is not None and body.tool_choice.type == "tool":
@@ -81,6 +86,12 @@ def chat_tools(body: CountTokensRequest) -> list[dict[str, Any]] | None:
         if body.tool_choice.name not in names:
             raise bad_request(f"tool_choice names the tool {body.tool_choice.name!r}, which is not in tools "
                               f"({', '.join(sorted(names))}).", param="tool_choice.name")
+    if body.tool_choice is not None and body.tool_choice.type in ("any", "tool"):
+        raise bad_request(f"tool_choice {body.tool_choice.type!r} needs constrained decoding, which this server "
+                          "does not offer yet; use tool_choice 'auto'.", param="tool_choice")
+    if not (parsing.enable_auto_tool_choice and parsing.tool_call_parser):
+        raise bad_request("tools need the server started with --enable-auto-tool-choice and --tool-call-parser.",
+                          param="tools")
     return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
                                               "parameters": t.input_schema}} for t in body.tools]
 

@@ -13,7 +13,7 @@ from revolta_api.anthropic import convert
 from revolta_api.anthropic.blocks import BlockAssembler
 from revolta_api.anthropic.errors import anthropic_error_event
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest
-from revolta_api.chat_output import ChatOutputParser
+from revolta_api.chat_output import ChatOutputParser, OutputEvent
 from revolta_api.chat_parsing import ChatParsing, get_parsing
 from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import ApiError, to_api_error
@@ -42,7 +42,7 @@ def _check_size(request: Request) -> None:
                        "invalid_request")
 
 
-def _render(state: ServerState, body: CountTokensRequest) -> list[int]:
+def _render(state: ServerState, parsing: ChatParsing, body: CountTokensRequest) -> list[int]:
     """The prompt token ids the engine will run for ``body``."""
     messages = convert.chat_messages(body)
     prefill = messages[-1]["role"] == "assistant"
@@ -51,7 +51,7 @@ def _render(state: ServerState, body: CountTokensRequest) -> list[int]:
     if thinking is not None:
         kwargs["enable_thinking"] = thinking
     prompt = state.renderer.render(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
-                                   tools=convert.chat_tools(body), template_kwargs=kwargs)
+                                   tools=convert.chat_tools(body, parsing), template_kwargs=kwargs)
     prompt_ids = tokenize_prompt(state.client.tokenizer, prompt)
     check_prompt_ids(prompt_ids, state.client.info.max_model_len, state.client.info.vocab_size, param="messages")
     return prompt_ids
@@ -63,7 +63,8 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> Response:
     _check_size(request)
     state = get_state(request)
     state.check_model(body.model)
-    return Response(encode_json({"input_tokens": len(_render(state, body))}), media_type="application/json")
+    tokens = len(_render(state, get_parsing(request), body))
+    return Response(encode_json({"input_tokens": tokens}), media_type="application/json")
 
 
 @router.post("/v1/messages")
@@ -73,8 +74,8 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     state = get_state(request)
     state.check_model(body.model)
     state.note_unknown_fields("/v1/messages", body.unknown_fields())
-    prompt_ids = _render(state, body)
     parsing = get_parsing(request)
+    prompt_ids = _render(state, parsing, body)
     params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,
                                      engine_stops=not parsing.stops_after_reasoning)
     call = _MessageCall(state, parsing, body, prompt_ids, params)
@@ -102,7 +103,9 @@ class _MessageCall:
         self.prompt_ids = prompt_ids
         self.params = params
         self.id = "msg_" + uuid.uuid4().hex[:24]
-        tools = convert.chat_tools(body)
+        tools = convert.chat_tools(body, parsing)
+        choice = body.tool_choice
+        self.single_call = bool(choice and choice.disable_parallel_tool_use)
         self.parser: ChatOutputParser = parsing.output_parser(
             state.client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=convert.thinking_enabled(body),
             stop=body.stop_sequences)
@@ -124,7 +127,7 @@ class _MessageCall:
             for comp in out.outputs:
                 self.output_tokens += len(comp.token_ids)
                 for event in self.parser.feed(comp.text, list(comp.token_ids)):
-                    for block_event in self.blocks.feed(event):
+                    for block_event in self._block_events(event):
                         yield block_event
                 self.finish_reason = comp.finish_reason or self.finish_reason
                 if comp.stop_reason is not None:
@@ -132,10 +135,15 @@ class _MessageCall:
             if self.parser.stopped_by is not None:
                 break  # leaving the engine stream aborts the request
         for event in self.parser.finish():
-            for block_event in self.blocks.feed(event):
+            for block_event in self._block_events(event):
                 yield block_event
         for block_event in self.blocks.close():
             yield block_event
+
+    def _block_events(self, event: OutputEvent) -> list[dict[str, Any]]:
+        if self.single_call and event.tool is not None and event.tool.index > 0:
+            return []  # disable_parallel_tool_use: the first call only
+        return self.blocks.feed(event)
 
     def _stop(self) -> tuple[str, str | None]:
         """Anthropic's stop_reason and stop_sequence."""
