@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import anthropic
 import httpx
 import pytest
-from anthropic_server import serve
+from anthropic_server import raw_events, serve
 
 from revolta_api.anthropic import messages as messages_module
 from revolta_api.anthropic.errors import anthropic_error_body
@@ -44,25 +42,10 @@ def test_create_answers_and_counts_tokens(sdk):
     assert 0 < reply.usage.output_tokens <= 16
 
 
-def raw_events(url: str, body: dict) -> list[tuple[str, dict]]:
-    """(event name, data) pairs of a streamed Messages response, read off the wire."""
-    events = []
-    with httpx.stream("POST", url + "/v1/messages", json={**body, "stream": True}, headers={"x-api-key": KEY},
-                      timeout=300) as reply:
-        assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
-        name = None
-        for line in reply.iter_lines():
-            if line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: "):
-                events.append((name, json.loads(line[6:])))
-    return events
-
-
 def test_stream_event_sequence_matches_create(server, sdk):
     kwargs = dict(model="smol", max_tokens=12, messages=QUESTION)
     reply = sdk.messages.create(**kwargs, extra_body=GREEDY)
-    events = raw_events(server[0], {**kwargs, **GREEDY})
+    events = raw_events(server[0], {**kwargs, **GREEDY}, key=KEY)
     names = [name for name, _ in events]
     assert all(name == data["type"] for name, data in events)
     assert names[:2] == ["message_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]

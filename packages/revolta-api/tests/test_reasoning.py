@@ -69,6 +69,12 @@ def test_deepseek_r1_reasons_from_the_start(tok, text):
     assert (reasoning, content) == ("Let me think. Paris.", "It is Paris.")
 
 
+def test_deepseek_r1_after_a_closed_think_block_is_content(tok):
+    closed = encode(tok, "assistant\n", "<think>", "\n\n", "</think>", "\n\n")
+    reasoning, content, _ = run(tok, "deepseek_r1", encode(tok, "Hello!"), 1, prompt_ids=closed)
+    assert (reasoning, content) == ("", "Hello!")
+
+
 def test_deepseek_r1_cut_while_thinking_is_all_reasoning(tok):
     reasoning, content, _ = run(tok, "deepseek_r1", encode(tok, "Let me think about"), 1)
     assert (reasoning, content) == ("Let me think about", "")

@@ -13,6 +13,7 @@ from revolta_api.chat_output import OutputEvent
 from revolta_engine.errors import InvalidRequestError
 
 Mode = Literal["undecided", "reasoning", "content"]
+_CLOSED_TAIL = 4  # "</think>" this close to the prompt's end closed the thinking before the output began
 
 
 class ReasoningParser:
@@ -43,6 +44,8 @@ class ReasoningParser:
     def _initial_mode(self, prompt_ids: list[int], thinking: bool | None) -> Mode:
         if thinking is False:
             return "content"
+        if self.end_id in prompt_ids[-_CLOSED_TAIL:]:
+            return "content"  # the template closed an empty think block (Qwen3 with enable_thinking=False)
         if self.start_id is not None and self.start_id in prompt_ids:
             last_start = len(prompt_ids) - 1 - prompt_ids[::-1].index(self.start_id)
             last_end = (len(prompt_ids) - 1 - prompt_ids[::-1].index(self.end_id)) if self.end_id in prompt_ids \
