@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anthropic
 import httpx
+import openai
 import pytest
 from anthropic_server import raw_events, serve
 
@@ -116,6 +117,9 @@ def test_max_tokens_and_sampling_knobs(sdk):
     (dict(max_tokens=5, messages=[{"role": "user", "content": [{"type": "video", "x": 1}]}]), "messages"),
     (dict(max_tokens=5, tools=[{"name": "f", "input_schema": {"type": "object"}}],
           tool_choice={"type": "tool", "name": "g"}), "tool_choice"),
+    (dict(max_tokens=5, tools=[{"name": "f", "input_schema": {"type": "object"}}]), "--tool-call-parser"),
+    (dict(max_tokens=5, output_config={"format": {"type": "json_schema", "schema": {"type": "object"}}}),
+     "constrained decoding"),
 ])
 def test_invalid_requests_are_400_invalid_request_error(sdk, kwargs, needle):
     kwargs = {"model": "smol", "messages": QUESTION, **kwargs}
@@ -143,6 +147,18 @@ def test_unknown_model_is_404_not_found_error(sdk):
     assert info.value.body["error"]["type"] == "not_found_error" and "claude-nope" in info.value.message
     with pytest.raises(anthropic.NotFoundError):
         sdk.messages.count_tokens(model="claude-nope", messages=QUESTION)
+
+
+@pytest.mark.parametrize("extra", [{"response_format": {"type": "json_schema", "json_schema": {
+    "name": "x", "schema": {"type": "object"}}}}, {"response_format": {"type": "json_object"}},
+    {"structured_outputs": {"regex": "[0-9]+"}}])
+def test_openai_structured_output_is_refused_not_ignored(server, extra):
+    oai = openai.OpenAI(base_url=server[0] + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="constrained decoding"):
+        oai.chat.completions.create(model="smol", messages=QUESTION, max_tokens=4, extra_body=extra)
+    plain = oai.chat.completions.create(model="smol", messages=QUESTION, max_tokens=2,
+                                        response_format={"type": "text"})
+    assert plain.choices[0].message.content
 
 
 def test_auth_by_x_api_key_or_bearer(server):

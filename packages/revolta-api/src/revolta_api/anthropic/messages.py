@@ -26,6 +26,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
+from revolta_api.structured import check_anthropic_structured_output
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -74,6 +75,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     state = get_state(request)
     state.check_model(body.model)
     state.note_unknown_fields("/v1/messages", body.unknown_fields())
+    check_anthropic_structured_output(body.model_extra or {})
     parsing = get_parsing(request)
     prompt_ids = _render(state, parsing, body)
     params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,

@@ -26,6 +26,7 @@ from revolta_api.openai.serving import (
     usage,
 )
 from revolta_api.state import ServerState, get_state
+from revolta_api.structured import check_openai_structured_output
 from revolta_api.streaming import (
     DONE_EVENT,
     ClientDisconnected,
@@ -48,6 +49,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     if body.top_logprobs and not body.logprobs:
         raise bad_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
     client = state.client
+    check_openai_structured_output(body.model_extra or {})
     parsing = get_parsing(request)
     tools = request_tools(body, parsing)
     messages = template_messages(body)
