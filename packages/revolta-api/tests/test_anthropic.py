@@ -7,9 +7,11 @@ import httpx
 import openai
 import pytest
 from anthropic_server import raw_events, serve
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from revolta_api.anthropic import messages as messages_module
-from revolta_api.anthropic.errors import anthropic_error_body
+from revolta_api.anthropic.errors import ERROR_TYPES, anthropic_error_body
 from revolta_api.errors import ApiError
 
 KEY = "sk-test-key"
@@ -192,6 +194,42 @@ def test_unknown_path_under_messages_is_anthropic_404(server):
                                           (500, "api_error"), (503, "overloaded_error")])
 def test_error_vocabulary(status, kind):
     assert anthropic_error_body(ApiError(status, "m")) == {"type": "error", "error": {"type": kind, "message": "m"}}
+
+
+_text = st.text(max_size=12)
+_block = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _text}),
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": _text, "name": _text,
+                           "input": st.dictionaries(_text, st.integers() | _text, max_size=2)}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": _text,
+                           "content": _text | st.lists(st.fixed_dictionaries({"type": st.just("text"),
+                                                                              "text": _text}), max_size=2)}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": _text}),
+    st.dictionaries(st.sampled_from(["type", "text", "source", "id"]), _text | st.integers(), max_size=3),
+)
+_message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "tool"]),
+                                  "content": _text | st.lists(_block, max_size=3)})
+_body = st.fixed_dictionaries({"model": st.sampled_from(["smol", "other"]),
+                               "messages": st.lists(_message, max_size=3)},
+                              optional={"system": _text | st.lists(_block, max_size=2),
+                                        "max_tokens": st.integers(-2, 2),
+                                        "stop_sequences": st.lists(_text, max_size=2),
+                                        "temperature": st.floats(-1, 2, allow_nan=False),
+                                        "top_k": st.integers(-2, 5),
+                                        "tool_choice": st.dictionaries(st.sampled_from(["type", "name"]), _text,
+                                                                       max_size=2),
+                                        "thinking": st.fixed_dictionaries({"type": _text | st.just("enabled")})})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=_body, path=st.sampled_from(["/v1/messages", "/v1/messages/count_tokens"]))
+def test_fuzzed_bodies_never_get_a_5xx(server, body, path):
+    reply = httpx.post(server[0] + path, json=body, headers={"x-api-key": KEY}, timeout=120)
+    assert reply.status_code < 500, reply.text
+    if reply.status_code >= 400:
+        error = reply.json()
+        assert error["type"] == "error" and error["error"]["type"] in ERROR_TYPES.values()
+        assert error["error"]["message"]
 
 
 def test_engine_crash_mid_stream_is_error_event_then_503(server, sdk):
