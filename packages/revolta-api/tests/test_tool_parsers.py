@@ -163,3 +163,24 @@ def test_json_streamer_finds_the_end_and_leaves_the_rest():
 def test_unknown_tool_parser_name():
     with pytest.raises(ValueError, match="hermes"):
         get_tool_parser("nope")
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_openai_choice_output_message_and_parallel_switch(tok, single):
+    from revolta_api.openai.chat_tools import ChoiceOutput
+    from revolta_engine.outputs import CompletionOutput
+
+    choice = ChoiceOutput(ChatOutputParser(tools=get_tool_parser("hermes")(tok, TOOLS)), single_call=single)
+    ids = encode(tok, HERMES)
+    pieces = list(deltas(tok, ids, 4))
+    streamed = []
+    for k, (text, chunk) in enumerate(pieces):
+        last = k == len(pieces) - 1
+        streamed.append(choice.feed(CompletionOutput(index=0, text=text, token_ids=chunk,
+                                                     finish_reason="stop" if last else None)))
+    message = choice.message()
+    assert choice.finish_reason == "tool_calls" and message["content"] == "Let me check."
+    cities = [json.loads(c["function"]["arguments"])["city"] for c in message["tool_calls"]]
+    assert cities == (["Paris"] if single else ["Paris", "Lyon"])
+    names = [tc["function"].get("name") for d in streamed for tc in d.get("tool_calls", [])]
+    assert [n for n in names if n] == ["get_weather"] * len(cities)

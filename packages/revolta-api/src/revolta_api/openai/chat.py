@@ -69,7 +69,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         thinking = (body.chat_template_kwargs or {}).get("enable_thinking")
         call.choices = [ChoiceOutput(parsing.output_parser(
             client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=None if thinking is None else
-            bool(thinking), stop=params.stop)) for _ in range(params.n)]
+            bool(thinking), stop=params.stop), single_call=body.parallel_tool_calls is False)
+            for _ in range(params.n)]
         if parsing.stops_after_reasoning:
             params.stop = []  # matched on the content by the parsers, never inside the thinking
     if body.stream:

@@ -57,8 +57,9 @@ def template_messages(body: Any) -> list[dict[str, Any]]:
 class ChoiceOutput:
     """One choice's parsed output: what to stream for each engine delta, and the final message."""
 
-    def __init__(self, parser: ChatOutputParser) -> None:
+    def __init__(self, parser: ChatOutputParser, single_call: bool = False) -> None:
         self.parser = parser
+        self.single_call = single_call  # parallel_tool_calls=false: the first call only
         self.events: list[OutputEvent] = []
         self.finish_reason: str | None = None
         self.stop_reason: Any = None
@@ -78,6 +79,8 @@ class ChoiceOutput:
         elif comp.finish_reason is not None:
             events += self.parser.finish()
             self.finish_reason, self.stop_reason = comp.finish_reason, comp.stop_reason
+        if self.single_call:
+            events = [e for e in events if e.tool is None or e.tool.index == 0]
         self.events += events
         if self.finish_reason == "stop" and fold_tool_calls(self.events):
             self.finish_reason = "tool_calls"
