@@ -12,6 +12,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from revolta_api.anthropic import ANTHROPIC_FAMILY
+from revolta_api.anthropic import router as anthropic_router
+from revolta_api.chat_parsing import ChatParsing
 from revolta_api.engine_client import EngineClient
 from revolta_api.errors import ApiError, ApiFamily, family_for_path, to_api_error
 from revolta_api.metrics import ServerMetrics
@@ -27,19 +30,22 @@ logger = logging.getLogger("revolta.api")
 # Paths anyone may read even when --api-key is set (probes and scrapers carry no key).
 OPEN_PATHS = frozenset({"/health", "/metrics", "/version", "/ping"})
 OPENAI_ROUTERS: tuple[APIRouter, ...] = (chat.router, completions.router, models.router, tokenize.router)
+API_ROUTERS: tuple[APIRouter, ...] = (*OPENAI_ROUTERS, anthropic_router)
 
 
 def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | None = None,
               api_key: str | None = None, chat_template: str | None = None,
-              extra_routers: Sequence[APIRouter] = (), extra_families: Sequence[ApiFamily] = ()) -> FastAPI:
+              extra_routers: Sequence[APIRouter] = (), extra_families: Sequence[ApiFamily] = (),
+              parsing: ChatParsing | None = None) -> FastAPI:
     """Build the HTTP app over ``client``.
 
     ``served_model_name`` (one name or several aliases; default: the engine's) is what clients put in
     ``model``. ``api_key`` makes every path outside :data:`OPEN_PATHS` require ``Authorization: Bearer <key>``
     (or ``x-api-key``). ``extra_routers`` and ``extra_families`` add other APIs (e.g. Anthropic's) with
-    their own error shapes. The app starts the client on startup and shuts it down on shutdown.
+    their own error shapes. ``parsing`` names the tool-call and reasoning parsers run on chat outputs.
+    The app starts the client on startup and shuts it down on shutdown.
     """
-    families = [OPENAI_FAMILY, *extra_families]
+    families = [OPENAI_FAMILY, ANTHROPIC_FAMILY, *extra_families]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,7 +64,8 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
     app.state.revolta = ServerState(client=client, served_model_names=names, api_key=api_key,
                                     chat_template=chat_template, metrics=None,  # type: ignore[arg-type]
                                     families=families)
-    for router in (ops_router, *OPENAI_ROUTERS, *extra_routers):
+    app.state.revolta_parsing = parsing or ChatParsing()
+    for router in (ops_router, *API_ROUTERS, *extra_routers):
         app.include_router(router)
     _install_error_handlers(app, families)
     if api_key:

@@ -26,6 +26,13 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--api-key", default=None, help="require `Authorization: Bearer <key>` on the API paths")
     h.add_argument("--uvicorn-log-level", default="info", choices=["debug", "info", "warning", "error"])
     h.add_argument("--disable-uvicorn-access-log", action="store_true", help="do not log every request")
+    t = p.add_argument_group("tool calling and reasoning")
+    t.add_argument("--enable-auto-tool-choice", action="store_true",
+                   help="let the model call the request's tools by itself (needs --tool-call-parser)")
+    t.add_argument("--tool-call-parser", default=None,
+                   help="how the model writes tool calls: hermes, qwen3_coder, llama3_json")
+    t.add_argument("--reasoning-parser", default=None,
+                   help="split the model's thinking from its answer: qwen3, deepseek_r1")
     p.set_defaults(func=run)
 
 
@@ -77,6 +84,18 @@ async def _serve(ns: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    from revolta_api.chat_parsing import ChatParsing
+
+    if ns.enable_auto_tool_choice and not ns.tool_call_parser:
+        print("revolta serve: --enable-auto-tool-choice needs --tool-call-parser", file=sys.stderr)
+        return 2
+    try:
+        parsing = ChatParsing(tool_call_parser=ns.tool_call_parser,
+                              enable_auto_tool_choice=ns.enable_auto_tool_choice,
+                              reasoning_parser=ns.reasoning_parser)
+    except ValueError as exc:
+        print(f"revolta serve: {exc}", file=sys.stderr)
+        return 2
     try:
         sock = _bind(ns.host, ns.port)
     except OSError as exc:
@@ -91,7 +110,7 @@ async def _serve(ns: argparse.Namespace) -> int:
             return 1
         names = api_model_names(ns, client.info.served_model_name)
         app = build_app(client, served_model_name=names, api_key=ns.api_key,
-                        chat_template=chat_template_text(ns.chat_template))
+                        chat_template=chat_template_text(ns.chat_template), parsing=parsing)
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
         url = f"http://{shown_host}:{port}"

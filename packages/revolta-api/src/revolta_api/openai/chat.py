@@ -9,8 +9,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from revolta_api.chat_parsing import get_parsing
 from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
+from revolta_api.openai.chat_tools import ChoiceOutput, request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
 from revolta_api.openai.serving import (
@@ -23,6 +25,7 @@ from revolta_api.openai.serving import (
     usage,
 )
 from revolta_api.state import ServerState, get_state
+from revolta_api.structured import check_openai_structured_output
 from revolta_api.streaming import (
     DONE_EVENT,
     ClientDisconnected,
@@ -46,12 +49,14 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     if body.top_logprobs and not body.logprobs:
         raise bad_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
     client = state.client
-    messages = [{"role": m.role, "content": m.text(), **({"name": m.name} if m.name else {})}
-                for m in body.messages]
+    check_openai_structured_output(body.model_extra or {})
+    parsing = get_parsing(request)
+    tools = request_tools(body, parsing)
+    messages = template_messages(body)
     prompt = state.renderer.render(
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
         continue_final_message=body.continue_final_message, chat_template=body.chat_template,
-        template_kwargs=body.chat_template_kwargs)
+        template_kwargs=body.chat_template_kwargs, tools=tools)
     prompt_ids = tokenize_prompt(client.tokenizer, prompt)
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
     params = sampling_params(
@@ -60,6 +65,14 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         logprobs=(body.top_logprobs or 0) if body.logprobs else None)
     request_id = random_id("chatcmpl", body.request_id)
     call = _ChatCall(state, body, request_id, prompt_ids, params)
+    if tools or parsing.reasoning_parser:
+        thinking = (body.chat_template_kwargs or {}).get("enable_thinking")
+        call.choices = [ChoiceOutput(parsing.output_parser(
+            client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=None if thinking is None else
+            bool(thinking), stop=params.stop), single_call=body.parallel_tool_calls is False)
+            for _ in range(params.n)]
+        if parsing.stops_after_reasoning:
+            params.stop = []  # matched on the content by the parsers, never inside the thinking
     if body.stream:
         stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params)])
         return sse_response(call.stream(stream))
@@ -83,6 +96,7 @@ class _ChatCall:
         self.created = int(time.time())
         self.top_logprobs = body.top_logprobs or 0
         self.tokenizer = state.client.tokenizer
+        self.choices: list[ChoiceOutput] | None = None  # tool / reasoning parsing, when the request needs it
 
     def _logprobs(self, token_ids: list[int], positions: list[PositionLogprobs] | None) -> list[dict] | None:
         if not self.body.logprobs or positions is None:
@@ -122,8 +136,14 @@ class _ChatCall:
                     logprobs[i].extend(entries)
                 finish[i] = comp.finish_reason or finish[i]
                 stop_reasons[i] = comp.stop_reason if comp.stop_reason is not None else stop_reasons[i]
+                if self.choices:
+                    self.choices[i].feed(comp)
+                    finish[i], stop_reasons[i] = self.choices[i].finish_reason, self.choices[i].stop_reason
+            if self.choices and all(c.stopped for c in self.choices):
+                break  # every choice hit a stop string after its thinking: leaving aborts the request
         choices = [{
-            "index": i, "message": {"role": "assistant", "content": texts[i]},
+            "index": i, "message": self.choices[i].message() if self.choices else
+            {"role": "assistant", "content": texts[i]},
             "logprobs": {"content": logprobs[i]} if self.body.logprobs else None,
             "finish_reason": finish[i], "stop_reason": stop_reasons[i],
         } for i in range(n)]
@@ -164,13 +184,24 @@ class _ChatCall:
                         done.add(comp.index)
                     counts[comp.index] += len(comp.token_ids)
                     entries = self._logprobs(comp.token_ids, comp.logprobs)
-                    choice = {"index": comp.index, "delta": {"content": comp.text} if comp.text else {},
+                    delta = {"content": comp.text} if comp.text else {}
+                    if self.choices:
+                        parsed = self.choices[comp.index]
+                        delta = parsed.feed(comp)
+                        if parsed.finish_reason is not None:
+                            done.add(comp.index)
+                            comp.finish_reason, comp.stop_reason = parsed.finish_reason, parsed.stop_reason
+                        elif not delta and entries is None:
+                            continue  # the parsers hold this text back for now
+                    choice = {"index": comp.index, "delta": delta,
                               "logprobs": {"content": entries} if entries is not None else None,
                               "finish_reason": comp.finish_reason}
                     if comp.finish_reason is not None:
                         choice["stop_reason"] = comp.stop_reason
                     yield self._chunk([choice], usage(prompt_len, sum(counts), cached) if continuous else None,
                                       include_usage)
+                if self.choices and all(c.stopped for c in self.choices):
+                    break
             if include_usage:
                 yield self._chunk([], usage(prompt_len, sum(counts), cached), True)
         except Exception as exc:

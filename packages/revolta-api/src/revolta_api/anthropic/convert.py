@@ -1,0 +1,118 @@
+"""Anthropic requests in the engine's terms: chat-template messages, tools, and sampling parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest, TextBlock, ToolResultBlock
+from revolta_api.chat_parsing import ChatParsing
+from revolta_api.errors import bad_request
+from revolta_engine.sampling_params import SamplingParams
+
+
+def _text_of(blocks: str | list[Any] | None, param: str) -> str:
+    if blocks is None:
+        return ""
+    if isinstance(blocks, str):
+        return blocks
+    parts = []
+    for block in blocks:
+        if not isinstance(block, TextBlock):
+            raise bad_request(f"{param}: {block.type} blocks are not supported: this server reads text only.",
+                              param=param)
+        parts.append(block.text)
+    return "".join(parts)
+
+
+def _tool_result_text(block: ToolResultBlock, param: str) -> str:
+    text = _text_of(block.content, param)
+    return f"Error: {text}" if block.is_error and not text.startswith("Error") else text
+
+
+def chat_messages(body: CountTokensRequest) -> list[dict[str, Any]]:
+    """The conversation as chat-template messages (OpenAI/HF style: system, user, assistant, tool)."""
+    out: list[dict[str, Any]] = []
+    system = _text_of(body.system, "system")
+    if system:
+        out.append({"role": "system", "content": system})
+    for i, message in enumerate(body.messages):
+        param = f"messages.{i}.content"
+        if isinstance(message.content, str):
+            out.append({"role": message.role, "content": message.content})
+            continue
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for j, block in enumerate(message.content):
+            where = f"{param}.{j}"
+            if block.type == "text":
+                text.append(block.text)
+            elif block.type == "thinking" and message.role == "assistant":
+                reasoning.append(block.thinking)
+            elif block.type == "redacted_thinking" and message.role == "assistant":
+                continue
+            elif block.type == "tool_use" and message.role == "assistant":
+                calls.append({"id": block.id, "type": "function",
+                              "function": {"name": block.name, "arguments": block.input}})
+            elif block.type == "tool_result" and message.role == "user":
+                out.append({"role": "tool", "tool_call_id": block.tool_use_id,
+                            "content": _tool_result_text(block, where)})
+            elif block.type in ("image", "document"):
+                raise bad_request(f"{where}: {block.type} blocks are not supported: this server reads text only.",
+                                  param=where)
+            else:
+                raise bad_request(f"{where}: a {block.type} block cannot appear in a {message.role} message.",
+                                  param=where)
+        if text or calls or reasoning or not out or out[-1]["role"] != "tool":
+            turn: dict[str, Any] = {"role": message.role, "content": "".join(text)}
+            if calls:
+                turn["tool_calls"] = calls
+            if reasoning:
+                turn["reasoning_content"] = "".join(reasoning)
+            out.append(turn)
+    return out
+
+
+def chat_tools(body: CountTokensRequest, parsing: ChatParsing) -> list[dict[str, Any]] | None:
+    """Tools as chat templates expect them (OpenAI function format); None when none may be called.
+
+    400 when the server cannot honour the tool choice: ``any``/``tool`` need constrained decoding (not offered
+    yet), and ``auto`` needs a tool call parser (``--enable-auto-tool-choice --tool-call-parser``).
+    """
+    if not body.tools or (body.tool_choice is not None and body.tool_choice.type == "none"):
+        return None
+    if body.tool_choice is not None and body.tool_choice.type == "tool":
+        names = {t.name for t in body.tools}
+        if body.tool_choice.name not in names:
+            raise bad_request(f"tool_choice names the tool {body.tool_choice.name!r}, which is not in tools "
+                              f"({', '.join(sorted(names))}).", param="tool_choice.name")
+    if body.tool_choice is not None and body.tool_choice.type in ("any", "tool"):
+        raise bad_request(f"tool_choice {body.tool_choice.type!r} needs constrained decoding, which this server "
+                          "does not offer yet; use tool_choice 'auto'.", param="tool_choice")
+    if not (parsing.enable_auto_tool_choice and parsing.tool_call_parser):
+        raise bad_request("tools need the server started with --enable-auto-tool-choice and --tool-call-parser.",
+                          param="tools")
+    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                              "parameters": t.input_schema}} for t in body.tools]
+
+
+def thinking_enabled(body: CountTokensRequest) -> bool | None:
+    """True/False when the request turns thinking on/off, None to leave the model's default."""
+    if body.thinking is None:
+        return None
+    return body.thinking.type != "disabled"
+
+
+def sampling_params(body: MessagesRequest, *, prompt_len: int, max_model_len: int, engine_stops: bool
+                    ) -> SamplingParams:
+    """Engine sampling parameters; ``max_tokens`` is capped to what fits after the prompt (as vLLM does).
+
+    ``engine_stops`` False leaves stop sequences to the API side (they must not match inside the thinking).
+    """
+    kwargs: dict[str, Any] = {"temperature": 1.0 if body.temperature is None else body.temperature}
+    if body.top_p is not None:
+        kwargs["top_p"] = body.top_p
+    if body.top_k is not None:
+        kwargs["top_k"] = body.top_k
+    return SamplingParams(max_tokens=min(body.max_tokens, max_model_len - prompt_len),
+                          stop=list(body.stop_sequences or []) if engine_stops else None, **kwargs)

@@ -1,0 +1,188 @@
+"""``POST /v1/messages`` and ``POST /v1/messages/count_tokens``: Anthropic's Messages API over the engine."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from revolta_api.anthropic import convert
+from revolta_api.anthropic.blocks import BlockAssembler
+from revolta_api.anthropic.errors import anthropic_error_event
+from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest
+from revolta_api.chat_output import ChatOutputParser, OutputEvent
+from revolta_api.chat_parsing import ChatParsing, get_parsing
+from revolta_api.chat_template import tokenize_prompt
+from revolta_api.errors import ApiError, to_api_error
+from revolta_api.openai.serving import check_prompt_ids
+from revolta_api.state import ServerState, get_state
+from revolta_api.streaming import (
+    ClientDisconnected,
+    encode_json,
+    prime_streams,
+    sse_response,
+    until_disconnect,
+)
+from revolta_api.structured import check_anthropic_structured_output
+from revolta_engine.outputs import RequestOutput
+from revolta_engine.sampling_params import SamplingParams
+
+router = APIRouter()
+
+# Anthropic's own limit on a Messages request body.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+
+
+def _check_size(request: Request) -> None:
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > MAX_REQUEST_BYTES:
+        raise ApiError(413, f"Request body is {int(length)} bytes; the limit is {MAX_REQUEST_BYTES} bytes.",
+                       "invalid_request")
+
+
+def _render(state: ServerState, parsing: ChatParsing, body: CountTokensRequest) -> list[int]:
+    """The prompt token ids the engine will run for ``body``."""
+    messages = convert.chat_messages(body)
+    prefill = messages[-1]["role"] == "assistant"
+    kwargs: dict[str, Any] = {}
+    thinking = convert.thinking_enabled(body)
+    if thinking is not None:
+        kwargs["enable_thinking"] = thinking
+    prompt = state.renderer.render(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
+                                   tools=convert.chat_tools(body, parsing), template_kwargs=kwargs)
+    prompt_ids = tokenize_prompt(state.client.tokenizer, prompt)
+    check_prompt_ids(prompt_ids, state.client.info.max_model_len, state.client.info.vocab_size, param="messages")
+    return prompt_ids
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(body: CountTokensRequest, request: Request) -> Response:
+    """The number of prompt tokens ``/v1/messages`` would run for the same conversation."""
+    _check_size(request)
+    state = get_state(request)
+    state.check_model(body.model)
+    tokens = len(_render(state, get_parsing(request), body))
+    return Response(encode_json({"input_tokens": tokens}), media_type="application/json")
+
+
+@router.post("/v1/messages")
+async def create_message(body: MessagesRequest, request: Request) -> Response:
+    """Anthropic Messages (streaming and not)."""
+    _check_size(request)
+    state = get_state(request)
+    state.check_model(body.model)
+    state.note_unknown_fields("/v1/messages", body.unknown_fields())
+    check_anthropic_structured_output(body.model_extra or {})
+    parsing = get_parsing(request)
+    prompt_ids = _render(state, parsing, body)
+    params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,
+                                     engine_stops=not parsing.stops_after_reasoning)
+    call = _MessageCall(state, parsing, body, prompt_ids, params)
+    if body.stream:
+        stream, = await prime_streams(request, [state.client.generate(call.id, prompt_ids, params)])
+        return sse_response(call.stream(stream))
+    try:
+        return Response(encode_json(await until_disconnect(request, call.complete())),
+                        media_type="application/json")
+    except ClientDisconnected:
+        return Response(status_code=499)
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"event: " + payload["type"].encode() + b"\ndata: " + encode_json(payload) + b"\n\n"
+
+
+class _MessageCall:
+    """One Messages request in flight: engine deltas -> parser events -> content blocks."""
+
+    def __init__(self, state: ServerState, parsing: ChatParsing, body: MessagesRequest, prompt_ids: list[int],
+                 params: SamplingParams) -> None:
+        self.state = state
+        self.body = body
+        self.prompt_ids = prompt_ids
+        self.params = params
+        self.id = "msg_" + uuid.uuid4().hex[:24]
+        tools = convert.chat_tools(body, parsing)
+        choice = body.tool_choice
+        self.single_call = bool(choice and choice.disable_parallel_tool_use)
+        self.parser: ChatOutputParser = parsing.output_parser(
+            state.client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=convert.thinking_enabled(body),
+            stop=body.stop_sequences)
+        self.blocks = BlockAssembler()
+        self.output_tokens = 0
+        self.finish_reason: str | None = None
+        self.engine_stop: Any = None
+
+    def _message(self, content: list[dict], stop_reason: str | None, stop_sequence: str | None) -> dict:
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.state.model_name,
+                "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence,
+                "usage": {"input_tokens": len(self.prompt_ids), "output_tokens": self.output_tokens}}
+
+    async def _events(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[dict[str, Any]]:
+        """Block events as the engine produces text; stops early when a content-side stop string matches."""
+        timer = self.state.metrics.request_timer()
+        async for out in outputs:
+            timer.on_output(out)
+            for comp in out.outputs:
+                self.output_tokens += len(comp.token_ids)
+                for event in self.parser.feed(comp.text, list(comp.token_ids)):
+                    for block_event in self._block_events(event):
+                        yield block_event
+                self.finish_reason = comp.finish_reason or self.finish_reason
+                if comp.stop_reason is not None:
+                    self.engine_stop = comp.stop_reason
+            if self.parser.stopped_by is not None:
+                break  # leaving the engine stream aborts the request
+        for event in self.parser.finish():
+            for block_event in self._block_events(event):
+                yield block_event
+        for block_event in self.blocks.close():
+            yield block_event
+
+    def _block_events(self, event: OutputEvent) -> list[dict[str, Any]]:
+        if self.single_call and event.tool is not None and event.tool.index > 0:
+            return []  # disable_parallel_tool_use: the first call only
+        return self.blocks.feed(event)
+
+    def _stop(self) -> tuple[str, str | None]:
+        """Anthropic's stop_reason and stop_sequence."""
+        if self.parser.stopped_by is not None:
+            return "stop_sequence", self.parser.stopped_by
+        if self.finish_reason == "length":
+            return "max_tokens", None
+        if self.blocks.has_tool_use:
+            return "tool_use", None
+        if isinstance(self.engine_stop, str) and self.engine_stop in (self.body.stop_sequences or []):
+            return "stop_sequence", self.engine_stop
+        return "end_turn", None
+
+    async def complete(self) -> dict:
+        """Run to the end and build the ``message`` object."""
+        outputs = self.state.client.generate(self.id, self.prompt_ids, self.params)
+        try:
+            async for _ in self._events(outputs):
+                pass
+        finally:
+            await outputs.aclose()  # type: ignore[attr-defined]
+        return self._message(self.blocks.blocks, *self._stop())
+
+    async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
+        """Anthropic's SSE sequence; an error after the start becomes an ``error`` event that ends the stream."""
+        try:
+            yield _event({"type": "message_start", "message": self._message([], None, None)})
+            yield _event({"type": "ping"})
+            async for block_event in self._events(outputs):
+                yield _event(block_event)
+            stop_reason, stop_sequence = self._stop()
+            yield _event({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                          "usage": {"output_tokens": self.output_tokens}})
+            yield _event({"type": "message_stop"})
+        except Exception as exc:
+            yield anthropic_error_event(to_api_error(exc))
+        finally:
+            aclose = getattr(outputs, "aclose", None)
+            if aclose is not None:
+                await aclose()

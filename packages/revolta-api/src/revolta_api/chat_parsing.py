@@ -1,0 +1,57 @@
+"""The server's chat output parsing settings (``--tool-call-parser``, ``--reasoning-parser``) and the per-request
+:class:`~revolta_api.chat_output.ChatOutputParser` built from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+
+from revolta_api.chat_output import ChatOutputParser
+
+
+@dataclass(frozen=True)
+class ChatParsing:
+    """Which tool-call and reasoning parsers the server runs on chat outputs (None: none)."""
+
+    tool_call_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    reasoning_parser: str | None = None
+
+    def __post_init__(self) -> None:
+        # Unknown names fail at startup, not on the first request.
+        if self.tool_call_parser is not None:
+            from revolta_api.tool_parsers import get_tool_parser
+
+            get_tool_parser(self.tool_call_parser)
+        if self.reasoning_parser is not None:
+            from revolta_api.reasoning import get_reasoning_parser
+
+            get_reasoning_parser(self.reasoning_parser)
+
+    @property
+    def stops_after_reasoning(self) -> bool:
+        """True when stop strings are matched by the API (only on content), not by the engine."""
+        return self.reasoning_parser is not None
+
+    def output_parser(self, tokenizer: Any, *, prompt_ids: list[int], tools: list[dict] | None,
+                      thinking: bool | None, stop: list[str] | None) -> ChatOutputParser:
+        """A fresh parser for one choice of one request."""
+        reasoning = tool_parser = None
+        if self.reasoning_parser is not None:
+            from revolta_api.reasoning import get_reasoning_parser
+
+            reasoning = get_reasoning_parser(self.reasoning_parser)(tokenizer, prompt_ids=prompt_ids,
+                                                                    thinking=thinking)
+        if self.tool_call_parser is not None and tools:
+            from revolta_api.tool_parsers import get_tool_parser
+
+            tool_parser = get_tool_parser(self.tool_call_parser)(tokenizer, tools)
+        return ChatOutputParser(reasoning=reasoning, tools=tool_parser,
+                                stop=list(stop or []) if self.stops_after_reasoning else [])
+
+
+def get_parsing(request: Request) -> ChatParsing:
+    """The app's :class:`ChatParsing` (none configured: plain text)."""
+    return getattr(request.app.state, "revolta_parsing", None) or ChatParsing()
