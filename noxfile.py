@@ -14,7 +14,8 @@ PACKAGES = ["kernels", "engine", "offload", "api", "cli"]
 
 
 def _uv_sync(session: nox.Session) -> None:
-    session.run("uv", "sync", "--all-packages", "--frozen", external=True)
+    # --all-extras brings the API tests' SDKs (openai, anthropic, hypothesis).
+    session.run("uv", "sync", "--all-packages", "--all-extras", "--frozen", external=True)
 
 
 @nox.session
@@ -22,7 +23,7 @@ def tests(session: nox.Session) -> None:
     """CPU tests of every package (GPU tests are skipped without CUDA)."""
     _uv_sync(session)
     paths = [f"packages/revolta-{p}/tests" for p in PACKAGES if (ROOT / f"packages/revolta-{p}/tests").is_dir()]
-    session.run("uv", "run", "--frozen", "pytest", "-q", "-rs", "--timeout=900", *paths, *session.posargs,
+    session.run("uv", "run", "--frozen", "--all-packages", "--all-extras", "pytest", "-q", "-rs", "--timeout=900", *paths, *session.posargs,
                 external=True)
 
 
@@ -30,14 +31,14 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff over the whole workspace."""
     _uv_sync(session)
-    session.run("uv", "run", "--frozen", "ruff", "check", "packages", "benchmarks", "noxfile.py", external=True)
+    session.run("uv", "run", "--frozen", "--all-packages", "--all-extras", "ruff", "check", "packages", "benchmarks", "noxfile.py", external=True)
 
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy on the engine."""
     _uv_sync(session)
-    session.run("uv", "run", "--frozen", "mypy", "packages/revolta-engine/src/revolta_engine", external=True)
+    session.run("uv", "run", "--frozen", "--all-packages", "--all-extras", "mypy", "packages/revolta-engine/src/revolta_engine", external=True)
 
 
 # The kernel sessions (kernels_sm70, kernels_build) live beside the kernels they check.

@@ -25,7 +25,6 @@ from revolta_api.openai.serving import (
     usage,
 )
 from revolta_api.state import ServerState, get_state
-from revolta_api.structured import check_openai_structured_output
 from revolta_api.streaming import (
     DONE_EVENT,
     ClientDisconnected,
@@ -35,6 +34,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
+from revolta_api.structured import check_openai_structured_output
 from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
 router = APIRouter()
