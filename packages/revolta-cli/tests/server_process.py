@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 _URL = re.compile(r"Serving the OpenAI-compatible API at (http://\S+)/v1")
 
@@ -24,9 +25,21 @@ class ServerProcess:
         self._url_found = threading.Event()
         self.url = ""
         threading.Thread(target=self._drain, daemon=True).start()
-        if not self._url_found.wait(startup_timeout):
+        deadline = time.monotonic() + startup_timeout
+        # The URL is printed just before uvicorn starts listening: wait until /health answers too.
+        if not (self._url_found.wait(startup_timeout) and self.url
+                and wait_until(self._healthy, timeout=max(deadline - time.monotonic(), 1.0))):
             self.stop()
             raise RuntimeError("revolta serve did not start:\n" + "".join(self.output[-40:]))
+
+    def _healthy(self) -> bool:
+        if self.proc.poll() is not None:
+            return True  # died: stop waiting; the caller's first request will show why
+        try:
+            with urllib.request.urlopen(self.url.removesuffix("/v1") + "/health", timeout=5) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None
