@@ -177,3 +177,25 @@ def test_skip_tokenizer_init_runs_on_token_ids(tiny_llama, baseline):
     assert out.token_ids == alone[0] and out.text == ""
     with pytest.raises(InvalidRequestError, match="token ids"):
         llm.generate("a text prompt", GREEDY)
+
+
+def test_delta_outputs_report_each_finished_completion_once(tiny_llama):
+    from revolta_engine import RequestOutputKind
+
+    llm = LLM(str(tiny_llama), dtype="float32", max_model_len=256)
+    engine = llm.llm_engine
+    # Completion 0 stops after 2 tokens, completion 1 runs for 8: completion 0's final delta must appear once.
+    params = SamplingParams(n=2, temperature=1.0, seed=3, max_tokens=8, ignore_eos=True,
+                            output_kind=RequestOutputKind.DELTA)
+    engine.add_request("r", prompts(1)[0], params)
+    engine.scheduler.requests["0_r"].max_tokens = 2
+    finals: dict[int, int] = {}
+    tokens: dict[int, list[int]] = {0: [], 1: []}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            for c in out.outputs:
+                tokens[c.index] += c.token_ids
+                if c.finish_reason is not None:
+                    finals[c.index] = finals.get(c.index, 0) + 1
+    assert finals == {0: 1, 1: 1}
+    assert len(tokens[0]) == 2 and len(tokens[1]) == 8

@@ -32,6 +32,7 @@ class CompletionState:
         self.sent_tokens = 0
         self.sent_text = 0
         self.sent_logprobs = 0
+        self.sent_finish = False
         stops = params.stop or []
         # While running, hold back text that could still turn out to be the start of a stop string.
         self.hold_back = max((len(s) for s in stops), default=1) - 1 if not params.include_stop_str_in_output else 0
@@ -76,8 +77,8 @@ class CompletionState:
         text_end = len(self.text) if finished else max(len(self.text) - self.hold_back, self.sent_text)
         tokens = request.output_token_ids
         if kind == RequestOutputKind.DELTA:
-            if not finished and len(tokens) == self.sent_tokens and text_end == self.sent_text:
-                return None
+            if self.sent_finish or (not finished and len(tokens) == self.sent_tokens and text_end == self.sent_text):
+                return None  # nothing new, or its final delta already went out while siblings run
             out = CompletionOutput(
                 self.index, self.text[self.sent_text:text_end], tokens[self.sent_tokens:],
                 self.cumulative_logprob,
@@ -91,6 +92,7 @@ class CompletionState:
                 request.status.finish_reason, request.stop_reason,
             )
         self.sent_tokens, self.sent_text = len(tokens), text_end
+        self.sent_finish = finished
         self.sent_logprobs = len(self.logprobs) if self.logprobs is not None else 0
         return out
 
