@@ -158,3 +158,24 @@ def test_cpu_short_query_path_ignores_garbage_past_the_context():
             last = int(case.block_tables[b, (ctx - 1) // 16])
             cache[last, :, (ctx - 1) % 16 + 1:] = float("nan")
     assert rel_err(paged_attention_short_queries(*case.args()), want) < 1e-5
+
+
+@pytest.mark.parametrize("ctx", [1, 16, 37])
+def test_cpu_single_token_single_sequence_path(ctx):
+    from revolta_kernels.reference.decode_attention import paged_attention_short_queries
+
+    case = make_attn_case([ctx], [1], 6, 2, 32, 16, torch.float32, q_dtype=torch.float32, seed=ctx)
+    assert rel_err(paged_attention_short_queries(*case.args()), dense_attention_f64(case)) < 1e-5
+
+
+@pytest.mark.parametrize("slot", [0, 21, 47, -1])
+def test_reshape_and_cache_single_token(slot):
+    kc = torch.zeros(3, 2, 16, 8)
+    vc = torch.zeros(3, 2, 16, 8)
+    key, value = torch.randn(1, 2, 8), torch.randn(1, 2, 8)
+    reference.reshape_and_cache(key, value, kc, vc, torch.tensor([slot]))
+    if slot < 0:
+        assert kc.abs().sum() == 0 and vc.abs().sum() == 0
+        return
+    assert torch.equal(kc[slot // 16, :, slot % 16], key[0]) and torch.equal(vc[slot // 16, :, slot % 16], value[0])
+    assert kc.abs().sum() == key.abs().sum()

@@ -34,6 +34,13 @@ def reshape_and_cache(
 ) -> None:
     """Write ``key``/``value`` ([T, num_kv_heads, head_dim]) into the paged caches in place."""
     block_size = key_cache.shape[2]
+    if key.shape[0] == 1 and key_cache.dtype != torch.int8:
+        # One token (batch-1 decode): plain indexing, far cheaper than an index_put on the CPU.
+        slot = int(slot_mapping[0])
+        if slot >= 0:
+            key_cache[slot // block_size, :, slot % block_size] = key[0]
+            value_cache[slot // block_size, :, slot % block_size] = value[0]
+        return
     valid = slot_mapping >= 0
     if not bool(valid.all()):  # padding slots (-1) are skipped
         key, value, slot_mapping = key[valid], value[valid], slot_mapping[valid]

@@ -54,6 +54,12 @@ def paged_attention_short_queries(
     n_blocks = int((ctx.max() + block_size - 1) // block_size)
     k = _gather(key_cache, k_scales, block_tables, n_blocks, dtype)  # [B, Hk, L, D]
     v = _gather(value_cache, v_scales, block_tables, n_blocks, dtype)
+    if num_seqs == 1 and num_tokens == 1:
+        # One sequence, one new token: it sees its whole context, so slicing replaces every mask.
+        ctx_len = int(ctx[0])
+        out = F.scaled_dot_product_attention(query.to(dtype).view(1, num_heads, 1, head_dim), k[:, :, :ctx_len],
+                                             v[:, :, :ctx_len], scale=scale, enable_gqa=num_heads != k.shape[1])
+        return out.view(1, num_heads, head_dim).to(query.dtype)
     # Slots past each context hold whatever memory held before (possibly NaN); zero them so masked
     # positions contribute exactly nothing.
     valid = (torch.arange(k.shape[2], device=query.device).unsqueeze(0) < ctx.unsqueeze(1)).view(num_seqs, 1, -1, 1)

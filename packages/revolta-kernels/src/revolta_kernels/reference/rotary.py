@@ -35,6 +35,9 @@ def rotary_embedding(
     out = []
     for x in (query, key):
         xf = x.float()
-        rotated = _rotate(xf[..., :rot_dim], cos, sin, is_neox)
-        out.append(torch.cat((rotated, xf[..., rot_dim:]), dim=-1).to(x.dtype))
+        if rot_dim == xf.shape[-1]:
+            out.append(_rotate(xf, cos, sin, is_neox).to(x.dtype))
+        else:
+            rotated = _rotate(xf[..., :rot_dim], cos, sin, is_neox)
+            out.append(torch.cat((rotated, xf[..., rot_dim:]), dim=-1).to(x.dtype))
     return out[0], out[1]
