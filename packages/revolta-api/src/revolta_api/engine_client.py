@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import RevoltaError
 from revolta_engine.outputs import CompletionOutput, RequestOutput
 from revolta_engine.sampling_params import RequestOutputKind, SamplingParams
@@ -38,23 +39,9 @@ class EngineInfo:
     vocab_size: int = 0  # token ids accepted are 0..vocab_size-1
 
 
-@dataclass
-class StatsSnapshot:
-    """The engine's scheduler and cache state at one moment (what ``/metrics`` reports)."""
-
-    num_running: int = 0
-    num_waiting: int = 0
-    kv_cache_usage: float = 0.0
-    prefix_cache_queries: int = 0
-    prefix_cache_hits: int = 0
-    num_preemptions: int = 0
-    num_prompt_tokens: int = 0
-    num_generation_tokens: int = 0
-
-    @classmethod
-    def from_engine(cls, stats: Any) -> StatsSnapshot:
-        """Copy the fields the engine's ``get_stats()`` result has (missing ones stay 0)."""
-        return cls(**{name: getattr(stats, name) for name in cls.__dataclass_fields__ if hasattr(stats, name)})
+# The engine's own stats dataclass; get_stats() returns a fresh copy, so it is safe to hand across threads
+# and to encode for the engine process's IPC as it is.
+StatsSnapshot = EngineStats
 
 
 @runtime_checkable

@@ -84,7 +84,6 @@ def run_engine_core(engine_args: Any, input_address: str, output_address: str, s
 
 
 def _step_loop(engine: Any, inputs: zmq.Socket, outputs: zmq.Socket, encoder: msgspec.msgpack.Encoder) -> None:
-    from revolta_api.engine_client import StatsSnapshot
     from revolta_engine.errors import RevoltaError
 
     decoder = msgspec.msgpack.Decoder(InputMessage)
@@ -115,6 +114,6 @@ def _step_loop(engine: Any, inputs: zmq.Socket, outputs: zmq.Socket, encoder: ms
             return
         if engine.has_unfinished_requests():
             step_outputs = engine.step()
-            outputs.send(encoder.encode(Outputs(step_outputs, StatsSnapshot.from_engine(engine.get_stats()))))
+            outputs.send(encoder.encode(Outputs(step_outputs, engine.get_stats())))
         elif changed:
-            outputs.send(encoder.encode(Outputs([], StatsSnapshot.from_engine(engine.get_stats()))))
+            outputs.send(encoder.encode(Outputs([], engine.get_stats())))

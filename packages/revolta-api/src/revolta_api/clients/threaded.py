@@ -47,7 +47,7 @@ class ThreadedEngineClient(StreamingClientBase):
         if self._thread is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._stats = StatsSnapshot.from_engine(self.engine.get_stats())
+        self._stats = self.engine.get_stats()
         self._thread = threading.Thread(target=self._run, name="revolta-engine", daemon=True)
         self._thread.start()
 
@@ -76,10 +76,10 @@ class ThreadedEngineClient(StreamingClientBase):
                 self._apply_commands(block=not busy)
                 if engine.has_unfinished_requests():
                     outputs = engine.step()
-                    stats = StatsSnapshot.from_engine(engine.get_stats())
+                    stats = engine.get_stats()
                     self._to_loop(self._deliver, outputs, stats)
                 elif busy is False:
-                    self._to_loop(self._set_stats, StatsSnapshot.from_engine(engine.get_stats()))
+                    self._to_loop(self._set_stats, engine.get_stats())
         except BaseException as exc:  # a crash in the step loop is a bug: fail everything, say why
             logger.exception("The engine loop crashed")
             self._to_loop(self._die, exc)

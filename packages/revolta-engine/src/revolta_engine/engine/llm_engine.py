@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -245,7 +246,7 @@ class LLMEngine:
         return bool(self.parents)
 
     def get_stats(self) -> EngineStats:
-        """Current load and cumulative counters."""
+        """A snapshot (a copy the caller owns) of the current load and cumulative counters."""
         s = self.stats
         s.num_running = len(self.scheduler.running)
         s.num_waiting = len(self.scheduler.waiting)
@@ -253,7 +254,7 @@ class LLMEngine:
         s.prefix_cache_queries = self.kv.prefix_stats.queries
         s.prefix_cache_hits = self.kv.prefix_stats.hits
         s.num_preemptions = self.scheduler.num_preemptions
-        return s
+        return dataclasses.replace(s)
 
     # ----------------------------------------------------------------------------------- step
     def step(self) -> list[RequestOutput]:
