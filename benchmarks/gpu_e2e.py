@@ -67,7 +67,7 @@ class _CapacityLog(logging.Handler):
             self.kv_tokens = int(m.group(1))
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default="benchmarks/configs/llama-3.1-8b")
     ap.add_argument("--dtype", default="float16")
@@ -75,17 +75,28 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--prefill-len", type=int, default=8192)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=None,
+                    help="the engine's token budget per step (default: the prefill length)")
     ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--no-async-scheduling", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def make_llm(args: argparse.Namespace) -> tuple[LLM, _CapacityLog]:
+    """The engine under test (dummy weights), with a log handler that catches the KV capacity line."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = _CapacityLog()
     logging.getLogger("revolta_engine").addHandler(log)
-
-    bw = copy_bandwidth()
     llm = LLM(args.config, load_format="dummy", dtype=args.dtype, max_model_len=args.prefill_len + 64,
-              max_num_seqs=args.concurrency, max_num_batched_tokens=args.prefill_len,
-              enforce_eager=args.enforce_eager, enable_prefix_caching=False)
+              max_num_seqs=args.concurrency, max_num_batched_tokens=args.max_num_batched_tokens or args.prefill_len,
+              enforce_eager=args.enforce_eager, enable_prefix_caching=False,
+              async_scheduling=not args.no_async_scheduling)
+    return llm, log
+
+
+def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) -> dict:
+    """Batch-1 decode, concurrent throughput and long-prompt prefill on ``llm``."""
     engine = llm.llm_engine
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
     vocab = int(engine.hf_config.vocab_size)
@@ -107,8 +118,10 @@ def main() -> None:
     t_pp = timed_generate(llm, pp, 1)
     prefill_tok_s = args.prefill_len / t_pp
 
-    result = {
+    return {
         "config": args.config, "dtype": args.dtype, "enforce_eager": args.enforce_eager,
+        "async_scheduling": engine.async_scheduling,
+        "max_num_batched_tokens": engine.scheduler.max_num_batched_tokens,
         "gpu": torch.cuda.get_device_name(), "copy_bandwidth_GBps": bw / 1e9,
         "weight_GB": weight_bytes / 1e9, "roofline_tok_s": roofline,
         "batch1_decode_tok_s": decode_tok_s, "batch1_fraction_of_roofline": decode_tok_s / roofline,
@@ -118,6 +131,13 @@ def main() -> None:
         "memory_log": [line for line in log.lines if "GPU memory" in line or "KV cache" in line
                        or "CUDA graphs" in line],
     }
+
+
+def main() -> None:
+    args = parse_args()
+    bw = copy_bandwidth()
+    llm, log = make_llm(args)
+    result = measure(llm, args, log, bw)
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -1,8 +1,10 @@
 """CUDA graphs for decode steps: captured once per batch-size bucket, replayed with padded inputs.
 
-Buckets are captured largest first so every graph shares one memory pool. Inputs are copied into
-static buffers; padding rows write their K/V nowhere (slot -1) and attend to one token of the null
-block, and their outputs are discarded.
+Buckets are captured largest first so every graph shares one memory pool. A graph reads its inputs
+straight from the runner's device input buffer at the offsets of its padded batch size (the runner
+packs a graphed step in that layout), and ends with the logits of every row, so a replay is one launch.
+Padding rows write their K/V nowhere (slot -1) and attend to one token of the null block; their outputs
+are discarded.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import torch
 
 from revolta_engine.forward_context import AttentionMetadata, ForwardContext, LayerKVCache, forward_context
+from revolta_engine.worker.input_buffers import Layout, StepBuffers
 
 logger = logging.getLogger(__name__)
 
@@ -28,34 +31,43 @@ def default_buckets(max_num_seqs: int) -> list[int]:
 
 
 class CudaGraphRunner:
-    """Owns the static input buffers and one captured graph per bucket of decode batch sizes."""
+    """One captured graph (inputs -> logits) per bucket of decode batch sizes."""
 
-    def __init__(self, model: Any, kv_caches: list[LayerKVCache], max_num_seqs: int, max_blocks_per_seq: int,
+    def __init__(self, model: Any, kv_caches: list[LayerKVCache], buffers: StepBuffers, max_num_seqs: int,
                  max_model_len: int, device: torch.device, buckets: list[int] | None = None) -> None:
         self.model = model
         self.kv_caches = kv_caches
+        self.buffers = buffers
         self.device = device
-        self.buckets = buckets or default_buckets(max_num_seqs)
+        self.buckets = buckets or default_buckets(min(max_num_seqs, buffers.max_seqs))
         self.max_bs = self.buckets[-1]
         self.max_model_len = max_model_len
-        n = self.max_bs
-        self.input_ids = torch.zeros(n, dtype=torch.int64, device=device)
-        self.positions = torch.zeros(n, dtype=torch.int64, device=device)
-        self.slot_mapping = torch.full((n,), -1, dtype=torch.int64, device=device)
-        self.block_tables = torch.zeros((n, max_blocks_per_seq), dtype=torch.int32, device=device)
-        self.context_lens = torch.ones(n, dtype=torch.int32, device=device)
-        self.query_start_loc = torch.arange(n + 1, dtype=torch.int32, device=device)
+        self._bucket_of = [next(b for b in self.buckets if b >= n) for n in range(self.max_bs + 1)]
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
         self.pool: Any = None
 
-    def _metadata(self, bs: int) -> AttentionMetadata:
-        return AttentionMetadata(self.slot_mapping[:bs], self.block_tables[:bs], self.context_lens[:bs],
-                                 self.query_start_loc[:bs + 1], 1, self.max_model_len)
+    def layout(self, bs: int) -> Layout:
+        """Where a graphed step of padded batch ``bs`` keeps its inputs in the device buffer."""
+        return Layout(bs, bs, self.buffers.max_width, bs, bs)
 
     def _forward(self, bs: int) -> torch.Tensor:
-        with forward_context(ForwardContext(self._metadata(bs), self.kv_caches)):
-            return self.model(self.input_ids[:bs], self.positions[:bs])
+        v = self.buffers.views(self.layout(bs))
+        meta = AttentionMetadata(v["slot_mapping"], v["block_tables"], v["context_lens"], v["query_start_loc"],
+                                 1, self.max_model_len)
+        with forward_context(ForwardContext(meta, self.kv_caches)):
+            hidden = self.model(v["input_ids"], v["positions"])
+        return self.model.compute_logits(hidden)
+
+    def _fill_padding(self, bs: int) -> None:
+        """Inputs of a batch made only of padding rows, for warm-up and capture."""
+        v = self.buffers.views(self.layout(bs))
+        v["input_ids"].zero_()
+        v["positions"].zero_()
+        v["slot_mapping"].fill_(-1)
+        v["context_lens"].fill_(1)
+        v["block_tables"].zero_()
+        v["query_start_loc"].copy_(torch.arange(bs + 1, dtype=torch.int32, device=self.device))
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -63,6 +75,7 @@ class CudaGraphRunner:
         start = time.perf_counter()
         before = torch.cuda.mem_get_info(self.device)[0]
         for bs in sorted(self.buckets, reverse=True):
+            self._fill_padding(bs)
             self._forward(bs)  # warm-up: lazy inits and autotuning happen outside the graph
             torch.cuda.synchronize(self.device)
             graph = torch.cuda.CUDAGraph()
@@ -80,19 +93,14 @@ class CudaGraphRunner:
     def can_run(self, num_seqs: int, max_query_len: int) -> bool:
         return max_query_len == 1 and num_seqs <= self.max_bs and bool(self.graphs)
 
-    def run(self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionMetadata) -> torch.Tensor:
-        """Replay the smallest graph that fits; returns hidden states of the real rows."""
-        n = input_ids.shape[0]
-        bs = next(b for b in self.buckets if b >= n)
-        self.input_ids[:n].copy_(input_ids, non_blocking=True)
-        self.positions[:n].copy_(positions, non_blocking=True)
-        self.slot_mapping[:n].copy_(attn.slot_mapping, non_blocking=True)
-        width = attn.block_tables.shape[1]
-        self.block_tables[:n, :width].copy_(attn.block_tables, non_blocking=True)
-        self.context_lens[:n].copy_(attn.context_lens, non_blocking=True)
-        if bs > n:
-            self.slot_mapping[n:bs].fill_(-1)
-            self.context_lens[n:bs].fill_(1)
-            self.block_tables[n:bs].zero_()
+    def bucket(self, num_seqs: int) -> int:
+        """The smallest captured batch size that holds ``num_seqs`` rows."""
+        return self._bucket_of[num_seqs]
+
+    def run(self, bs: int) -> torch.Tensor:
+        """Replay bucket ``bs`` (inputs already in the device buffer); float32 logits of all ``bs`` rows.
+
+        The tensor is the graph's static output: the next replay overwrites it.
+        """
         self.graphs[bs].replay()
-        return self.outputs[bs][:n]
+        return self.outputs[bs]
