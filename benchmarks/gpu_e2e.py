@@ -75,8 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--prefill-len", type=int, default=8192)
-    ap.add_argument("--max-num-batched-tokens", type=int, default=None,
-                    help="the engine's token budget per step (default: the prefill length)")
+    ap.add_argument("--max-num-batched-tokens", type=int, default=16384,
+                    help="the engine's token budget per step (16384: vLLM's offline default on GPUs of 70+ GiB)")
     ap.add_argument("--enforce-eager", action="store_true")
     ap.add_argument("--no-async-scheduling", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
@@ -89,7 +89,7 @@ def make_llm(args: argparse.Namespace) -> tuple[LLM, _CapacityLog]:
     log = _CapacityLog()
     logging.getLogger("revolta_engine").addHandler(log)
     llm = LLM(args.config, load_format="dummy", dtype=args.dtype, max_model_len=args.prefill_len + 64,
-              max_num_seqs=args.concurrency, max_num_batched_tokens=args.max_num_batched_tokens or args.prefill_len,
+              max_num_seqs=args.concurrency, max_num_batched_tokens=max(args.max_num_batched_tokens, args.prefill_len),
               enforce_eager=args.enforce_eager, enable_prefix_caching=False,
               async_scheduling=not args.no_async_scheduling)
     return llm, log

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
 from collections import defaultdict
 from pathlib import Path
 
@@ -121,12 +122,26 @@ def host_phases(llm, prompts, max_tokens: int) -> dict:
             "host_us_per_step": timer.per_step_us(steps)}
 
 
-def graph_gpu_ms(engine, bs: int, reps: int = 50) -> float | None:
-    """Device time of one replay of the bucket-``bs`` graph (inputs as the last step left them)."""
+def graph_gpu_ms(engine, bs: int, ctx: int, reps: int = 30) -> float | None:
+    """Device time of one replay of the bucket-``bs`` graph with every row at context ``ctx``.
+
+    Call with the engine idle: it writes synthetic inputs (distinct valid blocks, no KV writes) into the
+    graph's input buffer.
+    """
     graphs = engine.runner.graph_runner
-    if graphs is None or bs not in graphs.graphs:
+    if graphs is None or bs not in graphs.buckets:
         return None
-    g = graphs.graphs[bs]
+    dev = engine.device
+    nb = -(-ctx // engine.kv.block_size)
+    width = graphs.width(nb)
+    v = graphs.buffers.views(graphs.layout(bs, width))
+    v["input_ids"].copy_(torch.randint(100, 1000, (bs,), device=dev))
+    v["positions"].fill_(ctx - 1)
+    v["slot_mapping"].fill_(-1)
+    v["context_lens"].fill_(ctx)
+    v["query_start_loc"].copy_(torch.arange(bs + 1, dtype=torch.int32, device=dev))
+    v["block_tables"][:, :nb].copy_(torch.arange(1, 1 + bs * nb, dtype=torch.int32, device=dev).view(bs, nb))
+    g = graphs.graphs[bs, width]
     for _ in range(3):
         g.replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -179,9 +194,10 @@ def kernel_table(prof, path: Path, steps: int) -> str:
 
 def main() -> None:
     argv = sys.argv[1:]
-    out_dir = Path(argv[argv.index("--out-dir") + 1]) if "--out-dir" in argv else Path("bench_out/profile")
+    out_dir = Path("bench_out/profile")
     if "--out-dir" in argv:
         i = argv.index("--out-dir")
+        out_dir = Path(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
     args = parse_args(argv)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -190,52 +206,78 @@ def main() -> None:
     def say(line: str) -> None:
         print(line, flush=True)
         summary.append(line)
+        (out_dir / "summary.txt").write_text("\n".join(summary))
+
+    def section(name: str, fn) -> None:
+        try:
+            fn()
+        except Exception:  # one failed section must not cost the others (device time is scarce)
+            say(f"section {name} failed:\n{traceback.format_exc()}")
 
     bw = copy_bandwidth()
     llm, log = make_llm(args)
     engine = llm.llm_engine
     vocab = int(engine.hf_config.vocab_size)
-    timed_generate(llm, random_prompts(2, 64, vocab, 0), 8)  # warm-up
 
-    result: dict = {"copy_bandwidth_GBps": bw / 1e9}
+    def e2e() -> None:
+        result = measure(llm, args, log, bw)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2))
+        say(json.dumps({k: v for k, v in result.items() if k != "memory_log"}, indent=1))
+
+    section("e2e", e2e)
+    phases: dict = {"copy_bandwidth_GBps": bw / 1e9}
     p1 = random_prompts(1, args.input_len, vocab, 1)
     pn = random_prompts(args.concurrency, args.input_len, vocab, 2)
-    for name, prompts in (("batch1", p1), (f"batch{args.concurrency}", pn)):
-        ph = host_phases(llm, prompts, 96)
-        ph["graph_replay_gpu_ms"] = graph_gpu_ms(engine, engine.runner.graph_runner.bucket(len(prompts))
-                                                  if engine.runner.graph_runner else 0)
-        result[name] = ph
-        say(f"{name}: wall {ph['wall_ms_per_step']:.3f} ms/step, graph replay alone "
-            f"{ph['graph_replay_gpu_ms']} ms; host per step (us): {json.dumps(ph['host_us_per_step'])}")
-    engine.async_scheduling = False
-    ph = host_phases(llm, p1, 96)
-    engine.async_scheduling = True
-    result["batch1_sync"] = ph
-    say(f"batch1 synchronous loop: wall {ph['wall_ms_per_step']:.3f} ms/step; "
-        f"host (us): {json.dumps(ph['host_us_per_step'])}")
-    (out_dir / "host_phases.json").write_text(json.dumps(result, indent=2))
 
+    def host() -> None:
+        for name, prompts in (("batch1", p1), (f"batch{args.concurrency}", pn)):
+            ph = phases[name] = host_phases(llm, prompts, 96)
+            say(f"{name}: wall {ph['wall_ms_per_step']:.3f} ms/step; host per step (us): "
+                f"{json.dumps(ph['host_us_per_step'])}")
+        engine.async_scheduling = False
+        ph = phases["batch1_sync"] = host_phases(llm, p1, 96)
+        engine.async_scheduling = True
+        say(f"batch1 synchronous loop: wall {ph['wall_ms_per_step']:.3f} ms/step; "
+            f"host (us): {json.dumps(ph['host_us_per_step'])}")
+        (out_dir / "host_phases.json").write_text(json.dumps(phases, indent=2))
+
+    section("host phases", host)
     acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    for name, prompts, n in (("decode_batch1", p1, 12), (f"decode_batch{args.concurrency}", pn, 8)):
-        prof = profile(activities=acts)
-        run_steps(engine, prompts, 40, n, prof)
-        say(f"== {name}\n" + kernel_table(prof, out_dir / f"kernels_{name}.txt", n))
-    pp = random_prompts(1, args.prefill_len, vocab, 3)
-    timed_generate(llm, pp, 1)
-    with profile(activities=acts) as prof:
+
+    def kernels() -> None:
+        for name, prompts, n in (("decode_batch1", p1, 12), (f"decode_batch{args.concurrency}", pn, 8)):
+            prof = profile(activities=acts)
+            run_steps(engine, prompts, 40, n, prof)
+            say(f"== {name}\n" + kernel_table(prof, out_dir / f"kernels_{name}.txt", n))
+        pp = random_prompts(1, args.prefill_len, vocab, 3)
         timed_generate(llm, pp, 1)
-    say(f"== prefill{args.prefill_len}\n" + kernel_table(prof, out_dir / "kernels_prefill.txt", 1))
+        with profile(activities=acts) as prof:
+            timed_generate(llm, pp, 1)
+        say(f"== prefill{args.prefill_len}\n" + kernel_table(prof, out_dir / "kernels_prefill.txt", 1))
 
-    gemv = gemv_rates(engine.model, [1, args.concurrency])
-    (out_dir / "gemv.json").write_text(json.dumps(gemv, indent=2))
-    for g in gemv:
-        say(f"linear rows={g['rows']:<3} {g['name']:<13} {g['shape']}: {g['us']:8.1f} us  {g['GBps']:7.0f} GB/s")
+    section("kernel tables", kernels)
 
-    e2e = measure(llm, args, log, bw)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(e2e, indent=2))
-    say(json.dumps({k: v for k, v in e2e.items() if k != "memory_log"}, indent=1))
-    (out_dir / "summary.txt").write_text("\n".join(summary))
+    def gemv() -> None:
+        rates = gemv_rates(engine.model, [1, args.concurrency])
+        default = torch.backends.cuda.preferred_blas_library()
+        try:
+            torch.backends.cuda.preferred_blas_library("cublaslt")
+            rates += [{**r, "name": r["name"] + "/lt"} for r in gemv_rates(engine.model, [1])]
+        finally:
+            torch.backends.cuda.preferred_blas_library(default)
+        (out_dir / "gemv.json").write_text(json.dumps(rates, indent=2))
+        for g in rates:
+            say(f"linear rows={g['rows']:<3} {g['name']:<13} {g['shape']}: {g['us']:8.1f} us {g['GBps']:7.0f} GB/s")
+
+    section("gemv", gemv)
+
+    def replay() -> None:
+        ctx = args.input_len + args.output_len // 2
+        for bs in (1, args.concurrency):
+            say(f"graph replay alone, batch {bs} at context {ctx}: {graph_gpu_ms(engine, bs, ctx):.3f} ms")
+
+    section("graph replay", replay)
 
 
 if __name__ == "__main__":

@@ -338,7 +338,7 @@ class LLMEngine:
             tokens = self.sampler.sample(logits, rows)
             self.runner.record_sampled(tokens, [s.request.request_id for s in completing])
             if any(r.params.logprobs is not None for r in rows):
-                kept_logits = logits.clone()  # a graph's logits are overwritten by its next replay
+                kept_logits = logits  # read once the tokens are back
             pending = self._host_tokens.start(tokens)
         for s in sched.scheduled:
             self.scheduler.advance(s)

@@ -1,10 +1,14 @@
-"""CUDA graphs for decode steps: captured once per batch-size bucket, replayed with padded inputs.
+"""CUDA graphs for decode steps: captured once per (batch size, context) bucket, replayed with padded inputs.
 
-Buckets are captured largest first so every graph shares one memory pool. A graph reads its inputs
-straight from the runner's device input buffer at the offsets of its padded batch size (the runner
-packs a graphed step in that layout), and ends with the logits of every row, so a replay is one launch.
-Padding rows write their K/V nowhere (slot -1) and attend to one token of the null block; their outputs
-are discarded.
+Graphs are captured largest first so they all share one memory pool. A graph reads its inputs straight
+from the runner's device input buffer at the offsets of its bucket's layout (the runner packs a graphed
+step in that layout), so a replay needs no copies. Padding rows write their K/V nowhere (slot -1) and
+attend to one token of the null block; their outputs are discarded.
+
+The context bucket is the width of the block table. The decode attention plans its context splits
+from that width when the graph is captured, so a graph sized for the longest possible context would
+split short contexts into mostly empty pieces; a few widths (1K, 4K, 16K, ... tokens and the maximum)
+keep the split plan within 4x of the batch's real longest context.
 """
 
 from __future__ import annotations
@@ -21,6 +25,16 @@ from revolta_engine.worker.input_buffers import Layout, StepBuffers
 logger = logging.getLogger(__name__)
 
 
+def context_buckets(max_blocks: int, smallest: int = 64, factor: int = 4) -> list[int]:
+    """Block-table widths to capture: ``smallest`` blocks, then x``factor`` each, and ``max_blocks``."""
+    widths = []
+    w = smallest
+    while w < max_blocks:
+        widths.append(w)
+        w *= factor
+    return widths + [max_blocks]
+
+
 def default_buckets(max_num_seqs: int) -> list[int]:
     """1, 2, 4, 8, then every 8 up to ``max_num_seqs`` (vLLM's shape of buckets)."""
     sizes = [b for b in (1, 2, 4) if b <= max_num_seqs]
@@ -31,7 +45,7 @@ def default_buckets(max_num_seqs: int) -> list[int]:
 
 
 class CudaGraphRunner:
-    """One captured graph (inputs -> logits) per bucket of decode batch sizes."""
+    """One captured graph (inputs -> final hidden states) per bucket of decode batch size and context."""
 
     def __init__(self, model: Any, kv_caches: list[LayerKVCache], buffers: StepBuffers, max_num_seqs: int,
                  max_model_len: int, device: torch.device, buckets: list[int] | None = None) -> None:
@@ -43,25 +57,26 @@ class CudaGraphRunner:
         self.max_bs = self.buckets[-1]
         self.max_model_len = max_model_len
         self._bucket_of = [next(b for b in self.buckets if b >= n) for n in range(self.max_bs + 1)]
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[int, torch.Tensor] = {}
+        self.widths = context_buckets(buffers.max_width)
+        self.block_size = kv_caches[0].key.shape[2] if kv_caches else 16
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
         self.pool: Any = None
 
-    def layout(self, bs: int) -> Layout:
-        """Where a graphed step of padded batch ``bs`` keeps its inputs in the device buffer."""
-        return Layout(bs, bs, self.buffers.max_width, bs, bs)
+    def layout(self, bs: int, width: int) -> Layout:
+        """Where a graphed step of padded batch ``bs`` and block tables ``width`` wide keeps its inputs."""
+        return Layout(bs, bs, width, bs, bs)
 
-    def _forward(self, bs: int) -> torch.Tensor:
-        v = self.buffers.views(self.layout(bs))
+    def _forward(self, bs: int, width: int) -> torch.Tensor:
+        v = self.buffers.views(self.layout(bs, width))
         meta = AttentionMetadata(v["slot_mapping"], v["block_tables"], v["context_lens"], v["query_start_loc"],
-                                 1, self.max_model_len)
+                                 1, width * self.block_size)
         with forward_context(ForwardContext(meta, self.kv_caches)):
-            hidden = self.model(v["input_ids"], v["positions"])
-        return self.model.compute_logits(hidden)
+            return self.model(v["input_ids"], v["positions"])
 
-    def _fill_padding(self, bs: int) -> None:
+    def _fill_padding(self, bs: int, width: int) -> None:
         """Inputs of a batch made only of padding rows, for warm-up and capture."""
-        v = self.buffers.views(self.layout(bs))
+        v = self.buffers.views(self.layout(bs, width))
         v["input_ids"].zero_()
         v["positions"].zero_()
         v["slot_mapping"].fill_(-1)
@@ -75,20 +90,22 @@ class CudaGraphRunner:
         start = time.perf_counter()
         before = torch.cuda.mem_get_info(self.device)[0]
         for bs in sorted(self.buckets, reverse=True):
-            self._fill_padding(bs)
-            self._forward(bs)  # warm-up: lazy inits and autotuning happen outside the graph
-            torch.cuda.synchronize(self.device)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.pool):
-                out = self._forward(bs)
-            if self.pool is None:
-                self.pool = graph.pool()
-            self.graphs[bs] = graph
-            self.outputs[bs] = out
+            for width in sorted(self.widths, reverse=True):
+                self._fill_padding(bs, width)
+                self._forward(bs, width)  # warm-up: lazy inits and autotuning happen outside the graph
+                torch.cuda.synchronize(self.device)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool):
+                    out = self._forward(bs, width)
+                if self.pool is None:
+                    self.pool = graph.pool()
+                self.graphs[bs, width] = graph
+                self.outputs[bs, width] = out
         torch.cuda.synchronize(self.device)
         used = before - torch.cuda.mem_get_info(self.device)[0]
-        logger.info("Captured CUDA graphs for %d decode batch sizes (1..%d) in %.1f s using %.0f MiB",
-                    len(self.buckets), self.max_bs, time.perf_counter() - start, used / 2**20)
+        logger.info("Captured CUDA graphs for %d decode batch sizes (1..%d) x %d context sizes (up to %d tokens) "
+                    "in %.1f s using %.0f MiB", len(self.buckets), self.max_bs, len(self.widths),
+                    self.widths[-1] * self.block_size, time.perf_counter() - start, used / 2**20)
 
     def can_run(self, num_seqs: int, max_query_len: int) -> bool:
         return max_query_len == 1 and num_seqs <= self.max_bs and bool(self.graphs)
@@ -97,10 +114,14 @@ class CudaGraphRunner:
         """The smallest captured batch size that holds ``num_seqs`` rows."""
         return self._bucket_of[num_seqs]
 
-    def run(self, bs: int) -> torch.Tensor:
-        """Replay bucket ``bs`` (inputs already in the device buffer); float32 logits of all ``bs`` rows.
+    def width(self, num_blocks: int) -> int:
+        """The narrowest captured block-table width that holds ``num_blocks`` blocks."""
+        return next(w for w in self.widths if w >= num_blocks)
+
+    def run(self, bs: int, width: int) -> torch.Tensor:
+        """Replay a bucket (inputs already in the device buffer); hidden states of all ``bs`` rows.
 
         The tensor is the graph's static output: the next replay overwrites it.
         """
-        self.graphs[bs].replay()
-        return self.outputs[bs]
+        self.graphs[bs, width].replay()
+        return self.outputs[bs, width]

@@ -28,7 +28,7 @@ class BatchInputs:
     positions: torch.Tensor
     attn: AttentionMetadata
     logits_indices: torch.Tensor  # rows whose last token gets sampled
-    graph_batch: int | None = None  # the CUDA graph bucket this batch is padded to, if graphed
+    graph_bucket: tuple[int, int] | None = None  # (padded batch, block-table width) of its CUDA graph
 
 
 class ModelRunner:
@@ -60,12 +60,14 @@ class ModelRunner:
         self._sampled = token_ids
         self._sampled_rows = {rid: i for i, rid in enumerate(request_ids)}
 
-    def _graph_batch(self, scheduled: list[ScheduledRequest], use_graphs: bool) -> int | None:
+    def _graph_bucket(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
+                      use_graphs: bool) -> tuple[int, int] | None:
         graphs = self.graph_runner
         if not use_graphs or graphs is None:
             return None
-        max_q = max(s.num_new_tokens for s in scheduled)
-        return graphs.bucket(len(scheduled)) if graphs.can_run(len(scheduled), max_q) else None
+        if not graphs.can_run(len(scheduled), max(s.num_new_tokens for s in scheduled)):
+            return None
+        return graphs.bucket(len(scheduled)), graphs.width(max(len(t) for t in block_tables))
 
     def prepare(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
                 use_graphs: bool = True) -> BatchInputs:
@@ -73,9 +75,10 @@ class ModelRunner:
         bs = self.block_size
         n = len(scheduled)
         num_tokens = sum(s.num_new_tokens for s in scheduled)
-        graph_batch = self._graph_batch(scheduled, use_graphs)
-        if graph_batch is not None:
-            layout = Layout(graph_batch, graph_batch, self.max_blocks_per_seq, graph_batch, graph_batch)
+        graph_bucket = self._graph_bucket(scheduled, block_tables, use_graphs)
+        graph_batch = graph_bucket[0] if graph_bucket is not None else None
+        if graph_bucket is not None:
+            layout = self.graph_runner.layout(*graph_bucket)
         else:
             layout = Layout(num_tokens, n, max(1, max(len(t) for t in block_tables)), n, n)
         assert self.buffers.fits(layout), f"step of {num_tokens} tokens / {n} sequences exceeds the input buffers"
@@ -128,9 +131,9 @@ class ModelRunner:
         attn = AttentionMetadata(
             slot_mapping=v["slot_mapping"], block_tables=v["block_tables"], context_lens=v["context_lens"],
             query_start_loc=v["query_start_loc"], max_query_len=max(s.num_new_tokens for s in scheduled),
-            max_context_len=self.max_model_len if graph_batch is not None else max_ctx,
+            max_context_len=layout.width * bs if graph_bucket is not None else max_ctx,
         )
-        return BatchInputs(v["input_ids"], v["positions"], attn, v["logits_indices"][:num_rows], graph_batch)
+        return BatchInputs(v["input_ids"], v["positions"], attn, v["logits_indices"][:num_rows], graph_bucket)
 
     def _views(self, layout: Layout, cache: bool) -> dict[str, torch.Tensor]:
         if not cache:
@@ -159,13 +162,12 @@ class ModelRunner:
         """
         # CUDA graphs capture attention-only models; hybrid models' state metadata is not part of them
         batch = self.prepare(scheduled, block_tables, use_graphs=state_slots is None)
-        if batch.graph_batch is not None:
-            logits = self.graph_runner.run(batch.graph_batch)
-            num_rows = batch.logits_indices.shape[0]
-            if num_rows == len(scheduled):  # every row samples: rows 0..n-1 in order
-                return logits[:num_rows]
-            return logits.index_select(0, batch.logits_indices)
-        state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
-        with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
-            hidden = self.model(batch.input_ids, batch.positions)
+        if batch.graph_bucket is not None:
+            hidden = self.graph_runner.run(*batch.graph_bucket)
+            if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
+                return self.model.compute_logits(hidden[:len(scheduled)])
+        else:
+            state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
+            with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
+                hidden = self.model(batch.input_ids, batch.positions)
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))
