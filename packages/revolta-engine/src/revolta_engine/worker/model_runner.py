@@ -111,6 +111,7 @@ class ModelRunner:
                 feed_src[num_feeds] = self._sampled_rows[req.request_id]
                 num_feeds += 1
             bt[i, :len(table)] = table
+            bt[i, len(table):] = 0  # the CPU attention reads whole rows: no stale block ids
             off += k
             qsl[i + 1] = off
             ctx[i] = end
