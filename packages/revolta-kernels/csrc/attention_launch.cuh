@@ -3,9 +3,18 @@
 
 #include "revolta_kernels.h"
 #include "decode.cuh"
+#include "decode_frag.cuh"
 #include "prefill.cuh"
+#include "prefill_frag.cuh"
 
 namespace revolta {
+
+// Kernel choice (api.cu). Variant 0 picks the best kernel for the case; 1 forces the generic kernels
+// (decode.cuh, prefill.cuh); 2 and up name alternative frag configurations, for benchmarks that tune
+// the defaults. The frag kernels run only on devices where revolta_frag_layout_probe() succeeded.
+int decode_variant();
+int prefill_variant();
+bool frag_layout_ok();
 
 // Opt a kernel into its dynamic shared memory once, then report/launch. `configured` is per
 // instantiation; the race on it is benign (every caller sets the same attribute).

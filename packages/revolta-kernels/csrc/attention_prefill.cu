@@ -1,12 +1,41 @@
-// Prefill launcher: paged_prefill_kernel (prefill.cuh).
+// Prefill launchers: paged_prefill_frag_kernel (head_dim 64/128 on GPUs with the known fragment layout)
+// or paged_prefill_kernel (prefill.cuh) everywhere else.
 #include "attention_launch.cuh"
 
 namespace revolta {
 namespace {
 
-// paged_prefill_kernel: four warps of 2 x 16 rows (d64/d128) or 1 x 16 rows (d256, register budget).
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB>
+cudaError_t prefill_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
+  using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
+  static bool configured = false;
+  const int group = occ ? 1 : p.num_heads / p.num_kv_heads;
+  dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, 1);
+  return launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB>, C::NT, C::SMEM_BYTES,
+                         configured, grid, p, stream, occ);
+}
+
+template <int D, int KIND>
+cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
+  if constexpr (D == 128 && KIND == KV_F16) {  // alternatives for tuning (8K causal benchmark)
+    switch (prefill_variant()) {
+      case 3: return prefill_frag_cfg<D, KIND, 8, 1, 64, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 4: return prefill_frag_cfg<D, KIND, 8, 1, 32, true, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 5: return prefill_frag_cfg<D, KIND, 4, 1, 64, true, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 6: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 7: return prefill_frag_cfg<D, KIND, 4, 1, 32, true, 2>(p, num_seqs, max_query_len, stream, occ);
+      default: break;
+    }
+  }
+  return prefill_frag_cfg<D, KIND, 4, 2, 32, true, 1>(p, num_seqs, max_query_len, stream, occ);
+}
+
+// Generic: four warps of 2 x 16 rows (d64/d128) or 1 x 16 rows (d256, register budget).
 template <int D, int KIND>
 cudaError_t prefill_one(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
+  if constexpr (D <= 128) {
+    if (prefill_variant() != 1 && frag_layout_ok()) return prefill_frag<D, KIND>(p, num_seqs, max_query_len, stream, occ);
+  }
   constexpr int WM = 4, RF = D == 256 ? 1 : 2, BN = D == 64 ? 64 : 32;
   using C = PrefillCfg<D, KIND, WM, RF, BN>;
   static bool configured = false;
