@@ -16,14 +16,17 @@ from revolta_kernels import native_ops, ops, reference
 # (label, decode variant, forced context splits or None for the occupancy model)
 DECODE_VARIANTS = [
     ("generic (decode.cuh)", 1, None),
-    ("frag default: 4 warps, 2 stages", 0, None),
+    ("frag default: 4w, 2 stages, L2 prefetch", 0, None),
     ("frag default, 2 splits", 0, 2),
-    ("frag 4 warps, 3 stages", 3, None),
-    ("frag 4 warps, 2 stages, 3 blocks/SM", 4, None),
-    ("frag 8 warps, 2 stages", 5, None),
-    ("frag 8 warps, 2 stages, 2 splits", 5, 2),
-    ("frag 2 warps, 3 stages", 6, None),
-    ("frag 2 warps, 3 stages, 2 splits", 6, 2),
+    ("frag 4w, 2 stages, no prefetch", 2, None),
+    ("frag 4w, 3 stages, no prefetch", 3, None),
+    ("frag 4w, 3 stages, prefetch", 7, None),
+    ("frag 4w, 1 stage, prefetch, 3 blocks/SM", 4, None),
+    ("frag 4w, 1 stage, prefetch, 3 blk, 3 splits", 4, 3),
+    ("frag 8w, 2 stages, prefetch", 5, None),
+    ("frag 8w, 2 stages, prefetch, 2 splits", 5, 2),
+    ("frag 2w, 3 stages, prefetch, 4 blocks/SM", 6, None),
+    ("frag 2w, 3 stages, prefetch, 2 splits", 6, 2),
 ]
 PREFILL_VARIANTS = [
     ("generic (prefill.cuh)", 1),

@@ -24,13 +24,13 @@ cudaError_t decode_cfg(const AttnParams& p, int num_seqs, int max_query_len, cud
   return reduce_splits(p, D, stream);
 }
 
-template <int D, int KIND, int NW, int STAGES, int MINB, bool ROWS8>
+template <int D, int KIND, int NW, int STAGES, int MINB, bool ROWS8, bool PF>
 cudaError_t decode_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   using C = DecodeFragCfg<D, NW, ROWS8>;
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + 15) / 16, p.num_splits);
-  cudaError_t e = launch_or_query(paged_decode_frag_kernel<D, KIND, NW, STAGES, MINB, ROWS8>, C::NT, C::SMEM_BYTES,
+  cudaError_t e = launch_or_query(paged_decode_frag_kernel<D, KIND, NW, STAGES, MINB, ROWS8, PF>, C::NT, C::SMEM_BYTES,
                                   configured, grid, p, stream, occ);
   if (e != cudaSuccess || occ || p.num_splits == 1) return e;
   return reduce_splits(p, D, stream);
@@ -43,15 +43,17 @@ cudaError_t decode_frag(const AttnParams& p, int num_seqs, int max_query_len, in
   const bool rows8 = rows <= 8;
   if constexpr (D == 128 && KIND == KV_I8) {  // alternatives for tuning (32 x 4K int8 benchmark)
     if (rows8) switch (decode_variant()) {
-        case 3: return decode_frag_cfg<D, KIND, 4, 3, 2, true>(p, num_seqs, max_query_len, stream, occ);
-        case 4: return decode_frag_cfg<D, KIND, 4, 2, 3, true>(p, num_seqs, max_query_len, stream, occ);
-        case 5: return decode_frag_cfg<D, KIND, 8, 2, 1, true>(p, num_seqs, max_query_len, stream, occ);
-        case 6: return decode_frag_cfg<D, KIND, 2, 3, 4, true>(p, num_seqs, max_query_len, stream, occ);
+        case 2: return decode_frag_cfg<D, KIND, 4, 2, 2, true, false>(p, num_seqs, max_query_len, stream, occ);
+        case 3: return decode_frag_cfg<D, KIND, 4, 3, 2, true, false>(p, num_seqs, max_query_len, stream, occ);
+        case 4: return decode_frag_cfg<D, KIND, 4, 1, 3, true, true>(p, num_seqs, max_query_len, stream, occ);
+        case 5: return decode_frag_cfg<D, KIND, 8, 2, 1, true, true>(p, num_seqs, max_query_len, stream, occ);
+        case 6: return decode_frag_cfg<D, KIND, 2, 3, 4, true, true>(p, num_seqs, max_query_len, stream, occ);
+        case 7: return decode_frag_cfg<D, KIND, 4, 3, 2, true, true>(p, num_seqs, max_query_len, stream, occ);
         default: break;
       }
   }
-  return rows8 ? decode_frag_cfg<D, KIND, 4, 2, 2, true>(p, num_seqs, max_query_len, stream, occ)
-               : decode_frag_cfg<D, KIND, 4, 2, 2, false>(p, num_seqs, max_query_len, stream, occ);
+  return rows8 ? decode_frag_cfg<D, KIND, 4, 2, 2, true, true>(p, num_seqs, max_query_len, stream, occ)
+               : decode_frag_cfg<D, KIND, 4, 2, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
 }
 
 // 16 packed rows per block with 16x16x16 WMMA and 64-key tiles by default. One-byte KV (int8/fp8), d128, with

@@ -18,6 +18,8 @@
 //    column order that the final store undoes.
 //  - int8: the K scale multiplies S in fp32 (K bytes convert to fp16 exactly); the V scale multiplies V
 //    in fp16, as in the generic kernel.
+// PREFETCH: besides the STAGES steps loaded into registers, the warp asks L2 for the step after those
+// (prefetch.global.L2, no registers held), so the register loads mostly hit L2.
 #pragma once
 
 #include <mma.h>
@@ -66,7 +68,11 @@ __device__ __forceinline__ uint32_t u4_word(const uint4& x, int j) {
   return j == 0 ? x.x : j == 1 ? x.y : j == 2 ? x.z : x.w;
 }
 
-template <int D, int KIND, int NW, int STAGES, int MINB, bool ROWS8>
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
+template <int D, int KIND, int NW, int STAGES, int MINB, bool ROWS8, bool PREFETCH>
 __global__ void __launch_bounds__(32 * NW, MINB)
 paged_decode_frag_kernel(const AttnParams p) {
   using namespace nvcuda;
@@ -166,6 +172,15 @@ paged_decode_frag_kernel(const AttnParams p) {
     }
   };
 
+  // L2 prefetch of a whole step: K and V are 16 * D contiguous bytes each (one page, one head).
+  auto prefetch = [&](int i, int page) {
+    const int k0 = step_key(i);
+    const size_t tok0 = static_cast<size_t>(page) * blk_stride + head_tok + (k0 & bmask);
+    constexpr int LINES = 16 * D / 128;  // 128-byte lines per tensor
+    if (lane < 2 * LINES) prefetch_l2((lane < LINES ? kc : vc) + tok0 * D + 128 * (lane % LINES));
+    if (KIND == KV_I8 && lane >= 30) prefetch_l2((lane == 30 ? p.k_scales : p.v_scales) + tok0);
+  };
+
   auto compute = [&](const Stage& st, int i) {
     const int k0 = step_key(i);
     // S = Q K^T for the 16 keys of the step (rows x keys), K dequantised into matrix_b fragments.
@@ -261,13 +276,21 @@ paged_decode_frag_kernel(const AttnParams p) {
     }
   };
 
+  // page_next[s]: page of the step loaded next into stage s, read one round earlier; page_far[s]: the
+  // step after that (prefetched into L2 when it is read).
   Stage st[STAGES];
-  int page_next[STAGES];
+  int page_next[STAGES], page_far[STAGES];
 #pragma unroll
   for (int s = 0; s < STAGES; ++s)
     if (s < nloc) issue(st[s], s, page_of(s));
 #pragma unroll
-  for (int s = 0; s < STAGES; ++s) page_next[s] = page_of(s + STAGES);
+  for (int s = 0; s < STAGES; ++s) {
+    page_next[s] = page_of(s + STAGES);
+    if (PREFETCH) page_far[s] = page_of(s + 2 * STAGES);
+  }
+#pragma unroll
+  for (int s = 0; s < STAGES; ++s)
+    if (PREFETCH && s + STAGES < nloc) prefetch(s + STAGES, page_next[s]);
   for (int base = 0; base < nloc; base += STAGES) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
@@ -276,7 +299,13 @@ paged_decode_frag_kernel(const AttnParams p) {
         compute(st[s], i);
         if (i + STAGES < nloc) {
           issue(st[s], i + STAGES, page_next[s]);
-          page_next[s] = page_of(i + 2 * STAGES);
+          if (PREFETCH) {
+            if (i + 2 * STAGES < nloc) prefetch(i + 2 * STAGES, page_far[s]);
+            page_next[s] = page_far[s];
+            page_far[s] = page_of(i + 3 * STAGES);
+          } else {
+            page_next[s] = page_of(i + 2 * STAGES);
+          }
         }
       }
     }

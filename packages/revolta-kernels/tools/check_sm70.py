@@ -90,12 +90,14 @@ def kernels() -> list[Kernel]:
                 if kind != 0:
                     for rows8 in ("true", "false"):
                         ks.append(_decode_frag(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
-                                               d, kind, 4, 2, 2, rows8))
+                                               d, kind, 4, 2, 2, rows8, "true"))
                 ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, 4, 2, 32, "true", 1))
         ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
     # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
-    for nw, st, mb in ((4, 3, 2), (4, 2, 3), (8, 2, 1), (2, 3, 4)):
-        ks.append(_decode_frag(f"decode-frag d128 int8 {nw}w {st}st {mb}b", 128, 1, nw, st, mb, "true"))
+    for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
+                           (2, 3, 4, "true"), (4, 3, 2, "true")):
+        ks.append(_decode_frag(f"decode-frag d128 int8 {nw}w {st}st {mb}b{' pf' if pf == 'true' else ''}",
+                               128, 1, nw, st, mb, "true", pf))
     for wm, rf, bn, dbuf, mb in ((8, 1, 64, "false", 1), (8, 1, 32, "true", 1), (4, 1, 64, "true", 2),
                                  (8, 2, 32, "false", 1), (4, 1, 32, "true", 2)):
         ks.append(_prefill_frag(f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}",
@@ -120,10 +122,10 @@ def kernels() -> list[Kernel]:
     return ks
 
 
-def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, rows8: str) -> Kernel:
+def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, rows8: str, pf: str) -> Kernel:
     return Kernel(
         name,
-        f"&revolta::paged_decode_frag_kernel<{d}, {kind}, {nw}, {stages}, {minb}, {rows8}>",
+        f"&revolta::paged_decode_frag_kernel<{d}, {kind}, {nw}, {stages}, {minb}, {rows8}, {pf}>",
         True,
         f"&revolta::decode_frag_smem_bytes<{d}, {nw}, {rows8}>",
     )
