@@ -36,6 +36,9 @@ PREFILL_VARIANTS = [
     ("frag 4 warps x 16 rows, 64 keys, 2 buffers, 2 blocks/SM", 5),
     ("frag 8 warps x 2x16 rows, 32 keys", 6),
     ("frag 4 warps x 16 rows, 32 keys, 2 buffers, 2 blocks/SM", 7),
+    ("frag 8 warps x 16 rows, 64 keys, Q in registers", 8),
+    ("frag 8 warps x 16 rows, 32 keys, 2 buffers, Q in registers", 9),
+    ("frag 4 warps x 16 rows, 32 keys, 2 buf, 2 blocks/SM, Q in regs", 10),
 ]
 
 

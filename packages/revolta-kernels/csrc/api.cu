@@ -68,7 +68,7 @@ int revolta_frag_layout_probe(int* ok, int* maps) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
-  constexpr int n = 1 + 4 * 256;
+  constexpr int n = 1 + 4 * 512;
   int* d = nullptr;
   if ((e = cudaMalloc(&d, n * sizeof(int))) != cudaSuccess) return e;
   int host[n];

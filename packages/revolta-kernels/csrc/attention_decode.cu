@@ -36,7 +36,7 @@ cudaError_t decode_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len
   return reduce_splits(p, D, stream);
 }
 
-// Frag decode: one-byte KV, head_dim 64/128, block_size >= 16 (a 16-key step stays in one page).
+// Frag decode (decode_frag.cuh): one-byte KV, head_dim 64/128.
 template <int D, int KIND>
 cudaError_t decode_frag(const AttnParams& p, int num_seqs, int max_query_len, int rows, cudaStream_t stream,
                         int* occ) {
@@ -66,7 +66,9 @@ cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cud
   const int rows = max_query_len * (occ ? 1 : p.num_heads / p.num_kv_heads);
   if constexpr (KIND != KV_F16 && (D == 64 || D == 128)) {
     // An occupancy query carries no block size; it answers for the kernel that block sizes >= 16 get.
-    if (decode_variant() != 1 && frag_layout_ok() && (occ || p.block_size >= 16))
+    // Its 16-key steps must not cross a page or a split: block_size >= 16, splits of whole steps.
+    if (decode_variant() != 1 && frag_layout_ok() &&
+        (occ || (p.block_size >= 16 && (p.num_splits == 1 || p.split_tokens % 16 == 0))))
       return decode_frag<D, KIND>(p, num_seqs, max_query_len, rows, stream, occ);
   }
   if constexpr (KIND != KV_F16 && D == 128) {  // d256 would need 146 KB of shared memory (Volta: 96)

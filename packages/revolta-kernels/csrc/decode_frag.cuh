@@ -192,28 +192,27 @@ paged_decode_frag_kernel(const AttnParams p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         FragA a;
-        uint32_t* aw = frag_words(a);
-        aw[0] = qa[8 * c + 2 * j];
-        aw[2] = qa[8 * c + 2 * j + 1];
-        aw[1] = ROWS8 ? 0u : qb[ROWS8 ? 0 : 8 * c + 2 * j];
-        aw[3] = ROWS8 ? 0u : qb[ROWS8 ? 0 : 8 * c + 2 * j + 1];
-        FragBCol b;
-        uint32_t* bw = frag_words(b);
+        frag_set_words(a, qa[8 * c + 2 * j], ROWS8 ? 0u : qb[ROWS8 ? 0 : 8 * c + 2 * j], qa[8 * c + 2 * j + 1],
+                       ROWS8 ? 0u : qb[ROWS8 ? 0 : 8 * c + 2 * j + 1]);
+        uint32_t bw[4];
         dequant_word<KIND>(u4_word(st.k[0][c], j), bw[0], bw[1]);
         dequant_word<KIND>(u4_word(st.k[1][c], j), bw[2], bw[3]);
+        FragBCol b;
+        frag_set_words(b, bw[0], bw[1], bw[2], bw[3]);
         wmma::mma_sync(s2[j & 1], a, b, s2[j & 1]);
       }
 
     // Online softmax in registers. Element i holds row g + 8 ((i >> 1) & 1), key 2t + (i & 1) + 8 (i >> 2).
     float sc[4] = {1.f, 1.f, 1.f, 1.f};
     if (KIND == KV_I8) sc[0] = st.ks[0].x, sc[1] = st.ks[0].y, sc[2] = st.ks[1].x, sc[3] = st.ks[1].y;
+    // Keys k0 + c with c < lim are visible to the row (inside the split and causal).
+    const int limA = min(kend, posA + 1) - k0, limB = min(kend, posB + 1) - k0;
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const int key = k0 + 2 * t + (e & 1) + 8 * (e >> 2);
-      const int pos = (e >> 1) & 1 ? posB : posA;
+      const int c = 2 * t + (e & 1) + 8 * (e >> 2);
       const float x = s2[0].x[e] + s2[1].x[e];
-      v[e] = (key < kend && key <= pos) ? x * (qk_scale * sc[(e & 1) + 2 * (e >> 2)]) : -INFINITY;
+      v[e] = c < ((e >> 1) & 1 ? limB : limA) ? x * (qk_scale * sc[(e & 1) + 2 * (e >> 2)]) : -INFINITY;
     }
     float mx = fmaxf(fmaxf(v[0], v[1]), fmaxf(v[4], v[5]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -228,11 +227,13 @@ paged_decode_frag_kernel(const AttnParams p) {
       mB_new = fmaxf(mB, my);
       alphaB = mB_new == -INFINITY ? 1.f : fast_exp2(mB - mB_new);
     }
+    // exp2(-inf - m) is +0 for finite m; a row with nothing visible yet subtracts 0 instead of -inf.
+    const float subA = mA_new == -INFINITY ? 0.f : mA_new, subB = mB_new == -INFINITY ? 0.f : mB_new;
     float pr[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const bool rowB = (e >> 1) & 1;
-      pr[e] = (ROWS8 && rowB) || v[e] == -INFINITY ? 0.f : fast_exp2(v[e] - (rowB ? mB_new : mA_new));
+      pr[e] = ROWS8 && rowB ? 0.f : fast_exp2(v[e] - (rowB ? subB : subA));
     }
     lA = lA * alphaA + (pr[0] + pr[1] + pr[4] + pr[5]);
     mA = mA_new;
@@ -247,11 +248,8 @@ paged_decode_frag_kernel(const AttnParams p) {
         for (int e = 0; e < 8; ++e) o[j].x[e] *= (e >> 1) & 1 ? alphaB : alphaA;
     }
     FragA pa;
-    uint32_t* pw = frag_words(pa);
-    pw[0] = pack_half2(pr[0], pr[1]);
-    pw[1] = ROWS8 ? 0u : pack_half2(pr[2], pr[3]);
-    pw[2] = pack_half2(pr[4], pr[5]);
-    pw[3] = ROWS8 ? 0u : pack_half2(pr[6], pr[7]);
+    frag_set_words(pa, pack_half2(pr[0], pr[1]), ROWS8 ? 0u : pack_half2(pr[2], pr[3]), pack_half2(pr[4], pr[5]),
+                   ROWS8 ? 0u : pack_half2(pr[6], pr[7]));
 
     // O += P V: V bytes of keys (2t, 2t+1) and (2t+8, 2t+9) interleaved pairwise into matrix_b words.
 #pragma unroll
@@ -260,8 +258,7 @@ paged_decode_frag_kernel(const AttnParams p) {
       uint32_t w89[2] = {__byte_perm(st.v[2][m], st.v[3][m], 0x5140), __byte_perm(st.v[2][m], st.v[3][m], 0x7362)};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // output fragment jn = 2m + h
-        FragBRow b;
-        uint32_t* bw = frag_words(b);
+        uint32_t bw[4];
         dequant_word<KIND>(w01[h], bw[0], bw[2]);
         dequant_word<KIND>(w89[h], bw[1], bw[3]);
         if (KIND == KV_I8) {
@@ -271,6 +268,8 @@ paged_decode_frag_kernel(const AttnParams p) {
             bw[w] = *reinterpret_cast<uint32_t*>(&x);
           }
         }
+        FragBRow b;
+        frag_set_words(b, bw[0], bw[1], bw[2], bw[3]);
         wmma::mma_sync(o[2 * m + h], pa, b, o[2 * m + h]);
       }
     }

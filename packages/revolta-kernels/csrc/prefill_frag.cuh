@@ -8,7 +8,8 @@
 // them into the matrix_a fragments of P and accumulates O += P V, each V fragment feeding RF rows. Only
 // tiles that cross the causal diagonal are masked; a warp skips tiles entirely after its last row, and
 // the O rescale is skipped when no row maximum moved. Output goes through the warp's own Q rows in
-// shared memory so the global stores are 16 bytes wide.
+// shared memory so the global stores are 16 bytes wide. QREG keeps the warp's Q fragments in registers
+// instead of reloading them from shared memory for every key tile.
 #pragma once
 
 #include <mma.h>
@@ -38,7 +39,7 @@ struct PrefillFragCfg {
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
 __device__ const int prefill_frag_smem_bytes = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>::SMEM_BYTES;
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB>
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG>
 __global__ void __launch_bounds__(32 * WM, MINB)
 paged_prefill_frag_kernel(const AttnParams p) {
   using namespace nvcuda;
@@ -90,6 +91,14 @@ paged_prefill_frag_kernel(const AttnParams p) {
   for (int f = 0; f < RF; ++f)
 #pragma unroll
     for (int h = 0; h < 2; ++h) pos[f][h] = sRowPos[wrow + f * 16 + g + 8 * h];
+
+  FragA qf[QREG ? RF : 1][QREG ? ND : 1];
+  if constexpr (QREG) {
+#pragma unroll
+    for (int f = 0; f < RF; ++f)
+#pragma unroll
+      for (int kk = 0; kk < ND; ++kk) wmma::load_matrix_sync(qf[f][kk], sQ + (wrow + f * 16) * C::LDQ + kk * 16, C::LDQ);
+  }
 
   FragAcc o[RF][ND];
 #pragma unroll
@@ -158,15 +167,17 @@ paged_prefill_frag_kernel(const AttnParams p) {
       for (int j = 0; j < NJ; ++j) wmma::fill_fragment(acc[f][j], 0.f);
 #pragma unroll
     for (int kk = 0; kk < ND; ++kk) {
-      FragA a[RF];
+      FragA a[QREG ? 1 : RF];
+      if constexpr (!QREG) {
 #pragma unroll
-      for (int f = 0; f < RF; ++f) wmma::load_matrix_sync(a[f], sQ + (wrow + f * 16) * C::LDQ + kk * 16, C::LDQ);
+        for (int f = 0; f < RF; ++f) wmma::load_matrix_sync(a[f], sQ + (wrow + f * 16) * C::LDQ + kk * 16, C::LDQ);
+      }
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
         FragBCol b;
         wmma::load_matrix_sync(b, sK + j * 16 * C::LDK + kk * 16, C::LDK);
 #pragma unroll
-        for (int f = 0; f < RF; ++f) wmma::mma_sync(acc[f][j], a[f], b, acc[f][j]);
+        for (int f = 0; f < RF; ++f) wmma::mma_sync(acc[f][j], QREG ? qf[QREG ? f : 0][QREG ? kk : 0] : a[QREG ? 0 : f], b, acc[f][j]);
       }
     }
 
@@ -222,12 +233,9 @@ paged_prefill_frag_kernel(const AttnParams p) {
       FragA pa[RF];
 #pragma unroll
       for (int f = 0; f < RF; ++f) {
-        uint32_t* w = frag_words(pa[f]);
         const FragAcc& s = acc[f][kk];
-        w[0] = pack_half2(s.x[0], s.x[1]);
-        w[1] = pack_half2(s.x[2], s.x[3]);
-        w[2] = pack_half2(s.x[4], s.x[5]);
-        w[3] = pack_half2(s.x[6], s.x[7]);
+        frag_set_words(pa[f], pack_half2(s.x[0], s.x[1]), pack_half2(s.x[2], s.x[3]), pack_half2(s.x[4], s.x[5]),
+                       pack_half2(s.x[6], s.x[7]));
       }
 #pragma unroll
       for (int n = 0; n < ND; ++n) {

@@ -15,8 +15,8 @@ int revolta_paged_attention(const revolta::AttnParams* params, int head_dim, int
                             int num_seqs, int max_query_len, cudaStream_t stream);
 /* Run once per device, outside CUDA-graph capture, to enable the "frag" attention kernels: checks that the
  * GPU's WMMA fragments have the layout they rely on (sm_80 and later do; Volta does not) and remembers the
- * answer for the current device. *ok = 1 when they do; maps (1024 ints, may be NULL) receives what each
- * fragment element holds, for diagnostics. Without it the generic attention kernels run. */
+ * answer for the current device. *ok = 1 when they do; maps (2048 ints, may be NULL) receives what each
+ * fragment element holds after a load (4 fragments x 32 lanes x 16 elements), for diagnostics. Without it the generic attention kernels run. */
 int revolta_frag_layout_probe(int* ok, int* maps);
 /* Attention kernel choice: 0 = best for the case (default), 1 = generic kernels only, 2+ = alternative
  * configurations for tuning benchmarks. */

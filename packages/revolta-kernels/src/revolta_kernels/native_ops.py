@@ -231,11 +231,11 @@ def _frag_layout(index: int) -> bool:
 def frag_layout_maps(index: int = 0) -> tuple[bool, list[int]]:
     """Run the fragment-layout probe on device ``index`` and return (ok, what each element held).
 
-    The list has 4 x 32 x 8 entries (accumulator, matrix_a, matrix_b col-major, matrix_b row-major; lane;
-    element), each row * 16 + col (or k * 16 + n); for diagnostics and benchmarks.
+    The list has 4 x 32 x 16 entries (accumulator, matrix_a, matrix_b col-major, matrix_b row-major; lane;
+    element), each row * 16 + col (or k * 16 + n), -1 past the fragment's size; for diagnostics.
     """
     ok = ctypes.c_int(0)
-    maps = (ctypes.c_int * 1024)()
+    maps = (ctypes.c_int * 2048)()
     with torch.cuda.device(index):
         check(LIB.revolta_frag_layout_probe(ctypes.byref(ok), maps))
     return bool(ok.value), list(maps)
