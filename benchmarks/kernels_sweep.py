@@ -16,8 +16,9 @@ from revolta_kernels import native_ops, ops, reference
 # (label, decode variant, forced context splits or None for the occupancy model)
 DECODE_VARIANTS = [
     ("generic (decode.cuh)", 1, None),
-    ("frag default: 4w, 2 stages, L2 prefetch", 0, None),
-    ("frag default, 2 splits", 0, 2),
+    ("auto (frag where the probe passes)", 0, None),
+    ("frag default: 4w, 2 stages, L2 prefetch", 8, None),
+    ("frag default, 2 splits", 8, 2),
     ("frag 4w, 2 stages, no prefetch", 2, None),
     ("frag 4w, 3 stages, no prefetch", 3, None),
     ("frag 4w, 3 stages, prefetch", 7, None),
@@ -30,7 +31,8 @@ DECODE_VARIANTS = [
 ]
 PREFILL_VARIANTS = [
     ("generic (prefill.cuh)", 1),
-    ("frag default: 4 warps x 2x16 rows, 32 keys, 2 buffers", 0),
+    ("auto (frag where the probe passes)", 0),
+    ("frag default: 4 warps x 2x16 rows, 32 keys, 2 buffers", 2),
     ("frag 8 warps x 16 rows, 64 keys", 3),
     ("frag 8 warps x 16 rows, 32 keys, 2 buffers", 4),
     ("frag 4 warps x 16 rows, 64 keys, 2 buffers, 2 blocks/SM", 5),
@@ -122,6 +124,6 @@ def run(copy_bw: float, mm_rate: float) -> dict:
     if not ok:
         out["frag_layout_maps"] = maps
     out["decode_int8"] = sweep_decode(copy_bw, torch.int8)
-    out["decode_fp8e4m3"] = sweep_decode(copy_bw, torch.float8_e4m3fn, DECODE_VARIANTS[:2])
+    out["decode_fp8e4m3"] = sweep_decode(copy_bw, torch.float8_e4m3fn, DECODE_VARIANTS[:3])
     out["prefill"] = sweep_prefill(mm_rate)
     return out

@@ -49,6 +49,7 @@ cudaError_t decode_frag(const AttnParams& p, int num_seqs, int max_query_len, in
         case 5: return decode_frag_cfg<D, KIND, 8, 2, 1, true, true>(p, num_seqs, max_query_len, stream, occ);
         case 6: return decode_frag_cfg<D, KIND, 2, 3, 4, true, true>(p, num_seqs, max_query_len, stream, occ);
         case 7: return decode_frag_cfg<D, KIND, 4, 3, 2, true, true>(p, num_seqs, max_query_len, stream, occ);
+        case 8: return decode_frag_cfg<D, KIND, 4, 2, 2, true, true>(p, num_seqs, max_query_len, stream, occ);
         default: break;
       }
   }
@@ -67,7 +68,8 @@ cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cud
   if constexpr (KIND != KV_F16 && (D == 64 || D == 128)) {
     // An occupancy query carries no block size; it answers for the kernel that block sizes >= 16 get.
     // Its 16-key steps must not cross a page or a split: block_size >= 16, splits of whole steps.
-    if (decode_variant() != 1 && frag_layout_ok() &&
+    const int v = decode_variant();
+    if ((v >= 2 || (v == 0 && frag_layout_ok())) &&
         (occ || (p.block_size >= 16 && (p.num_splits == 1 || p.split_tokens % 16 == 0))))
       return decode_frag<D, KIND>(p, num_seqs, max_query_len, rows, stream, occ);
   }

@@ -9,9 +9,10 @@
 
 namespace revolta {
 
-// Kernel choice (api.cu). Variant 0 picks the best kernel for the case; 1 forces the generic kernels
-// (decode.cuh, prefill.cuh); 2 and up name alternative frag configurations, for benchmarks that tune
-// the defaults. The frag kernels run only on devices where revolta_frag_layout_probe() succeeded.
+// Kernel choice (api.cu). Variant 0 picks the best kernel for the case: the frag kernels where
+// revolta_frag_layout_probe() succeeded on the device, else the generic ones; 1 forces the generic
+// kernels (decode.cuh, prefill.cuh); 2 and up force a frag configuration without consulting the probe,
+// for benchmarks that tune the defaults (wrong results on a GPU whose fragments differ, e.g. Volta).
 int decode_variant();
 int prefill_variant();
 bool frag_layout_ok();

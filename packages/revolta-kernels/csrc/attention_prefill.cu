@@ -37,7 +37,8 @@ cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, c
 template <int D, int KIND>
 cudaError_t prefill_one(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   if constexpr (D <= 128) {
-    if (prefill_variant() != 1 && frag_layout_ok()) return prefill_frag<D, KIND>(p, num_seqs, max_query_len, stream, occ);
+    const int v = prefill_variant();
+    if (v >= 2 || (v == 0 && frag_layout_ok())) return prefill_frag<D, KIND>(p, num_seqs, max_query_len, stream, occ);
   }
   constexpr int WM = 4, RF = D == 256 ? 1 : 2, BN = D == 64 ? 64 : 32;
   using C = PrefillCfg<D, KIND, WM, RF, BN>;

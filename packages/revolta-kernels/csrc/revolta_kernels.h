@@ -19,7 +19,7 @@ int revolta_paged_attention(const revolta::AttnParams* params, int head_dim, int
  * fragment element holds after a load (4 fragments x 32 lanes x 16 elements), for diagnostics. Without it the generic attention kernels run. */
 int revolta_frag_layout_probe(int* ok, int* maps);
 /* Attention kernel choice: 0 = best for the case (default), 1 = generic kernels only, 2+ = alternative
- * configurations for tuning benchmarks. */
+ * frag configurations for tuning benchmarks (they skip the layout probe: never use them on Volta). */
 int revolta_set_attention_variant(int decode, int prefill);
 /* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */
 int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks);

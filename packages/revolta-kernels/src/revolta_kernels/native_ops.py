@@ -243,7 +243,8 @@ def frag_layout_maps(index: int = 0) -> tuple[bool, list[int]]:
 
 def set_attention_variant(decode: int = 0, prefill: int = 0) -> None:
     """Choose the attention kernels: 0 = best for each case (default), 1 = generic kernels only, 2+ =
-    alternative configurations of the frag kernels (for tuning benchmarks; see csrc/attention_*.cu)."""
+    alternative configurations of the frag kernels for tuning benchmarks (see csrc/attention_*.cu). 2+
+    skip the fragment-layout probe, so they give wrong results on GPUs it refuses (Volta)."""
     check(LIB.revolta_set_attention_variant(decode, prefill))
     _blocks_per_sm.cache_clear()
 
