@@ -32,11 +32,11 @@ DECODE_VARIANTS = [
 PREFILL_VARIANTS = [
     ("generic (prefill.cuh)", 1),
     ("auto (frag where the probe passes)", 0),
-    ("frag default: 4 warps x 2x16 rows, 32 keys, 2 buffers", 2),
+    ("frag default: 8 warps x 2x16 rows, 32 keys", 6),
+    ("frag 4 warps x 2x16 rows, 32 keys, 2 buffers", 2),
     ("frag 8 warps x 16 rows, 64 keys", 3),
     ("frag 8 warps x 16 rows, 32 keys, 2 buffers", 4),
     ("frag 4 warps x 16 rows, 64 keys, 2 buffers, 2 blocks/SM", 5),
-    ("frag 8 warps x 2x16 rows, 32 keys", 6),
     ("frag 4 warps x 16 rows, 32 keys, 2 buffers, 2 blocks/SM", 7),
     ("frag 8 warps x 16 rows, 64 keys, Q in registers", 8),
     ("frag 8 warps x 16 rows, 32 keys, 2 buffers, Q in registers", 9),

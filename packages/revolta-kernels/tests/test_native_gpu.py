@@ -119,12 +119,15 @@ def test_reshape_and_cache(src_dtype, cache_dtype, block_size, head_dim):
             assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
 
 
-@pytest.fixture(params=["auto", "generic"])
+@pytest.fixture(params=["auto", "generic", "frag-alt"])
 def attn_variant(request):
-    """Run an attention test with the default kernel choice (frag kernels where the GPU allows) and with
-    the generic kernels forced, so both paths stay correct on one GPU."""
-    v = 0 if request.param == "auto" else 1
-    native_ops.set_attention_variant(v, v)
+    """Run an attention test with the default kernel choice (frag kernels where the GPU allows), with the
+    generic kernels forced, and with alternative frag configurations (decode: one stage, three blocks per
+    SM; prefill: 4 warps with two buffers), so every path the defaults may take stays correct."""
+    if request.param == "frag-alt" and not native_ops._frag_layout(torch.cuda.current_device()):
+        pytest.skip("frag kernels do not run on this GPU")
+    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2)}[request.param]
+    native_ops.set_attention_variant(decode, prefill)
     yield request.param
     native_ops.set_attention_variant(0, 0)
 

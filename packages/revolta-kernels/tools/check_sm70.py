@@ -91,7 +91,8 @@ def kernels() -> list[Kernel]:
                     for rows8 in ("true", "false"):
                         ks.append(_decode_frag(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
                                                d, kind, 4, 2, 2, rows8, "true"))
-                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, 4, 2, 32, "true", 1, "false"))
+                cfg = (8, 2, 32, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
+                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false"))
         ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
     # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
     for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
@@ -99,7 +100,7 @@ def kernels() -> list[Kernel]:
         ks.append(_decode_frag(f"decode-frag d128 int8 {nw}w {st}st {mb}b{' pf' if pf == 'true' else ''}",
                                128, 1, nw, st, mb, "true", pf))
     for wm, rf, bn, dbuf, mb, qreg in ((8, 1, 64, "false", 1, "false"), (8, 1, 32, "true", 1, "false"),
-                                       (4, 1, 64, "true", 2, "false"), (8, 2, 32, "false", 1, "false"),
+                                       (4, 1, 64, "true", 2, "false"), (4, 2, 32, "true", 1, "false"),
                                        (4, 1, 32, "true", 2, "false"), (8, 1, 64, "false", 1, "true"),
                                        (8, 1, 32, "true", 1, "true"), (4, 1, 32, "true", 2, "true")):
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
