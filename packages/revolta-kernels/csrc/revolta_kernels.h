@@ -13,6 +13,14 @@ extern "C" {
 /* dtype codes: 0 = float16, 1 = bfloat16, 2 = float32 */
 int revolta_paged_attention(const revolta::AttnParams* params, int head_dim, int kv_kind, int prefill,
                             int num_seqs, int max_query_len, cudaStream_t stream);
+/* Run once per device, outside CUDA-graph capture, to enable the "frag" attention kernels: checks that the
+ * GPU's WMMA fragments have the layout they rely on (sm_80 and later do; Volta does not) and remembers the
+ * answer for the current device. *ok = 1 when they do; maps (2048 ints, may be NULL) receives what each
+ * fragment element holds after a load (4 fragments x 32 lanes x 16 elements), for diagnostics. Without it the generic attention kernels run. */
+int revolta_frag_layout_probe(int* ok, int* maps);
+/* Attention kernel choice: 0 = best for the case (default), 1 = generic kernels only, 2+ = alternative
+ * frag configurations for tuning benchmarks (they skip the layout probe: never use them on Volta). */
+int revolta_set_attention_variant(int decode, int prefill);
 /* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */
 int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks);
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
