@@ -39,7 +39,7 @@ timeout "${QUANT_BENCH_TIMEOUT:-120}" python3 "$ROOT/benchmarks/quant_bench.py" 
 bench_rc=${PIPESTATUS[0]}
 e2e_rc=0
 if [ -n "${QUANT_E2E:-}" ]; then
-  E2E="timeout ${QUANT_E2E_TIMEOUT:-75} python3 $ROOT/benchmarks/gpu_e2e.py --decode-only --output-len ${E2E_TOKENS:-128}"
+  E2E="timeout ${QUANT_E2E_TIMEOUT:-75} python3 $ROOT/benchmarks/gpu_e2e.py --decode-only --concurrency 1 --prefill-len 1024 --output-len ${E2E_TOKENS:-128}"
   $E2E --config benchmarks/configs/llama-3.1-8b --out "$OUT/gpu_e2e_fp16.json" >"$OUT/e2e_fp16.log" 2>&1
   e2e_rc=$?
   $E2E --config benchmarks/configs/llama-3.1-8b-awq --baseline "$OUT/gpu_e2e_fp16.json" --out "$OUT/gpu_e2e_awq.json" \
