@@ -6,7 +6,7 @@ over the copy bandwidth, timed as CUDA-graph replays (as decode runs) in two way
 set repeatedly (up to 60 MB of it stays in L2), ``cold`` rotates through enough copies to exceed 3x the L2,
 as a decode step that reads every layer once does. ``--sweep`` first times every skinny launch-plan variant
 (warps per block, rows per step, waves) cold on every shape and every tensor-core tile variant at M = 4096,
-then reports the table with the best skinny variant. ``llama8b_linear_decode`` times the seven projections
+then reports the table with the best of each (``tune`` in the JSON, for REVOLTA_QUANT_TUNE). ``llama8b_linear_decode`` times the seven projections
 of Llama-3.1-8B's 32 distinct layers at batch 1 (merged q/k/v and gate/up, AWQ g128) against the same fp16
 matmuls: the weight-bound part of a decode step (attention, norms and lm_head excluded).
 """
@@ -23,9 +23,11 @@ import torch
 
 import revolta_kernels
 from revolta_kernels import native_quant, ops_quant
+from revolta_kernels.reference import quant as ref_quant
 
 SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # (K, N)
-GEMV_VARIANTS = [(w, u, waves) for w, u, waves in itertools.product((4, 8), (4, 8), (1, 2))]
+# (warps per block, rows per step, split policy: 1 = one wave floor / 0 = balanced whole waves, deferred scale)
+GEMV_VARIANTS = list(itertools.product((4, 8), (4, 8), (1, 0), (0, 1)))
 GEMM_VARIANTS = range(5)
 
 
@@ -97,7 +99,14 @@ class Shape:
     def __init__(self, k: int, n: int) -> None:
         self.k, self.n = k, n
         self.sets = [weights(k, n) for _ in range(cold_copies(m1_bytes(k, n)))]
-        self.x = {m: torch.randn(m, k, device="cuda").half() for m in (1, 4, 8)}
+        self.x = {m: torch.randn(m, k, device="cuda").half() for m in (1, 4, 8, 64)}
+        self.ref = {m: (x.float() @ ref_quant.dequantize(*self.sets[0], 4, 128, 0)) for m, x in self.x.items()}
+
+    def rel_error(self, m: int) -> float:
+        """Relative L2 error of the current launch plan against the float32 reference (NaN if unwritten)."""
+        got = ops_quant.quant_matmul(self.x[m], *self.sets[0], 4, 128, 0).float()
+        err = float(torch.linalg.norm(got - self.ref[m]) / torch.linalg.norm(self.ref[m]))
+        return err if math.isfinite(err) else math.inf
 
     def skinny_us(self, m: int, cold: bool) -> float:
         x = self.x[m]
@@ -126,22 +135,30 @@ class Shape:
 def sweep(shapes: list[Shape], copy_gbs: float) -> dict:
     """Cold M = 1 GB/s of every skinny variant and M = 4096 TFLOP/s of every GEMM tile variant."""
     gemv: dict[str, dict] = {}
-    for w, u, waves in GEMV_VARIANTS:
-        native_quant.tune(w, u, waves)
-        row = {}
+    for w, u, waves, defer in GEMV_VARIANTS:
+        native_quant.tune(w, u, waves, gemv_defer=defer)
+        row, worst = {}, 0.0
         for sh in shapes:
+            worst = max(worst, sh.rel_error(1), sh.rel_error(8))
             us = sh.skinny_us(1, cold=True)
             row[f"{sh.k}x{sh.n}"] = m1_bytes(sh.k, sh.n) / us / 1e3 / copy_gbs
-        row["geomean"] = math.exp(statistics.mean(math.log(v) for v in row.values()))
-        gemv[f"w{w}_u{u}_waves{waves}"] = row
-        print(f"skinny w{w} u{u} waves{waves}: " + " ".join(f"{v:.2f}" for v in row.values()), flush=True)
+        # A variant that computes the wrong thing is never "best": its geomean counts as 0.
+        ok = worst < 5e-3
+        row["geomean"] = math.exp(statistics.mean(math.log(v) for v in row.values())) if ok else 0.0
+        row["max_rel_error"] = worst
+        gemv[f"{w},{u},{waves},{defer}"] = row
+        print(f"skinny warps {w} rows {u} policy {waves} defer {defer}: " + " ".join(f"{v:.3g}" for v in row.values()),
+              flush=True)
     gemm: dict[str, dict] = {}
     for v in GEMM_VARIANTS:
         native_quant.tune(gemm_variant=v)
         gemm[str(v)] = {f"{sh.k}x{sh.n}": sh.gemm_tflops() for sh in shapes}
+        if not all(sh.rel_error(64) < 5e-3 for sh in shapes):  # a wrong variant is never "best"
+            gemm[str(v)] = {key: 0.0 for key in gemm[str(v)]}
         print(f"gemm variant {v}: " + " ".join(f"{t:.0f}" for t in gemm[str(v)].values()), flush=True)
     native_quant.tune()
-    return {"skinny_frac_copy_cold": gemv, "gemm_tflops": gemm}
+    best_gemm = max(gemm, key=lambda v: statistics.geometric_mean(gemm[v].values()))
+    return {"skinny_frac_copy_cold": gemv, "gemm_tflops": gemm, "best_gemm_variant": int(best_gemm)}
 
 
 def llama8b_decode() -> dict:
@@ -174,10 +191,12 @@ def main() -> None:
     if args.sweep:
         result["sweep"] = sweep(shapes, copy_gbs)
         best = max(result["sweep"]["skinny_frac_copy_cold"].items(), key=lambda kv: kv[1]["geomean"])[0]
-        w, u, waves = (int(p.lstrip("wuaves")) for p in best.split("_"))
-        native_quant.tune(w, u, waves)
-        result["skinny_variant_used"] = best
-        print(f"best skinny variant: {best}", flush=True)
+        w, u, waves, defer = (int(p) for p in best.split(","))
+        variant = result["sweep"]["best_gemm_variant"]
+        native_quant.tune(w, u, waves, variant, defer)
+        # warps,rows,waves,variant,defer: what REVOLTA_QUANT_TUNE takes (the e2e run reuses the choice)
+        result["tune"] = f"{w},{u},{waves},{variant},{defer}"
+        print(f"best: skinny warps,rows,policy,defer = {best}; GEMM variant {variant}", flush=True)
     for sh in shapes:
         row: dict = {"K": sh.k, "N": sh.n, "bits": 4, "group": 128,
                      "m1_plan": native_quant.plan(1, sh.n, sh.k, 4, 128, torch.device("cuda"))}

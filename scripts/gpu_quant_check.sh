@@ -39,10 +39,13 @@ timeout "${QUANT_BENCH_TIMEOUT:-120}" python3 "$ROOT/benchmarks/quant_bench.py" 
 bench_rc=${PIPESTATUS[0]}
 e2e_rc=0
 if [ -n "${QUANT_E2E:-}" ]; then
-  E2E="timeout ${QUANT_E2E_TIMEOUT:-75} python3 $ROOT/benchmarks/gpu_e2e.py --decode-only --concurrency 1 --prefill-len 1024 --output-len ${E2E_TOKENS:-128}"
+  E2E="timeout ${QUANT_E2E_TIMEOUT:-75} python3 $ROOT/benchmarks/gpu_e2e.py --decode-only --concurrency 1 --prefill-len 1024 --output-len ${E2E_TOKENS:-256}"
   $E2E --config benchmarks/configs/llama-3.1-8b --out "$OUT/gpu_e2e_fp16.json" >"$OUT/e2e_fp16.log" 2>&1
   e2e_rc=$?
-  $E2E --config benchmarks/configs/llama-3.1-8b-awq --baseline "$OUT/gpu_e2e_fp16.json" --out "$OUT/gpu_e2e_awq.json" \
+  # the launch parameters the benchmark's sweep chose (if it ran with --sweep), for the AWQ engine run
+  TUNE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('tune', ''))" "$OUT/quant_bench.json" 2>/dev/null)
+  echo "AWQ e2e with REVOLTA_QUANT_TUNE=${TUNE:-<built-in defaults>}"
+  REVOLTA_QUANT_TUNE="$TUNE" $E2E --config benchmarks/configs/llama-3.1-8b-awq --baseline "$OUT/gpu_e2e_fp16.json" --out "$OUT/gpu_e2e_awq.json" \
     >"$OUT/e2e_awq.log" 2>&1
   e2e_rc=$(( e2e_rc + $? ))
   for f in fp16 awq; do

@@ -60,20 +60,25 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
   return d;
 }
 
-// One packed word -> PACK / 2 half2 weights (q - z) * s; pair i holds fields (i, i + PACK / 2).
-template <int BITS>
+// One packed word -> PACK / 2 half2 weights (q - z) * s (SCALE) or just q - z (exact); pair i holds fields
+// (i, i + PACK / 2).
+template <int BITS, bool SCALE = true>
 __device__ __forceinline__ void dequant_word(uint32_t w, const ColQuant& c, __half2 (&out)[16 / BITS]) {
   const uint32_t magic = 0x64006400u;
   if constexpr (BITS == 4) {
     const __half2 sixteenth = u2h(0x2C002C00u);  // 1/16
     const uint32_t hi = w >> 8;
-    out[0] = __hmul2(__hsub2(u2h(and_or(w, 0x000F000Fu, magic)), c.zb), c.s);
-    out[1] = __hmul2(__hfma2(u2h(and_or(w, 0x00F000F0u, magic)), sixteenth, c.zb16), c.s);
-    out[2] = __hmul2(__hsub2(u2h(and_or(hi, 0x000F000Fu, magic)), c.zb), c.s);
-    out[3] = __hmul2(__hfma2(u2h(and_or(hi, 0x00F000F0u, magic)), sixteenth, c.zb16), c.s);
+    out[0] = __hsub2(u2h(and_or(w, 0x000F000Fu, magic)), c.zb);
+    out[1] = __hfma2(u2h(and_or(w, 0x00F000F0u, magic)), sixteenth, c.zb16);
+    out[2] = __hsub2(u2h(and_or(hi, 0x000F000Fu, magic)), c.zb);
+    out[3] = __hfma2(u2h(and_or(hi, 0x00F000F0u, magic)), sixteenth, c.zb16);
   } else {
-    out[0] = __hmul2(__hsub2(u2h(and_or(w, 0x00FF00FFu, magic)), c.zb), c.s);
-    out[1] = __hmul2(__hsub2(u2h(and_or(w >> 8, 0x00FF00FFu, magic)), c.zb), c.s);
+    out[0] = __hsub2(u2h(and_or(w, 0x00FF00FFu, magic)), c.zb);
+    out[1] = __hsub2(u2h(and_or(w >> 8, 0x00FF00FFu, magic)), c.zb);
+  }
+  if constexpr (SCALE) {
+#pragma unroll
+    for (int i = 0; i < 16 / BITS; ++i) out[i] = __hmul2(out[i], c.s);
   }
 }
 

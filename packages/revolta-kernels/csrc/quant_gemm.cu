@@ -13,8 +13,9 @@ constexpr int kMaxDevices = 16;
 
 // Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.
 struct Tuning {
-  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1;
+  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1;
 };
+constexpr int kGemvDefaultWarps = 8, kGemvDefaultDefer = 1;
 Tuning g_tune;
 
 int current_device() {
@@ -25,43 +26,45 @@ int current_device() {
 
 // ---- skinny GEMM plan ----
 struct GemvPlan {
-  int mt, warps, rows_step, splits, rows_per_split, smem, blocks_per_sm, tiles;
+  int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles;
 };
 
 template <int BITS, int MT, int W, int U>
-const void* gemv_fn() {
-  return reinterpret_cast<const void*>(&quant_gemv_kernel<BITS, MT, W, U>);
+const void* gemv_fn(bool defer) {
+  return defer ? reinterpret_cast<const void*>(&quant_gemv_kernel<BITS, MT, W, U, true>)
+               : reinterpret_cast<const void*>(&quant_gemv_kernel<BITS, MT, W, U, false>);
 }
 
-// Kernel address for runtime (bits, mt, warps, rows_step); every combination is instantiated.
+// Kernel address for runtime (bits, mt, warps, rows_step, defer); every combination is instantiated.
 template <int BITS, int MT>
-const void* gemv_fn_wu(int w, int u) {
-  if (w == 8) return u == 8 ? gemv_fn<BITS, MT, 8, 8>() : gemv_fn<BITS, MT, 8, 4>();
-  return u == 8 ? gemv_fn<BITS, MT, 4, 8>() : gemv_fn<BITS, MT, 4, 4>();
+const void* gemv_fn_wu(int w, int u, bool defer) {
+  if (w == 8) return u == 8 ? gemv_fn<BITS, MT, 8, 8>(defer) : gemv_fn<BITS, MT, 8, 4>(defer);
+  return u == 8 ? gemv_fn<BITS, MT, 4, 8>(defer) : gemv_fn<BITS, MT, 4, 4>(defer);
 }
 template <int BITS>
-const void* gemv_fn_mt(int mt, int w, int u) {
+const void* gemv_fn_mt(int mt, int w, int u, bool defer) {
   switch (mt) {
-    case 1: return gemv_fn_wu<BITS, 1>(w, u);
-    case 2: return gemv_fn_wu<BITS, 2>(w, u);
-    case 4: return gemv_fn_wu<BITS, 4>(w, u);
-    default: return gemv_fn_wu<BITS, 8>(w, u);
+    case 1: return gemv_fn_wu<BITS, 1>(w, u, defer);
+    case 2: return gemv_fn_wu<BITS, 2>(w, u, defer);
+    case 4: return gemv_fn_wu<BITS, 4>(w, u, defer);
+    default: return gemv_fn_wu<BITS, 8>(w, u, defer);
   }
 }
-const void* gemv_kernel(int bits, int mt, int w, int u) {
-  return bits == 4 ? gemv_fn_mt<4>(mt, w, u) : gemv_fn_mt<8>(mt, w, u);
+const void* gemv_kernel(int bits, int mt, int w, int u, bool defer) {
+  return bits == 4 ? gemv_fn_mt<4>(mt, w, u, defer) : gemv_fn_mt<8>(mt, w, u, defer);
 }
 
 // Blocks per SM: the register/thread limit (asked once per kernel and device), then shared memory.
-int gemv_blocks_per_sm(int bits, int mt, int w, int u, int smem) {
-  static int reg_limit[kMaxDevices][2][4][2][2];
+int gemv_blocks_per_sm(int bits, int mt, int w, int u, bool defer, int smem) {
+  static int reg_limit[kMaxDevices][2][4][2][2][2];
   static int smem_per_sm[kMaxDevices], smem_reserved[kMaxDevices];
   const int dev = current_device();
   const int mi = mt == 1 ? 0 : mt == 2 ? 1 : mt == 4 ? 2 : 3;
-  int& regs = reg_limit[dev][bits == 4 ? 0 : 1][mi][w == 8 ? 1 : 0][u == 8 ? 1 : 0];
+  int& regs = reg_limit[dev][bits == 4 ? 0 : 1][mi][w == 8 ? 1 : 0][u == 8 ? 1 : 0][defer ? 1 : 0];
   if (regs == 0) {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel(bits, mt, w, u), w * 32, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel(bits, mt, w, u, defer), w * 32, 0) !=
+        cudaSuccess) {
       cudaGetLastError();
       b = 1;
     }
@@ -69,23 +72,33 @@ int gemv_blocks_per_sm(int bits, int mt, int w, int u, int smem) {
   }
   if (smem_per_sm[dev] == 0) {
     int v = 0, r = 0;
-    cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-    cudaDeviceGetAttribute(&r, cudaDevAttrReservedSharedMemoryPerBlock, dev);
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) v = 0;
+    if (cudaDeviceGetAttribute(&r, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess) r = 1024;
+    cudaGetLastError();  // a failed attribute query must not surface as the next launch's error
     smem_per_sm[dev] = v > 0 ? v : 96 * 1024;
     smem_reserved[dev] = r;
   }
-  const int by_smem = smem_per_sm[dev] / (smem + 16 + smem_reserved[dev]);
+  const int by_smem = smem_per_sm[dev] / (smem + 128 + smem_reserved[dev]);
   const int b = regs < by_smem ? regs : by_smem;
   return b > 0 ? b : 1;
 }
 
-// Splits K so that the grid fills the resident block slots (times gemv_waves) without starting a partial
-// extra wave; a split is a whole number of U-row steps and its activations fit the shared-memory cap.
+// Rows per split for `splits` splits: whole U-row steps, activations within the shared-memory cap.
+int split_rows(int rows, int splits, int u, int cap) {
+  const int rps = ((rows + splits - 1) / splits + u - 1) / u * u;
+  return rps > cap ? cap : rps;
+}
+
+// Splits K so the grid keeps every resident block slot busy. gemv_waves >= 1 ("floor"): fill waves x the
+// slots without starting a partial extra wave (fewest splits). gemv_waves == 0 ("balanced"): the fewest
+// splits whose blocks fill whole waves to >= 95% (a grid of 216 tiles on 264 slots leaves 18% idle; 6 splits
+// make 1296 blocks, 98% of 5 waves), keeping at least one step per warp in a split.
 GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
   GemvPlan pl{};
   pl.mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
-  pl.warps = g_tune.gemv_warps == 8 || g_tune.gemv_warps == 4 ? g_tune.gemv_warps : 4;
+  pl.warps = g_tune.gemv_warps == 8 || g_tune.gemv_warps == 4 ? g_tune.gemv_warps : kGemvDefaultWarps;
+  pl.defer = g_tune.gemv_defer == 0 || g_tune.gemv_defer == 1 ? g_tune.gemv_defer : kGemvDefaultDefer;
   pl.rows_step = g_tune.gemv_rows == 4 || g_tune.gemv_rows == 8 ? g_tune.gemv_rows : (pl.mt >= 4 ? 4 : 8);
   if (rows % 8 || group_rows % 8) pl.rows_step = 4;
   const int u = pl.rows_step;
@@ -97,12 +110,26 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
   if (rps > cap) rps = cap;
   for (int pass = 0; pass < 2; ++pass) {
     pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
-    pl.blocks_per_sm = gemv_blocks_per_sm(bits, pl.mt, pl.warps, u, pl.smem);
-    const int waves = g_tune.gemv_waves > 0 ? g_tune.gemv_waves : 1;
-    const int slots = pl.blocks_per_sm * num_sms * waves;
-    int splits = pl.tiles >= slots ? 1 : slots / pl.tiles;
-    rps = ((rows + splits - 1) / splits + u - 1) / u * u;
-    if (rps > cap) rps = cap;
+    pl.blocks_per_sm = gemv_blocks_per_sm(bits, pl.mt, pl.warps, u, pl.defer != 0, pl.smem);
+    if (g_tune.gemv_waves >= 1) {
+      const int slots = pl.blocks_per_sm * num_sms * g_tune.gemv_waves;
+      rps = split_rows(rows, pl.tiles >= slots ? 1 : slots / pl.tiles, u, cap);
+    } else {
+      const long long slots = static_cast<long long>(pl.blocks_per_sm) * num_sms;
+      const int min_rows = u * pl.warps;
+      double best_eff = -1.0;
+      for (int want = 1; want <= rows / u; ++want) {
+        const int r = split_rows(rows, want, u, cap);
+        if (want > 1 && r < min_rows) break;
+        const long long blocks = static_cast<long long>(pl.tiles) * ((rows + r - 1) / r);
+        const double eff = static_cast<double>(blocks) / (((blocks + slots - 1) / slots) * slots);
+        if (eff > best_eff + 1e-9) {
+          best_eff = eff;
+          rps = r;
+        }
+        if (eff >= 0.95) break;
+      }
+    }
   }
   pl.rows_per_split = rps;
   pl.splits = (rows + rps - 1) / rps;
@@ -110,15 +137,21 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
   return pl;
 }
 
+// A fixed counter region first (so calls of different shapes never overlap one's counters with another's
+// partial sums), then splits x M x N fp32 partials.
 long long gemv_workspace_bytes(const GemvPlan& pl, int M, int N) {
   if (pl.splits <= 1) return 0;
-  const long long counters = (static_cast<long long>(pl.tiles) * 4 + 255) / 256 * 256;
-  return counters + static_cast<long long>(pl.splits) * M * N * 4;
+  return kGemvCounterBytes + static_cast<long long>(pl.splits) * M * N * 4;
 }
 
 template <int BITS, int MT, int W, int U>
 void launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
-  quant_gemv_kernel<BITS, MT, W, U><<<dim3(pl.tiles, pl.splits), W * 32, pl.smem, stream>>>(p);
+  const dim3 grid(pl.tiles, pl.splits);
+  if (pl.defer) {
+    quant_gemv_kernel<BITS, MT, W, U, true><<<grid, W * 32, pl.smem, stream>>>(p);
+  } else {
+    quant_gemv_kernel<BITS, MT, W, U, false><<<grid, W * 32, pl.smem, stream>>>(p);
+  }
 }
 template <int BITS, int MT>
 void launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
@@ -140,7 +173,7 @@ void launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t s
 
 // ---- tensor-core GEMM variants: (BM, BN, BK, warps along M, warps along N) ----
 constexpr int kGemmVariants = 5;
-constexpr int kGemmDefault = 0;
+constexpr int kGemmDefault = 1;  // 4 warps of 64x64: 35-37% of the H200's fp16 matmul rate (run 1 sweep)
 
 template <int BITS, int BM, int BN, int BK, int WM, int WN>
 cudaError_t launch_gemm_cfg(const QuantGemmParams& p, cudaStream_t stream) {
@@ -177,7 +210,7 @@ int gemm_variant() {
 
 bool bad_shape(int M, int N, int K, int bits, int group_size) {
   return M < 0 || N < 0 || K <= 0 || (bits != 4 && bits != 8) || K % 32 || N % 8 || group_size <= 0 ||
-         group_size % 32 || K % group_size;
+         group_size % 32 || K % group_size || N > kGemvCounterBytes / 4 * kGemvTile;
 }
 
 }  // namespace
@@ -193,15 +226,15 @@ int revolta_quant_gemm_workspace(int M, int N, int K, int bits, int group_size, 
 }
 
 // The launch the call would make, for benchmark reports: info[0] = 0 skinny / 1 tensor-core GEMM; skinny:
-// info[1..6] = splits, rows per split, warps per block, rows per step, blocks per SM, column tiles;
-// GEMM: info[1] = variant.
+// info[1..7] = splits, rows per split, warps per block, rows per step, blocks per SM, column tiles, deferred
+// scale; GEMM: info[1] = variant.
 int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sms, int* info) {
   if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
-  for (int i = 0; i < 7; ++i) info[i] = 0;
+  for (int i = 0; i < 8; ++i) info[i] = 0;
   if (M <= kSkinnyMaxM) {
     const GemvPlan pl = plan_gemv(M > 0 ? M : 1, N, K, bits, group_size, num_sms);
-    const int v[7] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles};
-    for (int i = 0; i < 7; ++i) info[i] = v[i];
+    const int v[8] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer};
+    for (int i = 0; i < 8; ++i) info[i] = v[i];
   } else {
     info[0] = 1;
     info[1] = gemm_variant();
@@ -210,11 +243,14 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 }
 
 // Overrides of the launch parameters for sweeps (process-wide; 0 or -1 restores the built-in choice):
-// skinny warps per block (4, 8), rows per step (4, 8), waves of resident blocks (>= 1), GEMM variant (0-4).
-int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant) {
+// skinny warps per block (4, 8), rows per step (4, 8), split policy (waves of resident blocks >= 1, or 0 for
+// whole balanced waves), GEMM variant (0-4),
+// skinny scale per weight (0) or deferred to the fp32 flush (1).
+int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer) {
+  g_tune.gemv_defer = gemv_defer;
   g_tune.gemv_warps = gemv_warps;
   g_tune.gemv_rows = gemv_rows;
-  g_tune.gemv_waves = gemv_waves > 0 ? gemv_waves : 1;
+  g_tune.gemv_waves = gemv_waves >= 0 ? gemv_waves : 1;
   g_tune.gemm_variant = gemm_variant;
   return cudaSuccess;
 }
@@ -234,9 +270,8 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
     const long long need = gemv_workspace_bytes(pl, M, N);
     if (need > 0) {
       if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
-      const long long counters = need - static_cast<long long>(pl.splits) * M * N * 4;
       p.counters = static_cast<int*>(workspace);
-      p.partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + counters);
+      p.partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + kGemvCounterBytes);
     }
     p.rows_per_split = pl.rows_per_split;
     bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);

@@ -7,7 +7,10 @@
 // double-buffer the steps: the next step's loads are in flight while this one is dequantized, so a warp
 // keeps 1-2 x U x 512 bytes outstanding. The split's activations are staged once in shared memory,
 // already permuted into the pairs the dequantizer produces; dot products run as HFMA2 over two packed rows
-// and are flushed to fp32.
+// and are flushed to fp32. Two ways to apply the scale: per weight (HMUL2 of (q - z) by s, as a dense fp16
+// weight) or, with DEFER, once per flush in fp32: the HFMA2s then sum (q - z) * x / 128 - exact integers
+// times x scaled by a power of two, so 8 products (<= 15 * 65504 / 128 each) cannot overflow fp16 - and
+// the flush adds 128 * s * (sum) in fp32. DEFER saves 4 of ~19 instructions per packed word.
 //
 // Split-K without a second kernel: each split writes fp32 partial sums to its own slice of the workspace,
 // and the last block of a column tile to arrive (an atomic counter per tile) sums the slices in split
@@ -25,7 +28,10 @@ constexpr int kGemvFlush = 2;   // packed rows per fp16 dot product before it is
 template <int PAIRS> struct XRowOf { using type = uint4; };
 template <> struct XRowOf<2> { using type = uint2; };
 
-constexpr int kGemvXSmemCap = 48 * 1024;  // staged activations per block (the plan caps rows per split)
+constexpr int kGemvXSmemCap = 40 * 1024;  // staged activations per block (the plan caps rows per split);
+                                          // static + dynamic shared memory must stay under 48 KB
+constexpr int kGemvCounterBytes = 64 * 1024;  // workspace head: one arrival counter per column tile
+constexpr float kGemvDeferScale = 128.f;      // DEFER: x is staged divided by this power of two
 
 // Dynamic shared memory of one block: the staged activations, reused for the cross-warp reduction.
 __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, int rows_per_split) {
@@ -38,7 +44,7 @@ __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, i
 template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
 
-template <int BITS, int MT, int WARPS, int U>
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
   static_assert(U % kGemvFlush == 0, "steps must hold whole flush groups");
@@ -91,6 +97,11 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
         v.x = __byte_perm(raw.x, raw.y, 0x5410);
         v.y = __byte_perm(raw.x, raw.y, 0x7632);
       }
+      if constexpr (DEFER) {
+        uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
+      }
     } else {
       v = XRow{};
     }
@@ -114,8 +125,12 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
 
     const __half* sh = reinterpret_cast<const __half*>(&sv);
     ColQuant cq[4];
+    float sf[4];  // DEFER: the scale applied at the flush
 #pragma unroll
-    for (int c = 0; c < 4; ++c) cq[c] = col_quant(zero_field<BITS>(zw, n0 + c, p.zero_offset), sh[c]);
+    for (int c = 0; c < 4; ++c) {
+      cq[c] = col_quant(zero_field<BITS>(zw, n0 + c, p.zero_offset), sh[c]);
+      sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+    }
 
     __half2 hacc[MT][4];
 #pragma unroll
@@ -127,7 +142,7 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         __half2 d[PAIRS];
-        dequant_word<BITS>(words[c], cq[c], d);
+        dequant_word<BITS, !DEFER>(words[c], cq[c], d);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
           const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr[m]);
@@ -143,7 +158,11 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const float2 f = __half22float2(hacc[m][c]);
-            acc[m][c] += f.x + f.y;
+            if constexpr (DEFER) {
+              acc[m][c] = fmaf(sf[c], f.x + f.y, acc[m][c]);
+            } else {
+              acc[m][c] += f.x + f.y;
+            }
           }
       }
     }
@@ -173,12 +192,17 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
   if (single) return;
 
   // Last block of this column tile: sum the splits' partials (fixed order) into fp16, re-arm the counter.
-  __threadfence();
+  // The barrier orders the block's partial stores before thread 0's gpu-scope fence and arrival (as a
+  // split-K semaphore release); the last arrival fences again before its block reads the other partials.
   __syncthreads();
-  if (tid == 0) is_last = atomicAdd(p.counters + tile, 1) == static_cast<int>(gridDim.y) - 1;
+  if (tid == 0) {
+    __threadfence();
+    const bool last = atomicAdd(p.counters + tile, 1) == static_cast<int>(gridDim.y) - 1;
+    if (last) __threadfence();
+    is_last = last;
+  }
   __syncthreads();
   if (!is_last) return;
-  __threadfence();
   const int splits = gridDim.y;
   const size_t stride = static_cast<size_t>(p.M) * p.N;
   for (int idx = tid; idx < p.M * kGemvTile; idx += WARPS * 32) {

@@ -87,14 +87,28 @@ def restore_tuning():
 
 
 # Every launch-plan override the benchmark sweeps must compute the same function.
-@pytest.mark.parametrize(("warps", "rows", "waves"), [(4, 4, 1), (4, 8, 1), (8, 4, 1), (8, 8, 1), (4, 8, 2), (8, 8, 4)])
+@pytest.mark.parametrize("defer", [0, 1])
+@pytest.mark.parametrize(("warps", "rows", "waves"), [(4, 4, 1), (4, 8, 1), (8, 4, 1), (8, 8, 1), (4, 8, 0), (8, 8, 0),
+                                                      (8, 4, 0), (8, 8, 3)])
 @pytest.mark.parametrize(("m", "k", "n", "bits", "group"), [
     (1, 4096, 4096, 4, 128), (3, 14336, 1024, 4, 128), (8, 2048, 6144, 4, 64), (2, 4096, 512, 8, 128),
-    (1, 1024, 136, 4, 32),
+    (1, 1024, 136, 4, 32), (5, 27648, 5120, 4, 128), (1, 5120, 27648, 4, 128),
 ])
-def test_skinny_variants(restore_tuning, warps, rows, waves, m, k, n, bits, group):
-    native_quant.tune(warps, rows, waves)
-    check(m, k, n, bits, group, 0, seed=warps + rows + waves + m)
+def test_skinny_variants(restore_tuning, defer, warps, rows, waves, m, k, n, bits, group):
+    native_quant.tune(warps, rows, waves, gemv_defer=defer)
+    check(m, k, n, bits, group, defer, seed=warps + rows + waves + m)
+
+
+@pytest.mark.parametrize("defer", [0, 1])
+def test_large_activations_stay_finite(restore_tuning, defer):
+    # The deferred-scale path sums (q - z) * x / 128 in fp16: activations near the fp16 limit must not overflow.
+    native_quant.tune(gemv_defer=defer)
+    x, qweight, scales, qzeros = make_case(2, 4096, 1024, 4, 128, seed=9)
+    x[:, ::97] = 30000.0
+    x[1, 5::331] = -60000.0
+    scales.mul_(0.1)
+    got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+    assert_close_to_reference(got, x, qweight, scales, qzeros, 4, 128, 0)
 
 
 @pytest.mark.parametrize("variant", [0, 1, 2, 3, 4])

@@ -36,9 +36,10 @@ def kernels() -> list[Kernel]:
         for mt in (1, 2, 4, 8):
             for warps in (4, 8):
                 for rows in (4, 8):
-                    ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}",
-                                     f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}>", False,
-                                     f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
+                    for defer in ("false", "true"):
+                        ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}{' defer' * (defer == 'true')}",
+                                         f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
+                                         f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
     return ks
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 from functools import cache
 
 import torch
@@ -28,7 +29,7 @@ _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                            _c_int, _c_int, _ptr],
 }
@@ -93,28 +94,31 @@ def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
     return _workspaces[index]
 
 
-def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1) -> None:
+def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
+         gemv_defer: int = -1) -> None:
     """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
 
     Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
-    split-K plan fills; tensor-core GEMM: tile variant 0-4 (see csrc/quant_gemm.cu).
+    split-K plan fills, scale per weight (0) or deferred to the fp32 flush (1); tensor-core GEMM: tile
+    variant 0-4 (see csrc/quant_gemm.cu). ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer"`` in the
+    environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
     global _epoch
     assert native.LIB is not None
-    check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant))
+    check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer))
     _epoch += 1
 
 
 def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> dict[str, int]:
     """The launch a call with these sizes makes (kernel, K splits, block shape), for benchmark reports."""
     assert native.LIB is not None
-    info = (ctypes.c_int * 7)()
+    info = (ctypes.c_int * 8)()
     index = _index(device)
     with torch.cuda.device(index):
         check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, _sm_count(index), info))
     if info[0] == 1:
         return {"kernel": "gemm", "variant": info[1]}
-    keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles")
+    keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer")
     return {"kernel": "skinny", **dict(zip(keys, info[1:], strict=True))}
 
 
@@ -150,4 +154,8 @@ def register() -> bool:
         fn.argtypes = argtypes
         fn.restype = _c_int
     ops_quant.quant_matmul.register_kernel("cuda")(quant_matmul)
+    if spec := os.environ.get("REVOLTA_QUANT_TUNE"):
+        values = [int(v) for v in spec.split(",")]
+        tune(*values)
+        logger.info("quantized GEMM launch parameters overridden by REVOLTA_QUANT_TUNE=%s", spec)
     return True
