@@ -15,6 +15,8 @@ constexpr int kMaxDevices = 16;
 struct Tuning {
   int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1;
 };
+// Built-in choice = the best of the H200 sweep (8 warps, 8 rows per step, one-wave floor split, deferred
+// scale: benchmarks/results/h200_gemv_quant_bench.json); 4 rows per step where K or the group needs it.
 constexpr int kGemvDefaultWarps = 8, kGemvDefaultDefer = 1;
 Tuning g_tune;
 
@@ -99,7 +101,7 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
   pl.warps = g_tune.gemv_warps == 8 || g_tune.gemv_warps == 4 ? g_tune.gemv_warps : kGemvDefaultWarps;
   pl.defer = g_tune.gemv_defer == 0 || g_tune.gemv_defer == 1 ? g_tune.gemv_defer : kGemvDefaultDefer;
-  pl.rows_step = g_tune.gemv_rows == 4 || g_tune.gemv_rows == 8 ? g_tune.gemv_rows : (pl.mt >= 4 ? 4 : 8);
+  pl.rows_step = g_tune.gemv_rows == 4 || g_tune.gemv_rows == 8 ? g_tune.gemv_rows : 8;
   if (rows % 8 || group_rows % 8) pl.rows_step = 4;
   const int u = pl.rows_step;
   pl.tiles = (N + kGemvTile - 1) / kGemvTile;
