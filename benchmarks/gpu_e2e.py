@@ -2,6 +2,11 @@
 
 Usage (on a GPU machine):
     python benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --out $OUT/gpu_e2e.json
+    python benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq --decode-only \
+        --baseline $OUT/gpu_e2e.json --out $OUT/gpu_e2e_awq.json   # AWQ g128 vs the fp16 run above
+
+The roofline is copy bandwidth over the weight bytes: ``roofline_tok_s`` counts every parameter,
+``roofline_read_tok_s`` leaves out the input embedding table (a decode step reads one row of it).
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--prefill-len", type=int, default=8192)
     ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--decode-only", action="store_true", help="skip the concurrent and long-prefill runs")
+    ap.add_argument("--baseline", type=Path, help="an earlier result (e.g. fp16) to report the speed-up over")
     ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -88,6 +95,8 @@ def main() -> None:
               enforce_eager=args.enforce_eager, enable_prefix_caching=False)
     engine = llm.llm_engine
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+    embed_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.named_parameters()
+                      if n.endswith("embed_tokens.weight"))
     vocab = int(engine.hf_config.vocab_size)
     spec_bytes = engine.runner.kv_caches[0].key.element_size()
 
@@ -98,26 +107,35 @@ def main() -> None:
     decode_tok_s = (args.output_len - 1) / (t_full - t_prefill)
     roofline = bw / weight_bytes
 
-    pc = random_prompts(args.concurrency, args.input_len, vocab, 2)
-    t_conc = timed_generate(llm, pc, args.output_len)
-    conc_tok_s = args.concurrency * args.output_len / t_conc
+    conc_tok_s = prefill_tok_s = None
+    if not args.decode_only:
+        pc = random_prompts(args.concurrency, args.input_len, vocab, 2)
+        t_conc = timed_generate(llm, pc, args.output_len)
+        conc_tok_s = args.concurrency * args.output_len / t_conc
 
-    pp = random_prompts(1, args.prefill_len, vocab, 3)
-    timed_generate(llm, pp, 1)
-    t_pp = timed_generate(llm, pp, 1)
-    prefill_tok_s = args.prefill_len / t_pp
+        pp = random_prompts(1, args.prefill_len, vocab, 3)
+        timed_generate(llm, pp, 1)
+        t_pp = timed_generate(llm, pp, 1)
+        prefill_tok_s = args.prefill_len / t_pp
 
     result = {
         "config": args.config, "dtype": args.dtype, "enforce_eager": args.enforce_eager,
         "gpu": torch.cuda.get_device_name(), "copy_bandwidth_GBps": bw / 1e9,
         "weight_GB": weight_bytes / 1e9, "roofline_tok_s": roofline,
+        "quantization": getattr(engine.hf_config, "quantization_config", None),
+        "read_GB": (weight_bytes - embed_bytes) / 1e9, "roofline_read_tok_s": bw / (weight_bytes - embed_bytes),
         "batch1_decode_tok_s": decode_tok_s, "batch1_fraction_of_roofline": decode_tok_s / roofline,
+        "batch1_fraction_of_read_roofline": decode_tok_s * (weight_bytes - embed_bytes) / bw,
         f"concurrent{args.concurrency}_output_tok_s": conc_tok_s,
         f"prefill{args.prefill_len}_tok_s": prefill_tok_s,
         "kv_capacity_tokens_logged": log.kv_tokens, "kv_element_bytes": spec_bytes,
         "memory_log": [line for line in log.lines if "GPU memory" in line or "KV cache" in line
                        or "CUDA graphs" in line],
     }
+    if args.baseline and args.baseline.is_file():
+        base = json.loads(args.baseline.read_text())
+        result["baseline"] = {"config": base["config"], "batch1_decode_tok_s": base["batch1_decode_tok_s"]}
+        result["batch1_speedup_over_baseline"] = decode_tok_s / base["batch1_decode_tok_s"]
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
