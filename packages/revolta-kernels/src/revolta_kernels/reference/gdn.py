@@ -113,3 +113,13 @@ def rms_norm_gated(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, ep
     xf = x.float()
     normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
     return ((weight * normed).float() * F.silu(gate.float())).to(x.dtype)
+
+
+def gdn_gating(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decay and write strength of the gated delta rule from the ``a``/``b`` projections ([T, H] each).
+
+    Returns ``g = -exp(A_log) * softplus(a + dt_bias)`` (float32 log decay) and ``beta = sigmoid(b)`` (b's dtype).
+    """
+    g = -a_log.float().exp() * F.softplus(a.float() + dt_bias)
+    return g, b.sigmoid()
