@@ -59,7 +59,7 @@ template <typename T>
 __global__ void __launch_bounds__(kConvThreads)
     conv1d_prefill_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ weight,
                           const T* __restrict__ bias, const T* __restrict__ states,
-                          const int32_t* __restrict__ query_start_loc, const int64_t* __restrict__ state_indices,
+                          const int* __restrict__ query_start_loc, const int64_t* __restrict__ state_indices,
                           int num_tokens, int num_seqs, int C, int K, int silu) {
   const int c = blockIdx.x * kConvThreads + threadIdx.x;
   const int t0 = blockIdx.y * kConvTokensPerThread;
@@ -114,8 +114,8 @@ __global__ void __launch_bounds__(kConvThreads)
 // the extended stream after m new tokens) into their slots. Sequences without new tokens keep their state.
 template <typename T>
 __global__ void __launch_bounds__(kConvThreads)
-    conv1d_state_kernel(const T* __restrict__ x, T* __restrict__ states, const int32_t* __restrict__ query_start_loc,
-                        const int64_t* __restrict__ state_indices, const int32_t* __restrict__ snap_offsets,
+    conv1d_state_kernel(const T* __restrict__ x, T* __restrict__ states, const int* __restrict__ query_start_loc,
+                        const int64_t* __restrict__ state_indices, const int* __restrict__ snap_offsets,
                         const int64_t* __restrict__ snap_len, const int64_t* __restrict__ snap_slot, int C, int K) {
   const int c = blockIdx.x * kConvThreads + threadIdx.x, b = blockIdx.y;
   if (c >= C) return;

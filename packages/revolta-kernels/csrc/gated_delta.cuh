@@ -33,8 +33,8 @@ struct GdnPrefillParams {
   const void* beta;  // [T, Hv]
   float* states;  // [S, Hv, DK, Dv]
   const int64_t* state_indices;  // [num_seqs]
-  const int32_t* query_start_loc;  // [num_seqs + 1]
-  const int32_t* snap_offsets;  // [num_seqs + 1] into the snapshot arrays sorted by (seq, len), or null
+  const int* query_start_loc;  // [num_seqs + 1]
+  const int* snap_offsets;  // [num_seqs + 1] into the snapshot arrays sorted by (seq, len), or null
   const int64_t* snap_len;  // new tokens of the sequence after which the state is copied
   const int64_t* snap_slot;  // ... into this slot
   void* out;  // [T, Hv, Dv] contiguous

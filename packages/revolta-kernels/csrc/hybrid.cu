@@ -46,7 +46,7 @@ cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
   const dim3 up_grid((items + kMoeWarps - 1) / kMoeWarps, p.T);
   const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
   const size_t down_smem = static_cast<size_t>(p.K * p.I + p.Is) * sizeof(float);
-  if (up_smem > 48 * 1024 || down_smem > 48 * 1024) return cudaErrorInvalidValue;
+  if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
   moe_up_kernel<T><<<up_grid, kMoeWarps * 32, up_smem, stream>>>(p);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
@@ -92,7 +92,7 @@ int revolta_conv1d_update(void* out, const void* x, long long x_stride, const vo
 
 // Causal conv1d over variable-length sequences (x, out [T, C] contiguous), then the new states and snapshots.
 int revolta_conv1d_prefill(void* out, const void* x, const void* weight, const void* bias, void* states,
-                           const int32_t* query_start_loc, const int64_t* state_indices, const int32_t* snap_offsets,
+                           const int* query_start_loc, const int64_t* state_indices, const int* snap_offsets,
                            const int64_t* snap_len, const int64_t* snap_slot, int num_tokens, int num_seqs,
                            int channels, int K, int silu, int dtype, cudaStream_t stream) {
   if (num_seqs == 0 || channels == 0) return cudaSuccess;
@@ -142,7 +142,7 @@ int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const voi
 }
 
 // SwiGLU experts of a few tokens over the selected experts only (see moe.cuh). H, I, Is multiples of 8,
-// 1 <= K <= 16, E <= 512 when routing here, H and K * I + Is floats each within 48 KB of shared memory.
+// 1 <= K <= 16, E <= 512 when routing here, H and K * I + Is at most kMoeMaxSmemFloats (12032).
 int revolta_moe(const MoeParams* p, int dtype, cudaStream_t stream) {
   if (p->T == 0) return cudaSuccess;
   if (p->H % 8 || p->I % 8 || p->Is % 8 || p->K < 1 || p->K > kMoeMaxTopK ||

@@ -17,6 +17,9 @@ namespace revolta {
 constexpr int kMoeWarps = 8;
 constexpr int kMoeMaxExperts = 512;
 constexpr int kMoeMaxTopK = 16;
+// dynamic shared memory of one block (x of the up kernel, activations of the down kernel): 47 KB, so static +
+// dynamic stays under the 48 KB every arch allows without an opt-in
+constexpr int kMoeMaxSmemFloats = 47 * 1024 / 4;
 
 struct MoeParams {
   const void* x;  // [T, H] (row stride x_stride)
@@ -182,7 +185,8 @@ __device__ __forceinline__ void moe_load_x(const MoeParams& p, int t, float* xs)
 // grid (ceil(items / kMoeWarps), T); items = K * I (+ Is) (+ 1 for the shared gate). Dynamic smem: H floats.
 template <typename T>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
-  extern __shared__ float xs[];
+  extern __shared__ float4 xs4[];  // float4: 16-byte aligned for the vector reads
+  float* xs = reinterpret_cast<float*>(xs4);
   __shared__ int ids[kMoeMaxTopK];
   __shared__ float wts[kMoeMaxTopK];
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -235,7 +239,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
 // grid (ceil(H / kMoeWarps), T). Dynamic smem: K * I + Is floats (the token's activations).
 template <typename T>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(MoeParams p) {
-  extern __shared__ float acts[];
+  extern __shared__ float4 acts4[];
+  float* acts = reinterpret_cast<float*>(acts4);
   __shared__ int ids[kMoeMaxTopK];
   __shared__ float wts[kMoeMaxTopK + 1];
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -40,7 +40,7 @@ int revolta_conv1d_update(void* out, const void* x, long long x_stride, const vo
                           void* states, const int64_t* state_indices, int batch, int channels, int K, int silu,
                           int dtype, cudaStream_t stream);
 int revolta_conv1d_prefill(void* out, const void* x, const void* weight, const void* bias, void* states,
-                           const int32_t* query_start_loc, const int64_t* state_indices, const int32_t* snap_offsets,
+                           const int* query_start_loc, const int64_t* state_indices, const int* snap_offsets,
                            const int64_t* snap_len, const int64_t* snap_slot, int num_tokens, int num_seqs,
                            int channels, int K, int silu, int dtype, cudaStream_t stream);
 int revolta_gdn_gating(float* g, void* beta, const void* a, const void* b, const void* a_log, const void* dt_bias,

@@ -22,6 +22,7 @@ from revolta_kernels.reference import moe as ref_moe
 _DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
 MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
+MOE_MAX_SMEM_FLOATS = 47 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
 
 
 class GdnDecodeParams(ctypes.Structure):
@@ -252,7 +253,7 @@ def _experts_ok(x, w13, w2) -> bool:
     inter = two_i // 2
     return (
         w13.dtype == x.dtype and w2.dtype == x.dtype and x.shape[1] == h and tuple(w2.shape) == (e, h, inter)
-        and h % 8 == 0 and inter % 8 == 0 and h <= 12288 and x.stride(-1) == 1 and 0 < x.shape[0] <= MOE_MAX_TOKENS
+        and h % 8 == 0 and inter % 8 == 0 and h <= MOE_MAX_SMEM_FLOATS and x.stride(-1) == 1 and 0 < x.shape[0] <= MOE_MAX_TOKENS
         and w13.is_contiguous() and w2.is_contiguous() and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0
     )
 
@@ -280,7 +281,7 @@ def _moe_launch(x, w13, w2, top_k: int, logits=None, renormalize=False, ids=None
 def fused_moe(x, w13, w2, topk_weights, topk_ids):
     top_k = topk_ids.shape[-1] if topk_ids.dim() == 2 else 0
     if not (_experts_ok(x, w13, w2) and 1 <= top_k <= 16 and topk_ids.shape[0] == x.shape[0]
-            and (x.shape[1] * 4 <= 48 * 1024) and top_k * w13.shape[1] // 2 * 4 <= 48 * 1024):
+            and top_k * (w13.shape[1] // 2) <= MOE_MAX_SMEM_FLOATS):
         return ref_moe.fused_moe(x, w13, w2, topk_weights, topk_ids)
     ids = topk_ids.to(torch.int64).contiguous()
     weights = topk_weights.float().contiguous()
@@ -294,7 +295,7 @@ def moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_
     ok = (
         _experts_ok(x, w13, w2) and 1 <= top_k <= min(16, e) and e <= 512 and router_logits.dtype == x.dtype
         and tuple(router_logits.shape) == (x.shape[0], e) and router_logits.stride(-1) == 1
-        and (top_k * w13.shape[1] // 2 + i_s) * 4 <= 48 * 1024
+        and top_k * (w13.shape[1] // 2) + i_s <= MOE_MAX_SMEM_FLOATS
         and (shared_w13 is None) == (shared_w2 is None)
         and (shared_w13 is None or (
             shared_w13.dtype == x.dtype and shared_w2.dtype == x.dtype and shared_w13.is_contiguous()
