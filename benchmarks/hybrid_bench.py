@@ -127,7 +127,7 @@ def conv1d(bw: float, gen) -> dict:
     pool = torch.randn(256, c, width - 1, device="cuda", generator=gen).half()
     xs = [torch.randn(batch, c, device="cuda", generator=gen).half() for _ in range(8)]
     slots = [torch.randperm(256, device="cuda", generator=gen)[:batch] for _ in range(8)]
-    fns = [lambda x=x, s=s: ops_hybrid.causal_conv1d_update(x, w, None, pool, s, True) for x, s in zip(xs, slots)]
+    fns = [lambda x=x, s=s: ops_hybrid.causal_conv1d_update(x, w, None, pool, s, True) for x, s in zip(xs, slots, strict=True)]
     ms = time_ms(graphed(fns), reps=20) / 8
     nbytes = batch * c * (2 * (width - 1) * 2 + 2 * 2)
     ref_ms = time_ms(lambda: ref_conv.causal_conv1d_update(xs[0], w, None, pool, slots[0], True), reps=5)
