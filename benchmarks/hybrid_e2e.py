@@ -84,6 +84,30 @@ def event_ms(fn, reps: int = 20) -> float:
     return statistics.median(times)
 
 
+def kernel_breakdown(fn, reps: int = 5, top: int = 25) -> list[dict]:
+    """GPU time per call of ``fn`` by kernel name (torch profiler), the largest first."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+        rows = []
+        for ev in prof.key_averages():
+            dev_us = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+            if dev_us:
+                rows.append({"kernel": ev.key[:120], "us_per_call": dev_us / reps, "count_per_call": ev.count / reps})
+        rows.sort(key=lambda r: -r["us_per_call"])
+        total = sum(r["us_per_call"] for r in rows)
+        return [{"kernel": "TOTAL (sum of kernel times)", "us_per_call": total,
+                 "count_per_call": sum(r["count_per_call"] for r in rows)}] + rows[:top]
+    except Exception as exc:  # the breakdown is a diagnosis; keep the measured rates
+        return [{"error": repr(exc)}]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default="benchmarks/configs/qwen3.5-35b-a3b")
@@ -132,6 +156,7 @@ def main() -> None:
             "forward_plus_head_fraction_of_roofline": (1e3 / (forward_ms + head_ms)) / roofline,
             "host_and_sampling_ms_per_step": 1e3 / rate - forward_ms - head_ms,
         })
+        result["graph_forward_top_kernels"] = kernel_breakdown(graphs.graphs[1].replay)
         engine.runner.graph_runner = None
     rate_eager = decode_rate(llm, prompt, args.eager_output_len, reps=1)
     result.update({"eager_batch1_decode_tok_s": rate_eager, "eager_fraction_of_roofline": rate_eager / roofline})

@@ -23,30 +23,55 @@ __global__ void gdn_gating_kernel(float* __restrict__ g, T* __restrict__ beta, c
 }
 
 // out = weight * rmsnorm(x) * silu(gate) over the last dimension D, rows (i0, i1) of [N0, N1, D] views with
-// strides; out contiguous. One warp per row. Roundings as the reference: normed and weight * normed are rounded
-// to the storage type before the gate.
+// strides; out contiguous. One warp per row; rows up to 256 long are loaded once with every load in flight
+// together. Roundings as the reference: normed and weight * normed are rounded to the storage type.
+template <typename T>
+__device__ __forceinline__ float gated_norm_value(float xv, float gv, float wv, float inv) {
+  const float normed = to_float(from_float<T>(xv * inv));
+  const float wn = to_float(from_float<T>(wv * normed));
+  return wn * (gv / (1.f + expf(-gv)));
+}
+
 template <typename T>
 __global__ void rms_norm_gated_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ gate,
                                       const T* __restrict__ weight, int n0, int n1, int D, long long x_s0,
                                       long long x_s1, long long g_s0, long long g_s1, float eps) {
+  constexpr int kPerLane = 8;
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= n0 * n1) return;
   const int i0 = row / n1, i1 = row % n1;
   const T* xr = x + i0 * x_s0 + i1 * x_s1;
   const T* gr = gate + i0 * g_s0 + i1 * g_s1;
   T* o = out + static_cast<size_t>(row) * D;
+  if (D <= 32 * kPerLane) {
+    float xv[kPerLane], gv[kPerLane], wv[kPerLane];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane + 32 * j;
+      const bool in = i < D;
+      xv[j] = in ? to_float(xr[i]) : 0.f;
+      gv[j] = in ? to_float(gr[i]) : 0.f;
+      wv[j] = in ? to_float(weight[i]) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) ss += xv[j] * xv[j];
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < D) o[i] = from_float<T>(gated_norm_value<T>(xv[j], gv[j], wv[j], inv));
+    }
+    return;
+  }
   float ss = 0.f;
   for (int i = lane; i < D; i += 32) {
     const float v = to_float(xr[i]);
     ss += v * v;
   }
-  ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
+  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
   for (int i = lane; i < D; i += 32) {
-    const float normed = to_float(from_float<T>(to_float(xr[i]) * inv));
-    const float wn = to_float(from_float<T>(to_float(weight[i]) * normed));
-    const float gv = to_float(gr[i]);
-    o[i] = from_float<T>(wn * (gv / (1.f + expf(-gv))));
+    o[i] = from_float<T>(gated_norm_value<T>(to_float(xr[i]), to_float(gr[i]), to_float(weight[i]), inv));
   }
 }
 

@@ -3,6 +3,7 @@
 #include "revolta_kernels.h"
 #include "conv1d.cuh"
 #include "gated_delta.cuh"
+#include "gdn_decode.cuh"
 #include "gdn_misc.cuh"
 #include "moe.cuh"
 
@@ -18,12 +19,52 @@ using namespace revolta;
 
 namespace {
 
+int num_sms() {  // of the current device, cached (a host query, allowed while a stream is being captured)
+  static int cached[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (cached[dev] == 0) cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMultiProcessorCount, dev);
+  return cached[dev];
+}
+
+template <typename T, int DK>
+cudaError_t gdn_decode_persistent(const GdnDecodeParams& p, cudaStream_t stream) {
+  static int per_sm = 0;
+  if (per_sm == 0) {
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, gdn_decode_persistent_kernel<T, DK>, kGdnDecodeThreads, 0);
+    if (err != cudaSuccess) return err;
+  }
+  const int items = p.batch * p.num_v_heads * (p.dv / kGdnDecodeCols);
+  const int slots = (per_sm > 0 ? per_sm : 1) * (num_sms() > 0 ? num_sms() : 1);
+  gdn_decode_persistent_kernel<T, DK><<<items < slots ? items : slots, kGdnDecodeThreads, 0, stream>>>(p, items);
+  return cudaGetLastError();
+}
+
 template <typename T>
-cudaError_t gdn_decode(const GdnDecodeParams& p, int dk, cudaStream_t stream) {
+cudaError_t gdn_decode(const GdnDecodeParams& p, int dk, int persistent, cudaStream_t stream) {
+  if (persistent) {
+    switch (dk) {
+      case 64: return gdn_decode_persistent<T, 64>(p, stream);
+      case 128: return gdn_decode_persistent<T, 128>(p, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   const dim3 grid(p.dv / kGdnDecodeCols, p.num_v_heads, p.batch);
   switch (dk) {
     case 64: gdn_decode_kernel<T, 64><<<grid, kGdnDecodeThreads, 0, stream>>>(p); break;
     case 128: gdn_decode_kernel<T, 128><<<grid, kGdnDecodeThreads, 0, stream>>>(p); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t gdn_decode_fused(const GdnFusedParams& p, int dk, cudaStream_t stream) {
+  const dim3 grid(p.num_v_heads, p.batch);
+  switch (dk) {
+    case 64: gdn_decode_fused_kernel<T, 64><<<grid, kGdnDecodeThreads, 0, stream>>>(p); break;
+    case 128: gdn_decode_fused_kernel<T, 128><<<grid, kGdnDecodeThreads, 0, stream>>>(p); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -43,7 +84,7 @@ cudaError_t gdn_prefill(const GdnPrefillParams& p, int dk, cudaStream_t stream) 
 template <typename T>
 cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
   const int items = p.K * p.I + p.Is + (p.shared_w13 != nullptr ? 1 : 0);
-  const dim3 up_grid((items + kMoeWarps - 1) / kMoeWarps, p.T);
+  const dim3 up_grid((items + 2 * kMoeWarps - 1) / (2 * kMoeWarps), p.T);
   const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
   const size_t down_smem = static_cast<size_t>(p.K * p.I + p.Is) * sizeof(float);
   if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
@@ -60,10 +101,19 @@ cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
 extern "C" {
 
 // Recurrent gated delta rule, one token per sequence; Dv % 64 == 0, dk in {64, 128}, 16-byte aligned states.
-int revolta_gdn_decode(const GdnDecodeParams* p, int dk, int dtype, cudaStream_t stream) {
+// persistent != 0: a grid of the GPU's size walking the items with the next state prefetched.
+int revolta_gdn_decode(const GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream) {
   if (p->batch == 0) return cudaSuccess;
   if (p->dv % kGdnDecodeCols || p->num_k_heads <= 0 || p->num_v_heads % p->num_k_heads) return cudaErrorInvalidValue;
-  REVOLTA_HYBRID_DISPATCH(dtype, return gdn_decode<T>(*p, dk, stream))
+  REVOLTA_HYBRID_DISPATCH(dtype, return gdn_decode<T>(*p, dk, persistent, stream))
+  return cudaSuccess;
+}
+
+// Gating + gated delta rule + gated RMSNorm of one decode step (Dv == 128, dk in {64, 128}).
+int revolta_gdn_decode_fused(const GdnFusedParams* p, int dk, int dtype, cudaStream_t stream) {
+  if (p->batch == 0) return cudaSuccess;
+  if (p->num_k_heads <= 0 || p->num_v_heads % p->num_k_heads) return cudaErrorInvalidValue;
+  REVOLTA_HYBRID_DISPATCH(dtype, return gdn_decode_fused<T>(*p, dk, stream))
   return cudaSuccess;
 }
 
@@ -142,7 +192,7 @@ int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const voi
 }
 
 // SwiGLU experts of a few tokens over the selected experts only (see moe.cuh). H, I, Is multiples of 8,
-// 1 <= K <= 16, E <= 512 when routing here, H and K * I + Is at most kMoeMaxSmemFloats (12032).
+// 1 <= K <= 16, E <= 512 when routing here, H and K * I + Is at most kMoeMaxSmemFloats (11520).
 int revolta_moe(const MoeParams* p, int dtype, cudaStream_t stream) {
   if (p->T == 0) return cudaSuccess;
   if (p->H % 8 || p->I % 8 || p->Is % 8 || p->K < 1 || p->K > kMoeMaxTopK ||

@@ -2,7 +2,7 @@
 // Self-contained for NVRTC; fp16/bf16/fp32 storage, fp32 math, 16-byte weight loads, no tensor cores needed
 // (a token's expert rows are read once; the work is memory-bound).
 //
-//   up:   act[t, k, j] = silu(x_t . w13[e_k, j]) * (x_t . w13[e_k, I + j])     (one warp per (k, j))
+//   up:   act[t, k, j] = silu(x_t . w13[e_k, j]) * (x_t . w13[e_k, I + j])     (two (k, j) per warp)
 //   down: out[t, n]    = sum_k w_k * (w2[e_k, n] . act[t, k])                   (one warp per n)
 // An optional shared expert (its own intermediate size Is) runs as one more expert with weight
 // sigmoid(x_t . shared_gate) (or 1 without a gate). Routing (softmax over E router logits, top-k,
@@ -15,11 +15,11 @@
 namespace revolta {
 
 constexpr int kMoeWarps = 8;
-constexpr int kMoeMaxExperts = 512;
+constexpr int kMoeMaxExperts = 2 * kMoeWarps * 32;  // two per thread of the routing block
 constexpr int kMoeMaxTopK = 16;
-// dynamic shared memory of one block (x of the up kernel, activations of the down kernel): 47 KB, so static +
+// dynamic shared memory of one block (x of the up kernel, activations of the down kernel): 45 KB, so static +
 // dynamic stays under the 48 KB every arch allows without an opt-in
-constexpr int kMoeMaxSmemFloats = 47 * 1024 / 4;
+constexpr int kMoeMaxSmemFloats = 45 * 1024 / 4;
 
 struct MoeParams {
   const void* x;  // [T, H] (row stride x_stride)
@@ -77,8 +77,8 @@ template <> struct Pack8<float> {
 
 __device__ __forceinline__ float moe_silu(float x) { return x / (1.f + expf(-x)); }
 
-// Dot products of ROWS weight rows (length L, L % 8 == 0) with a float vector in shared memory, by one warp with
-// U 16-byte loads per row in flight; every lane gets the sums.
+// Dot products of ROWS weight rows (length L, L % 8 == 0; a null row gives 0) with a float vector in shared
+// memory, by one warp with U 16-byte loads per row in flight; every lane gets the sums.
 template <typename T, int ROWS, int U>
 __device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], const float* vec, int L, float (&acc)[ROWS]) {
   const int lane = threadIdx.x & 31;
@@ -90,7 +90,9 @@ __device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], cons
     for (int u = 0; u < U; ++u) {
       if (base + u * 256 < L) {
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) w[r][u].load(rows[r] + base + u * 256);
+        for (int r = 0; r < ROWS; ++r) {
+          if (rows[r] != nullptr) w[r][u].load(rows[r] + base + u * 256);
+        }
       }
     }
 #pragma unroll
@@ -102,10 +104,12 @@ __device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], cons
         const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
-          float f[8];
-          w[r][u].get(f);
+          if (rows[r] != nullptr) {
+            float f[8];
+            w[r][u].get(f);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[r] = fmaf(f[i], xv[i], acc[r]);
+            for (int i = 0; i < 8; ++i) acc[r] = fmaf(f[i], xv[i], acc[r]);
+          }
         }
       }
     }
@@ -114,126 +118,138 @@ __device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], cons
   for (int r = 0; r < ROWS; ++r) acc[r] = warp_sum(acc[r]);
 }
 
-// Softmax top-k of one token's router logits by one warp; results to shared memory (ids, weights).
-template <typename T>
-__device__ void moe_route_warp(const T* logits, int E, int K, int renormalize, int* ids, float* weights) {
-  const int lane = threadIdx.x & 31;
-  constexpr int PER = kMoeMaxExperts / 32;
-  float p[PER];
-  float mx = -INFINITY;
+// Block-wide reduction (max or sum) of one value per thread; `scratch` holds kMoeWarps floats. All get it.
+template <bool MAX>
+__device__ __forceinline__ float moe_block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = MAX ? warp_max(v) : warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = scratch[0];
 #pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int e = lane + 32 * i;
-    p[i] = e < E ? to_float(logits[e]) : -INFINITY;
-    mx = fmaxf(mx, p[i]);
-  }
-  mx = warp_max(mx);
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int e = lane + 32 * i;
-    p[i] = e < E ? expf(p[i] - mx) : 0.f;
-    sum += p[i];
-  }
-  sum = warp_sum(sum);
-  const float inv = 1.f / sum;
-  unsigned taken = 0u;  // bit i: expert lane + 32 i already chosen
-  float total = 0.f;
-  for (int k = 0; k < K; ++k) {
-    float best = -1.f;
-    int bi = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const int e = lane + 32 * i;
-      const float v = p[i] * inv;
-      if (e < E && !(taken >> i & 1u) && v > best) {
-        best = v;
-        bi = e;
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {  // arg max; ties go to the lower expert id
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ob > best || (ob == best && oi < bi)) {
-        best = ob;
-        bi = oi;
-      }
-    }
-    if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
-    if (lane == 0) {
-      ids[k] = bi;
-      weights[k] = best;
-    }
-    total += best;
-  }
-  __syncwarp();
-  if (lane < K) {
-    float w = weights[lane];
-    if (renormalize) w = w / total;
-    weights[lane] = to_float(from_float<T>(w));  // the layer casts routing weights to the activations' dtype
-  }
-  __syncwarp();
+  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
 }
 
+// Softmax top-k of one token's router logits by the whole block (E <= 2 * blockDim.x): each expert's rank is
+// the number of experts with a larger logit (ties: the lower id ranks first); ranks < K are the choice.
+// Weights as transformers computes them: softmax probabilities, optionally renormalised over the K, then
+// rounded to the storage type. Results in shared memory (ids, wts).
 template <typename T>
-__device__ __forceinline__ void moe_load_x(const MoeParams& p, int t, float* xs) {
-  const T* x = static_cast<const T*>(p.x) + t * p.x_stride;
-  for (int i = threadIdx.x; i < p.H; i += blockDim.x) xs[i] = to_float(x[i]);
+__device__ void moe_route_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch, int* ids,
+                                float* wts) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int e0 = tid, e1 = tid + kMoeWarps * 32;
+  const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
+  const float v1 = e1 < E ? to_float(logits[e1]) : -INFINITY;
+  lg[e0] = v0;
+  lg[e1] = v1;
+  const float mx = moe_block_reduce<true>(fmaxf(v0, v1), scratch);
+  const float sum = moe_block_reduce<false>(expf(v0 - mx) + expf(v1 - mx), scratch);  // barriers: lg visible
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int e = i == 0 ? e0 : e1;
+    const float v = i == 0 ? v0 : v1;
+    if (e < E) {
+      int rank = 0;
+      for (int j = 0; j < E; j += 4) {  // E % 4 == 0 is not required: lg past E holds -inf
+        const float4 l = *reinterpret_cast<const float4*>(lg + j);
+        rank += (l.x > v || (l.x == v && j < e)) + (l.y > v || (l.y == v && j + 1 < e)) +
+                (l.z > v || (l.z == v && j + 2 < e)) + (l.w > v || (l.w == v && j + 3 < e));
+      }
+      if (rank < K) {
+        ids[rank] = e;
+        wts[rank] = expf(v - mx) / sum;
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    float w = lane < K ? wts[lane] : 0.f;
+    const float total = warp_sum(w);
+    if (lane < K) wts[lane] = to_float(from_float<T>(renormalize ? w / total : w));
+  }
+  __syncthreads();
 }
 
-// grid (ceil(items / kMoeWarps), T); items = K * I (+ Is) (+ 1 for the shared gate). Dynamic smem: H floats.
+// grid (ceil(items / (2 * kMoeWarps)), T): items = K * I (+ Is) (+ 1 for the shared gate), two per warp.
+// Dynamic smem: H floats (the token's activations, loaded with 16-byte loads all issued before routing).
 template <typename T>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
   extern __shared__ float4 xs4[];  // float4: 16-byte aligned for the vector reads
   float* xs = reinterpret_cast<float*>(xs4);
   __shared__ int ids[kMoeMaxTopK];
   __shared__ float wts[kMoeMaxTopK];
+  __shared__ __align__(16) float lg[2 * kMoeWarps * 32 + 4];
+  __shared__ float scratch[kMoeWarps];
+  constexpr int kChunks = (kMoeMaxSmemFloats / 8 + kMoeWarps * 32 - 1) / (kMoeWarps * 32);
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  moe_load_x<T>(p, t, xs);
+  const T* x = static_cast<const T*>(p.x) + t * p.x_stride;
+  Pack8<T> xr[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) xr[i].load(x + c);
+  }
+  if (threadIdx.x < 4) lg[2 * kMoeWarps * 32 + threadIdx.x] = -INFINITY;
   if (p.router_logits != nullptr) {
-    if (warp == 0) {
-      moe_route_warp<T>(static_cast<const T*>(p.router_logits) + t * p.logits_stride, p.E, p.K, p.renormalize,
-                        ids, wts);
-      if (blockIdx.x == 0 && lane < p.K) {
-        p.topk_ids[t * p.K + lane] = ids[lane];
-        p.topk_weights[t * p.K + lane] = wts[lane];
-      }
+    moe_route_block<T>(static_cast<const T*>(p.router_logits) + t * p.logits_stride, p.E, p.K, p.renormalize, lg,
+                       scratch, ids, wts);
+    if (blockIdx.x == 0 && threadIdx.x < p.K) {
+      p.topk_ids[t * p.K + threadIdx.x] = ids[threadIdx.x];
+      p.topk_weights[t * p.K + threadIdx.x] = wts[threadIdx.x];
     }
   } else if (threadIdx.x < p.K) {
     ids[threadIdx.x] = static_cast<int>(p.topk_ids[t * p.K + threadIdx.x]);
   }
-  __syncthreads();
-  const int item = blockIdx.x * kMoeWarps + warp;
-  const int routed = p.K * p.I, row_len = p.H;
-  const T* rows[2];
-  float acc[2];
-  float* act = p.act + static_cast<size_t>(t) * (routed + p.Is);
-  if (item < routed) {
-    const int k = item / p.I, j = item % p.I;
-    const T* w = static_cast<const T*>(p.w13) + static_cast<size_t>(ids[k]) * 2 * p.I * row_len;
-    rows[0] = w + static_cast<size_t>(j) * row_len;
-    rows[1] = w + static_cast<size_t>(p.I + j) * row_len;
-  } else if (item < routed + p.Is) {
-    const int j = item - routed;
-    const T* w = static_cast<const T*>(p.shared_w13);
-    rows[0] = w + static_cast<size_t>(j) * row_len;
-    rows[1] = w + static_cast<size_t>(p.Is + j) * row_len;
-  } else if (item == routed + p.Is && p.shared_w13 != nullptr) {
-    if (p.shared_gate != nullptr) {
-      const T* const one[1] = {static_cast<const T*>(p.shared_gate)};
-      float g[1];
-      warp_dot_rows<T, 1, 4>(one, xs, row_len, g);
-      if (lane == 0) p.shared_scale[t] = 1.f / (1.f + expf(-g[0]));
-    } else if (lane == 0) {
-      p.shared_scale[t] = 1.f;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) {
+      float f[8];
+      xr[i].get(f);
+      *reinterpret_cast<float4*>(xs + c) = make_float4(f[0], f[1], f[2], f[3]);
+      *reinterpret_cast<float4*>(xs + c + 4) = make_float4(f[4], f[5], f[6], f[7]);
     }
-    return;
-  } else {
-    return;
   }
-  warp_dot_rows<T, 2, 4>(rows, xs, row_len, acc);
-  if (lane == 0) act[item] = moe_silu(acc[0]) * acc[1];
+  __syncthreads();
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const int gate_item = p.shared_w13 != nullptr ? total : -1;
+  const int first = (blockIdx.x * kMoeWarps + warp) * 2;
+  const T* rows[4] = {nullptr, nullptr, nullptr, nullptr};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int item = first + i;
+    if (item < routed) {
+      const int k = item / p.I, j = item % p.I;
+      const T* w = static_cast<const T*>(p.w13) + static_cast<size_t>(ids[k]) * 2 * p.I * p.H;
+      rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+      rows[2 * i + 1] = w + static_cast<size_t>(p.I + j) * p.H;
+    } else if (item < total) {
+      const int j = item - routed;
+      const T* w = static_cast<const T*>(p.shared_w13);
+      rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+      rows[2 * i + 1] = w + static_cast<size_t>(p.Is + j) * p.H;
+    } else if (item == gate_item && p.shared_gate != nullptr) {
+      rows[2 * i] = static_cast<const T*>(p.shared_gate);
+    }
+  }
+  if (first >= total + (gate_item >= 0 ? 1 : 0)) return;
+  float acc[4];
+  warp_dot_rows<T, 4, 2>(rows, xs, p.H, acc);
+  if (lane == 0) {
+    float* act = p.act + static_cast<size_t>(t) * total;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int item = first + i;
+      if (item < total) {
+        act[item] = moe_silu(acc[2 * i]) * acc[2 * i + 1];
+      } else if (item == gate_item) {
+        p.shared_scale[t] = p.shared_gate != nullptr ? 1.f / (1.f + expf(-acc[2 * i])) : 1.f;
+      }
+    }
+  }
 }
 
 // grid (ceil(H / kMoeWarps), T). Dynamic smem: K * I + Is floats (the token's activations).
@@ -245,8 +261,21 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(MoeParams p) {
   __shared__ float wts[kMoeMaxTopK + 1];
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int routed = p.K * p.I, total = routed + p.Is;
-  const float* act = p.act + static_cast<size_t>(t) * total;
-  for (int i = threadIdx.x; i < total; i += blockDim.x) acts[i] = act[i];
+  const float4* act = reinterpret_cast<const float4*>(p.act + static_cast<size_t>(t) * total);
+  constexpr int kLoads = 6;  // float4 loads in flight per thread while staging the activations
+  for (int base = threadIdx.x; base < total / 4; base += kLoads * kMoeWarps * 32) {
+    float4 r[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int at = base + i * kMoeWarps * 32;
+      if (at < total / 4) r[i] = act[at];
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int at = base + i * kMoeWarps * 32;
+      if (at < total / 4) acts4[at] = r[i];
+    }
+  }
   if (threadIdx.x < p.K) {
     ids[threadIdx.x] = static_cast<int>(p.topk_ids[t * p.K + threadIdx.x]);
     wts[threadIdx.x] = p.topk_weights[t * p.K + threadIdx.x];
@@ -262,7 +291,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(MoeParams p) {
   const T* w2 = static_cast<const T*>(p.w2);
   const T* sw2 = static_cast<const T*>(p.shared_w2);
   float sum = 0.f;
-  constexpr int U = 8;
+  constexpr int U = 9;
   for (int f0 = 0; f0 < pieces; f0 += U) {
     Pack8<T> w[U];
     int off[U];

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include "attention.cuh"
 #include "gated_delta.cuh"
+#include "gdn_decode.cuh"
 #include "moe.cuh"
 
 #ifdef __cplusplus
@@ -34,7 +35,8 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
                               long long k_head_stride, long long v_tok_stride, long long v_head_stride,
                               int dtype, int cache_kind, cudaStream_t stream);
 /* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
-int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);
+int revolta_gdn_decode_fused(const revolta::GdnFusedParams* p, int dk, int dtype, cudaStream_t stream);
 int revolta_gdn_prefill(const revolta::GdnPrefillParams* p, int dk, int dtype, cudaStream_t stream);
 int revolta_conv1d_update(void* out, const void* x, long long x_stride, const void* weight, const void* bias,
                           void* states, const int64_t* state_indices, int batch, int channels, int K, int silu,

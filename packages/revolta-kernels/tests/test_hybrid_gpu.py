@@ -52,11 +52,22 @@ def _qkv(n, hk, hv, dk, dv, dtype, gen):
     return q, k, v, g, beta
 
 
+@pytest.fixture(params=[True, False], ids=["persistent", "one-item"])
+def decode_variant(request):
+    """Both decode kernels: the grid-sized one that prefetches the next item, and one block per item."""
+    from revolta_kernels import native_hybrid
+
+    old = native_hybrid.GDN_DECODE_PERSISTENT
+    native_hybrid.GDN_DECODE_PERSISTENT = request.param
+    yield request.param
+    native_hybrid.GDN_DECODE_PERSISTENT = old
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("batch", "hk", "hv", "dk", "dv"), [(32, 16, 32, 128, 128), (3, 2, 4, 64, 64),
-                                                            (5, 4, 4, 128, 192)])
+                                                            (5, 4, 4, 128, 192), (300, 2, 2, 128, 64)])
 @pytest.mark.parametrize("l2norm", [True, False])
-def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm):
+def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm, decode_variant):
     gen = _gen(batch * dk + dv)
     q, k, v, g, beta = _qkv(batch, hk, hv, dk, dv, dtype, gen)
     pool = torch.randn(batch + 7, hv, dk, dv, device="cuda", generator=gen) * 0.3
@@ -70,18 +81,49 @@ def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm):
     assert rel_err(pool, want_pool) < 1e-5  # fp32 state, untouched slots equal
 
 
-def test_gdn_decode_padding_slot_writes_nothing():
+def test_gdn_decode_padding_slot_writes_nothing(decode_variant):
     from revolta_kernels import native_hybrid
 
     gen = _gen(7)
     q, k, v, g, beta = _qkv(3, 2, 4, 128, 128, torch.float16, gen)
     pool = torch.randn(4, 4, 128, 128, device="cuda", generator=gen)
     before = pool.clone()
-    out = native_hybrid.gated_delta_rule_decode(q, k, v, g, beta, pool, torch.tensor([1, -1, 2], device="cuda"),
-                                                True)
+    idx = torch.tensor([1, -1, 2], device="cuda")
+    out = native_hybrid.gated_delta_rule_decode(q, k, v, g, beta, pool, idx, True)
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
     assert not torch.equal(pool[1], before[1])
+    pool.copy_(before)
+    a, b = torch.randn(2, 3, 4, device="cuda", generator=gen).half()
+    z = torch.randn(3, 4, 128, device="cuda", generator=gen).half()
+    ones = torch.ones(4, device="cuda").half()
+    out = native_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, ones, ones, z, torch.ones(128, device="cuda").half(),
+                                                      1e-6, pool, idx, True)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("batch", "hk", "hv", "dk"), [(1, 16, 32, 128), (32, 16, 32, 128), (7, 2, 6, 64)])
+def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk):
+    gen = _gen(100 + batch + dk)
+    dv = 128
+    q, k, v, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
+    proj = torch.randn(batch, hv * dv + 2 * hv + 8, device="cuda", generator=gen).to(dtype)
+    z = proj[:, : hv * dv].view(batch, hv, dv)  # strided views of one projection, as in the layer
+    b, a = proj[:, hv * dv : hv * dv + hv], proj[:, hv * dv + hv : hv * dv + 2 * hv]
+    a_log = (torch.rand(hv, device="cuda", generator=gen) * 3 - 4).to(dtype)
+    dt_bias = torch.randn(hv, device="cuda", generator=gen).to(dtype)
+    w = (torch.rand(dv, device="cuda", generator=gen) + 0.5).to(dtype)
+    pool = torch.randn(batch + 3, hv, dk, dv, device="cuda", generator=gen) * 0.3
+    slots = torch.randperm(batch + 3, device="cuda", generator=gen)[:batch]
+    want_pool = pool.clone()
+    want = ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, want_pool, slots, True)
+    poison_allocator()
+    got = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    assert got.dtype == dtype and got.shape == (batch, hv, dv)
+    assert rel_err(got, want) < 2 * TOL[dtype]  # two roundings to the storage type on each side
+    assert rel_err(pool, want_pool) < 1e-5
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -254,7 +296,10 @@ def test_decode_ops_replay_in_a_cuda_graph():
         v = qkv[:, 2 * hk * d :].view(bsz, hv, d)
         o = ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, rec, slots, True)
         o = ops_hybrid.rms_norm_gated(o, v, torch.ones(d, device="cuda").half(), 1e-6)
-        return o, ops_hybrid.moe_block(hid, logits, w13, w2, 4, True, None, None, None)
+        o2 = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :],
+                                                      a_log, dt_bias, v, torch.ones(d, device="cuda").half(), 1e-6,
+                                                      rec, slots, True)
+        return o + o2, ops_hybrid.moe_block(hid, logits, w13, w2, 4, True, None, None, None)
 
     step(static_x, static_h, static_logits, conv_pool, rec_pool)  # warm-up outside the graph
     torch.cuda.synchronize()

@@ -187,3 +187,22 @@ def test_new_ops_pass_torch_opcheck():
     x, w13, w2 = torch.randn(2, 8), torch.randn(4, 16, 8), torch.randn(4, 8, 8)
     torch.library.opcheck(ops_hybrid.moe_block, (x, torch.randn(2, 4), w13, w2, 2, True, torch.randn(8, 8),
                                                  torch.randn(8, 4), torch.randn(1, 8)))
+
+
+def test_fused_decode_step_equals_its_parts():
+    gen = torch.Generator().manual_seed(7)
+    b_, hk, hv, dk, dv = 3, 2, 4, 8, 6
+    q, k = torch.randn(2, b_, hk, dk, generator=gen)
+    v, z = torch.randn(2, b_, hv, dv, generator=gen)
+    a, b = torch.randn(2, b_, hv, generator=gen)
+    a_log, dt_bias, w = torch.randn(hv, generator=gen), torch.randn(hv, generator=gen), torch.randn(dv, generator=gen)
+    pool = torch.randn(5, hv, dk, dv, generator=gen)
+    slots = torch.tensor([4, 0, 2])
+    want_pool = pool.clone()
+    g, beta = ops_hybrid.gdn_gating(a, b, a_log, dt_bias)
+    want = ops_hybrid.rms_norm_gated(
+        ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, want_pool, slots, True), z, w, 1e-6)
+    got = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    assert torch.equal(got, want) and torch.equal(pool, want_pool)
+    torch.library.opcheck(ops_hybrid.gated_delta_rule_decode_fused,
+                          (q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True))

@@ -21,8 +21,10 @@ from revolta_kernels.reference import moe as ref_moe
 
 _DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
+# decode: the grid-sized kernel that prefetches the next item's state (else one block per item)
+GDN_DECODE_PERSISTENT = True
 MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
-MOE_MAX_SMEM_FLOATS = 47 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
+MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
 
 
 class GdnDecodeParams(ctypes.Structure):
@@ -32,6 +34,16 @@ class GdnDecodeParams(ctypes.Structure):
         (n, _c_ll) for n in ("q_stride_b", "q_stride_h", "k_stride_b", "k_stride_h", "v_stride_b", "v_stride_h",
                              "g_stride_b", "beta_stride_b")] + [
         (n, _c_int) for n in ("batch", "num_k_heads", "num_v_heads", "dv", "use_l2norm")]
+
+
+class GdnFusedParams(ctypes.Structure):
+    """Mirror of ``revolta::GdnFusedParams`` (csrc/gdn_decode.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("q", "k", "v", "a", "b", "a_log", "dt_bias", "z", "norm_weight", "states",
+                                    "state_indices", "out")] + [
+        (n, _c_ll) for n in ("q_stride_b", "q_stride_h", "k_stride_b", "k_stride_h", "v_stride_b", "v_stride_h",
+                             "a_stride_b", "b_stride_b", "z_stride_b", "z_stride_h")] + [
+        (n, _c_int) for n in ("batch", "num_k_heads", "num_v_heads", "use_l2norm")] + [("eps", _c_float)]
 
 
 class GdnPrefillParams(ctypes.Structure):
@@ -54,7 +66,8 @@ class MoeParams(ctypes.Structure):
 
 
 _SIGNATURES: dict[str, list] = {
-    "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _ptr],
+    "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _c_int, _ptr],
+    "revolta_gdn_decode_fused": [ctypes.POINTER(GdnFusedParams), _c_int, _c_int, _ptr],
     "revolta_gdn_prefill": [ctypes.POINTER(GdnPrefillParams), _c_int, _c_int, _ptr],
     "revolta_conv1d_update": [_ptr, _ptr, _c_ll, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int,
                               _ptr],
@@ -125,7 +138,38 @@ def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2no
                         idx.data_ptr(), out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                         v.stride(0), v.stride(1), gf.stride(0), bt.stride(0), batch, q.shape[1], hv, dv,
                         int(use_qk_l2norm))
-    check(_lib().revolta_gdn_decode(ctypes.byref(p), dk, code, _stream(v)))
+    check(_lib().revolta_gdn_decode(ctypes.byref(p), dk, code, int(GDN_DECODE_PERSISTENT), _stream(v)))
+    return out
+
+
+def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices,
+                                  use_qk_l2norm):
+    code = _DTYPE.get(v.dtype)
+    dk = q.shape[-1]
+    ok = (
+        code is not None and all(t.dtype == v.dtype for t in (q, k, a, b, a_log, dt_bias, z, norm_weight))
+        and q.dim() == 3 and k.shape == q.shape and v.dim() == 3 and dk in (64, 128) and v.shape[2] == 128
+        and v.shape[1] % q.shape[1] == 0 and z.shape == v.shape and a.shape == v.shape[:2] and b.shape == a.shape
+        and a_log.shape == (v.shape[1],) and dt_bias.shape == a_log.shape and norm_weight.shape == (128,)
+        and all(t.stride(-1) == 1 for t in (q, k, v, a, b, z)) and a_log.is_contiguous()
+        and dt_bias.is_contiguous() and norm_weight.is_contiguous() and states.dtype == torch.float32
+        and states.is_contiguous() and states.data_ptr() % 16 == 0
+        and tuple(states.shape[1:]) == (v.shape[1], dk, 128)
+    )
+    if not ok:
+        return ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
+                                                     state_indices, use_qk_l2norm)
+    batch, hv, dv = v.shape
+    out = torch.empty((batch, hv, dv), dtype=v.dtype, device=v.device)
+    if batch == 0:
+        return out
+    idx = state_indices.to(torch.int64).contiguous()
+    p = GdnFusedParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
+                       dt_bias.data_ptr(), z.data_ptr(), norm_weight.data_ptr(), states.data_ptr(), idx.data_ptr(),
+                       out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+                       a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
+                       int(use_qk_l2norm), eps)
+    check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
     return out
 
 
@@ -259,6 +303,8 @@ def _experts_ok(x, w13, w2) -> bool:
 
 
 def _moe_launch(x, w13, w2, top_k: int, logits=None, renormalize=False, ids=None, weights=None, shared=None):
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # the kernel reads x rows with 16-byte loads
+        x = x.clone(memory_format=torch.contiguous_format)
     t, h = x.shape
     e, two_i, _ = w13.shape
     inter = two_i // 2
@@ -321,6 +367,7 @@ def register() -> bool:
         fn.argtypes = argtypes
         fn.restype = _c_int
     ops_hybrid.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
+    ops_hybrid.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)
     ops_hybrid.gated_delta_rule_prefill.register_kernel("cuda")(gated_delta_rule_prefill)
     ops_hybrid.gdn_gating.register_kernel("cuda")(gdn_gating)
     ops_hybrid.rms_norm_gated.register_kernel("cuda")(rms_norm_gated)

@@ -138,3 +138,19 @@ def moe_block(x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w
 @moe_block.register_fake
 def _(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate):
     return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::gated_delta_rule_decode_fused", mutates_args=("states",))
+def gated_delta_rule_decode_fused(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
+    dt_bias: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float, states: torch.Tensor,
+    state_indices: torch.Tensor, use_qk_l2norm: bool,
+) -> torch.Tensor:
+    """A Gated DeltaNet decode step after the conv: gating, recurrent delta rule, gated RMSNorm -> [B, Hv, Dv]."""
+    return ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
+                                                 state_indices, use_qk_l2norm)
+
+
+@gated_delta_rule_decode_fused.register_fake
+def _(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices, use_qk_l2norm):
+    return torch.empty_like(v)
