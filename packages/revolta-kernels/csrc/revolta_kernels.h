@@ -5,6 +5,9 @@
 
 #include <cuda_runtime.h>
 #include "attention.cuh"
+#include "gated_delta.cuh"
+#include "gdn_decode.cuh"
+#include "moe.cuh"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +42,24 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
                               int num_kv_heads, int head_dim, int block_size, long long k_tok_stride,
                               long long k_head_stride, long long v_tok_stride, long long v_head_stride,
                               int dtype, int cache_kind, cudaStream_t stream);
+/* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
+int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);
+int revolta_gdn_decode_fused(const revolta::GdnFusedParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_gdn_prefill(const revolta::GdnPrefillParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_conv1d_update(void* out, const void* x, long long x_stride, const void* weight, const void* bias,
+                          void* states, const int64_t* state_indices, int batch, int channels, int K, int silu,
+                          int dtype, cudaStream_t stream);
+int revolta_conv1d_prefill(void* out, const void* x, const void* weight, const void* bias, void* states,
+                           const int* query_start_loc, const int64_t* state_indices, const int* snap_offsets,
+                           const int64_t* snap_len, const int64_t* snap_slot, int num_tokens, int num_seqs,
+                           int channels, int K, int silu, int dtype, cudaStream_t stream);
+int revolta_gdn_gating(float* g, void* beta, const void* a, const void* b, const void* a_log, const void* dt_bias,
+                       int num_tokens, int heads, long long a_stride, long long b_stride, int dtype,
+                       cudaStream_t stream);
+int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const void* weight, int n0, int n1, int D,
+                           long long x_s0, long long x_s1, long long g_s0, long long g_s1, float eps, int dtype,
+                           cudaStream_t stream);
+int revolta_moe(const revolta::MoeParams* p, int dtype, cudaStream_t stream);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
 

@@ -97,9 +97,11 @@ class ModelRunner:
         batch = self.prepare(scheduled, block_tables)
         state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
         graphs = self.graph_runner
-        # CUDA graphs capture attention-only models; hybrid models' state metadata is not part of them
-        if state is None and graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
-            hidden = graphs.run(batch.input_ids, batch.positions, batch.attn)
+        # decode graphs hold static state slots; steps that also take state snapshots run eagerly
+        graphable = state is None or state.snapshot_seq.numel() == 0
+        if graphable and graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
+            hidden = graphs.run(batch.input_ids, batch.positions, batch.attn,
+                                None if state is None else state.state_indices)
         else:
             with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
