@@ -2,6 +2,11 @@
 
 Usage (on a GPU machine):
     python benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --out $OUT/gpu_e2e.json
+    python benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq --decode-only \
+        --baseline $OUT/gpu_e2e.json --out $OUT/gpu_e2e_awq.json   # AWQ g128 vs the fp16 run above
+
+The roofline is copy bandwidth over the weight bytes: ``roofline_tok_s`` counts every parameter,
+``roofline_read_tok_s`` leaves out the input embedding table (a decode step reads one row of it).
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="the engine's token budget per step (16384: vLLM's offline default on GPUs of 70+ GiB)")
     ap.add_argument("--enforce-eager", action="store_true")
     ap.add_argument("--no-async-scheduling", action="store_true")
+    ap.add_argument("--decode-only", action="store_true", help="skip the concurrent and long-prefill runs")
+    ap.add_argument("--baseline", type=Path, help="an earlier result (e.g. fp16) to report the speed-up over")
     ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
     return ap.parse_args(argv)
 
@@ -99,6 +106,8 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
     """Batch-1 decode, concurrent throughput and long-prompt prefill on ``llm``."""
     engine = llm.llm_engine
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+    embed_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.named_parameters()
+                      if n.endswith("embed_tokens.weight"))
     vocab = int(engine.hf_config.vocab_size)
     spec_bytes = engine.runner.kv_caches[0].key.element_size()
 
@@ -109,28 +118,39 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
     decode_tok_s = (args.output_len - 1) / (t_full - t_prefill)
     roofline = bw / weight_bytes
 
-    pc = random_prompts(args.concurrency, args.input_len, vocab, 2)
-    t_conc = timed_generate(llm, pc, args.output_len)
-    conc_tok_s = args.concurrency * args.output_len / t_conc
+    conc_tok_s = prefill_tok_s = None
+    if not getattr(args, "decode_only", False):
+        pc = random_prompts(args.concurrency, args.input_len, vocab, 2)
+        t_conc = timed_generate(llm, pc, args.output_len)
+        conc_tok_s = args.concurrency * args.output_len / t_conc
 
-    pp = random_prompts(1, args.prefill_len, vocab, 3)
-    timed_generate(llm, pp, 1)
-    t_pp = timed_generate(llm, pp, 1)
-    prefill_tok_s = args.prefill_len / t_pp
+        pp = random_prompts(1, args.prefill_len, vocab, 3)
+        timed_generate(llm, pp, 1)
+        t_pp = timed_generate(llm, pp, 1)
+        prefill_tok_s = args.prefill_len / t_pp
 
-    return {
+    result = {
         "config": args.config, "dtype": args.dtype, "enforce_eager": args.enforce_eager,
         "async_scheduling": engine.async_scheduling,
         "max_num_batched_tokens": engine.scheduler.max_num_batched_tokens,
         "gpu": torch.cuda.get_device_name(), "copy_bandwidth_GBps": bw / 1e9,
         "weight_GB": weight_bytes / 1e9, "roofline_tok_s": roofline,
+        "quantization": getattr(engine.hf_config, "quantization_config", None),
+        "read_GB": (weight_bytes - embed_bytes) / 1e9, "roofline_read_tok_s": bw / (weight_bytes - embed_bytes),
         "batch1_decode_tok_s": decode_tok_s, "batch1_fraction_of_roofline": decode_tok_s / roofline,
+        "batch1_fraction_of_read_roofline": decode_tok_s * (weight_bytes - embed_bytes) / bw,
         f"concurrent{args.concurrency}_output_tok_s": conc_tok_s,
         f"prefill{args.prefill_len}_tok_s": prefill_tok_s,
         "kv_capacity_tokens_logged": log.kv_tokens, "kv_element_bytes": spec_bytes,
         "memory_log": [line for line in log.lines if "GPU memory" in line or "KV cache" in line
                        or "CUDA graphs" in line],
     }
+    baseline = getattr(args, "baseline", None)
+    if baseline and baseline.is_file():
+        base = json.loads(baseline.read_text())
+        result["baseline"] = {"config": base["config"], "batch1_decode_tok_s": base["batch1_decode_tok_s"]}
+        result["batch1_speedup_over_baseline"] = decode_tok_s / base["batch1_decode_tok_s"]
+    return result
 
 
 def main() -> None:

@@ -75,20 +75,27 @@ def attn_inputs(num_seqs, ctx, q_len, h, hkv, d, bs, kv_dtype):
     return (q, kc, vc, tables, lens, qsl, q_len, d**-0.5, ks, vs)
 
 
-def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=16):
-    args = attn_inputs(num_seqs, ctx, 1, h, hkv, d, bs, kv_dtype)
+def decode_bytes(num_seqs, ctx, kv_dtype, h=32, hkv=8, d=128):
+    """Bytes a decode step must move: K and V read once (plus int8 scales), q read and out written."""
+    elem = torch.empty(0, dtype=kv_dtype).element_size()
+    kv = 2 * num_seqs * ctx * hkv * d * elem + (2 * num_seqs * ctx * hkv * 4 if kv_dtype == torch.int8 else 0)
+    return kv + 2 * num_seqs * h * d * 2
+
+
+def time_decode_graph(args) -> float:
+    """Milliseconds per decode call, timed as CUDA-graph replays."""
     ops.paged_attention_decode(*args)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         ops.paged_attention_decode(*args)
-    ms = time_ms(graph.replay, reps=30, inner=10)
-    elem = torch.empty(0, dtype=kv_dtype).element_size()
-    kv_bytes = 2 * num_seqs * ctx * hkv * d * elem + (
-        2 * num_seqs * ctx * hkv * 4 if kv_dtype == torch.int8 else 0
-    )
-    io_bytes = 2 * num_seqs * h * d * 2
-    gbs = (kv_bytes + io_bytes) / ms / 1e6
+    return time_ms(graph.replay, reps=30, inner=10)
+
+
+def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=16):
+    args = attn_inputs(num_seqs, ctx, 1, h, hkv, d, bs, kv_dtype)
+    ms = time_decode_graph(args)
+    gbs = decode_bytes(num_seqs, ctx, kv_dtype, h, hkv, d) / ms / 1e6
     return {
         "case": name,
         "kv_dtype": str(kv_dtype).replace("torch.", ""),
@@ -148,6 +155,7 @@ def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="kernels_bench.json")
+    parser.add_argument("--sweep", action="store_true", help="also time every kernel variant (kernels_sweep.py)")
     args = parser.parse_args()
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
@@ -190,6 +198,10 @@ def main() -> None:
         f"ours/SDPA speed {r['speed_vs_sdpa']:.2f}, rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}",
         flush=True,
     )
+    if args.sweep:
+        import kernels_sweep
+
+        results["sweep"] = kernels_sweep.run(copy_bw, mm)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

@@ -35,6 +35,7 @@ def kernels_sm70(session: nox.Session) -> None:
     out = Path(session.create_tmp()) / "sm70"
     session.run("python", str(PKG / "tools" / "check_sm70.py"), "--out", str(out))
     session.run("python", str(PKG / "tools" / "check_sm70_quant.py"), "--out", str(out))
+    session.run("python", str(PKG / "tools" / "check_sm70_hybrid.py"), "--out", str(out))
 
 
 @nox.session(venv_backend="uv|virtualenv", reuse_venv=True)

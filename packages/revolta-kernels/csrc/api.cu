@@ -1,6 +1,9 @@
 // The extern "C" entry points: argument checks that need no device access, dtype dispatch, launch.
+#include <cstring>
+
 #include "revolta_kernels.h"
 #include "cache.cuh"
+#include "frag_layout.cuh"
 #include "norm.cuh"
 #include "rotary.cuh"
 
@@ -11,6 +14,20 @@
 namespace revolta {
 cudaError_t attention_decode(const AttnParams&, int, int, int, int, cudaStream_t, int*);
 cudaError_t attention_prefill(const AttnParams&, int, int, int, int, cudaStream_t, int*);
+
+namespace {
+int g_decode_variant = 0, g_prefill_variant = 0;
+constexpr int kMaxDevices = 64;
+int g_frag_ok[kMaxDevices] = {};  // set by revolta_frag_layout_probe, per device
+}  // namespace
+
+int decode_variant() { return g_decode_variant; }
+int prefill_variant() { return g_prefill_variant; }
+bool frag_layout_ok() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
+  return g_frag_ok[dev] == 1;
+}
 
 inline int threads_for(int n) {
   int t = 32;
@@ -44,6 +61,33 @@ int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int 
   *blocks = 0;
   return prefill ? attention_prefill(p, head_dim, kv_kind, 0, rows, nullptr, blocks)
                  : attention_decode(p, head_dim, kv_kind, 0, rows, nullptr, blocks);
+}
+
+int revolta_frag_layout_probe(int* ok, int* maps) {
+  *ok = 0;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  constexpr int n = 1 + 4 * 512;
+  int* d = nullptr;
+  if ((e = cudaMalloc(&d, n * sizeof(int))) != cudaSuccess) return e;
+  int host[n];
+  wmma_layout_probe_kernel<0><<<1, 32>>>(d);
+  e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpy(host, d, n * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  if (e != cudaSuccess) return e;
+  *ok = host[0];
+  if (maps) memcpy(maps, host + 1, (n - 1) * sizeof(int));
+  if (dev >= 0 && dev < kMaxDevices) g_frag_ok[dev] = host[0] ? 1 : 0;
+  return cudaSuccess;
+}
+
+int revolta_set_attention_variant(int decode, int prefill) {
+  if (decode < 0 || prefill < 0) return cudaErrorInvalidValue;
+  g_decode_variant = decode;
+  g_prefill_variant = prefill;
+  return cudaSuccess;
 }
 
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,

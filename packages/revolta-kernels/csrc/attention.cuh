@@ -43,9 +43,32 @@ __device__ __forceinline__ int kv_block_offset(const AttnParams& p, int kp) { re
 template <int KIND>
 __device__ __forceinline__ constexpr float kv_unit() { return KIND == KV_E4M3 ? 256.f : 1.f; }
 
-// Dequantise one 16-byte chunk of cache elements into fp16 shared memory with byte permutes:
-//   int8: 0x64uu as fp16 is 1024 + u, so (b ^ 0x80) placed under 0x64 minus 1152 is b, exactly;
-//   e5m2: the byte is the top half of an fp16; e4m3: the same shifted right by one, sign kept.
+// Dequantise four one-byte cache elements (one 32-bit word) into two half2 words with byte permutes:
+// lo = elements 0, 1 and hi = elements 2, 3. int8: 0x64uu as fp16 is 1024 + u, so (b ^ 0x80) placed
+// under 0x64 minus 1152 is b, exactly (scales are applied by the caller); e5m2: the byte is the top half
+// of an fp16; e4m3: the same shifted right by one with the sign kept, i.e. the value / 256 (kv_unit).
+template <int KIND>
+__device__ __forceinline__ void dequant_word(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if (KIND == KV_I8) {
+    const uint32_t u = w ^ 0x80808080u;
+    uint32_t a = __byte_perm(u, 0x64646464u, 0x5140), b = __byte_perm(u, 0x64646464u, 0x7362);
+    const __half2 bias = __float2half2_rn(1152.f);
+    __half2 ha = __hsub2(*reinterpret_cast<__half2*>(&a), bias), hb = __hsub2(*reinterpret_cast<__half2*>(&b), bias);
+    lo = *reinterpret_cast<uint32_t*>(&ha);
+    hi = *reinterpret_cast<uint32_t*>(&hb);
+  } else {
+    const uint32_t a = __byte_perm(w, 0u, 0x1404), b = __byte_perm(w, 0u, 0x3424);
+    if (KIND == KV_E4M3) {
+      lo = ((a >> 1) & 0x3fff3fffu) | (a & 0x80008000u);
+      hi = ((b >> 1) & 0x3fff3fffu) | (b & 0x80008000u);
+    } else {
+      lo = a;
+      hi = b;
+    }
+  }
+}
+
+// Dequantise one 16-byte chunk of cache elements into fp16 shared memory (int8 times its scale).
 template <int KIND>
 __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {
   if (KIND == KV_F16) {
@@ -54,28 +77,12 @@ __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {
     const uint32_t w[4] = {c.x, c.y, c.z, c.w};
     uint32_t h[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (KIND == KV_I8) {
-        const uint32_t u = w[i] ^ 0x80808080u;
-        h[2 * i] = __byte_perm(u, 0x64646464u, 0x5140);
-        h[2 * i + 1] = __byte_perm(u, 0x64646464u, 0x7362);
-      } else {
-        const uint32_t lo = __byte_perm(w[i], 0u, 0x1404), hi = __byte_perm(w[i], 0u, 0x3424);
-        if (KIND == KV_E4M3) {
-          h[2 * i] = ((lo >> 1) & 0x3fff3fffu) | (lo & 0x80008000u);
-          h[2 * i + 1] = ((hi >> 1) & 0x3fff3fffu) | (hi & 0x80008000u);
-        } else {
-          h[2 * i] = lo;
-          h[2 * i + 1] = hi;
-        }
-      }
-    }
+    for (int i = 0; i < 4; ++i) dequant_word<KIND>(w[i], h[2 * i], h[2 * i + 1]);
     if (KIND == KV_I8) {
-      const __half2 bias = __float2half2_rn(1152.f), s2 = __float2half2_rn(scale);
+      const __half2 s2 = __float2half2_rn(scale);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        __half2 v = __hsub2(*reinterpret_cast<__half2*>(&h[i]), bias);
-        v = __hmul2(v, s2);
+        __half2 v = __hmul2(*reinterpret_cast<__half2*>(&h[i]), s2);
         h[i] = *reinterpret_cast<uint32_t*>(&v);
       }
     }

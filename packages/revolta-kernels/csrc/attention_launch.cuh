@@ -3,9 +3,19 @@
 
 #include "revolta_kernels.h"
 #include "decode.cuh"
+#include "decode_frag.cuh"
 #include "prefill.cuh"
+#include "prefill_frag.cuh"
 
 namespace revolta {
+
+// Kernel choice (api.cu). Variant 0 picks the best kernel for the case: the frag kernels where
+// revolta_frag_layout_probe() succeeded on the device, else the generic ones; 1 forces the generic
+// kernels (decode.cuh, prefill.cuh); 2 and up force a frag configuration without consulting the probe,
+// for benchmarks that tune the defaults (wrong results on a GPU whose fragments differ, e.g. Volta).
+int decode_variant();
+int prefill_variant();
+bool frag_layout_ok();
 
 // Opt a kernel into its dynamic shared memory once, then report/launch. `configured` is per
 // instantiation; the race on it is benign (every caller sets the same attribute).

@@ -1,6 +1,7 @@
-// C ABI of the quantized GEMM (see quant_gemm.cuh): shape checks that need no device access, kernel choice
-// (skinny split-K GEMM for M <= 8, tensor-core GEMM above), launch on the caller's stream.
+// C ABI of the quantized GEMM (quant_gemv.cuh for M <= 8, quant_gemm.cuh above): shape checks that need no
+// device access, the launch plan (K splits from the kernel's occupancy), launch on the caller's stream.
 #include <cuda_runtime.h>
+
 #include "quant_gemm.cuh"
 
 using namespace revolta;
@@ -8,68 +9,278 @@ using namespace revolta;
 namespace {
 
 constexpr int kSkinnyMaxM = 8;
+constexpr int kMaxDevices = 16;
 
-// Split K so the skinny kernel has about 4 blocks (16 warps) per SM, enough loads in flight to cover memory
-// latency, keeping at least 8 packed rows per warp (the split-K partials stay a few % of the weight bytes).
-int skinny_splits(int N, int K, int bits, int num_sms) {
-  const int pack = 32 / bits, rows = K / pack, tiles = (N + kGemvCols - 1) / kGemvCols;
-  int splits = (4 * num_sms + tiles - 1) / tiles;
-  const int min_rows = kGemvWarps * 8;
-  const int max_splits = rows / min_rows > 1 ? rows / min_rows : 1;
-  return splits < 1 ? 1 : (splits > max_splits ? max_splits : splits);
+// Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.
+struct Tuning {
+  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1;
+};
+// Built-in choice = the best of the H200 sweep (8 warps, 8 rows per step, one-wave floor split, deferred
+// scale: benchmarks/results/h200_gemv_quant_bench.json); 4 rows per step where K or the group needs it.
+constexpr int kGemvDefaultWarps = 8, kGemvDefaultDefer = 1;
+Tuning g_tune;
+
+int current_device() {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  return dev < 0 || dev >= kMaxDevices ? 0 : dev;
 }
 
+// ---- skinny GEMM plan ----
+struct GemvPlan {
+  int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles;
+};
+
+template <int BITS, int MT, int W, int U>
+const void* gemv_fn(bool defer) {
+  return defer ? reinterpret_cast<const void*>(&quant_gemv_kernel<BITS, MT, W, U, true>)
+               : reinterpret_cast<const void*>(&quant_gemv_kernel<BITS, MT, W, U, false>);
+}
+
+// Kernel address for runtime (bits, mt, warps, rows_step, defer); every combination is instantiated.
+template <int BITS, int MT>
+const void* gemv_fn_wu(int w, int u, bool defer) {
+  if (w == 8) return u == 8 ? gemv_fn<BITS, MT, 8, 8>(defer) : gemv_fn<BITS, MT, 8, 4>(defer);
+  return u == 8 ? gemv_fn<BITS, MT, 4, 8>(defer) : gemv_fn<BITS, MT, 4, 4>(defer);
+}
 template <int BITS>
-cudaError_t launch_skinny(QuantGemmParams p, int splits, cudaStream_t stream) {
-  const int rows = p.K / (32 / BITS);
-  p.rows_per_split = (rows + splits - 1) / splits;
-  const dim3 grid((p.N + kGemvCols - 1) / kGemvCols, splits);
-  const int mt = p.M <= 1 ? 1 : p.M <= 2 ? 2 : p.M <= 4 ? 4 : 8;
+const void* gemv_fn_mt(int mt, int w, int u, bool defer) {
   switch (mt) {
-    case 1: quant_gemv_kernel<BITS, 1><<<grid, kGemvWarps * 32, 0, stream>>>(p); break;
-    case 2: quant_gemv_kernel<BITS, 2><<<grid, kGemvWarps * 32, 0, stream>>>(p); break;
-    case 4: quant_gemv_kernel<BITS, 4><<<grid, kGemvWarps * 32, 0, stream>>>(p); break;
-    default: quant_gemv_kernel<BITS, 8><<<grid, kGemvWarps * 32, 0, stream>>>(p); break;
+    case 1: return gemv_fn_wu<BITS, 1>(w, u, defer);
+    case 2: return gemv_fn_wu<BITS, 2>(w, u, defer);
+    case 4: return gemv_fn_wu<BITS, 4>(w, u, defer);
+    default: return gemv_fn_wu<BITS, 8>(w, u, defer);
   }
-  if (splits > 1) {
-    const int mn = p.M * p.N;
-    quant_splitk_reduce_kernel<<<(mn + 255) / 256, 256, 0, stream>>>(p.partial, p.out, mn, splits);
+}
+const void* gemv_kernel(int bits, int mt, int w, int u, bool defer) {
+  return bits == 4 ? gemv_fn_mt<4>(mt, w, u, defer) : gemv_fn_mt<8>(mt, w, u, defer);
+}
+
+// Blocks per SM: the register/thread limit (asked once per kernel and device), then shared memory.
+int gemv_blocks_per_sm(int bits, int mt, int w, int u, bool defer, int smem) {
+  static int reg_limit[kMaxDevices][2][4][2][2][2];
+  static int smem_per_sm[kMaxDevices], smem_reserved[kMaxDevices];
+  const int dev = current_device();
+  const int mi = mt == 1 ? 0 : mt == 2 ? 1 : mt == 4 ? 2 : 3;
+  int& regs = reg_limit[dev][bits == 4 ? 0 : 1][mi][w == 8 ? 1 : 0][u == 8 ? 1 : 0][defer ? 1 : 0];
+  if (regs == 0) {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel(bits, mt, w, u, defer), w * 32, 0) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      b = 1;
+    }
+    regs = b > 0 ? b : 1;
   }
-  return cudaGetLastError();
+  if (smem_per_sm[dev] == 0) {
+    int v = 0, r = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) v = 0;
+    if (cudaDeviceGetAttribute(&r, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess) r = 1024;
+    cudaGetLastError();  // a failed attribute query must not surface as the next launch's error
+    smem_per_sm[dev] = v > 0 ? v : 96 * 1024;
+    smem_reserved[dev] = r;
+  }
+  const int by_smem = smem_per_sm[dev] / (smem + 128 + smem_reserved[dev]);
+  const int b = regs < by_smem ? regs : by_smem;
+  return b > 0 ? b : 1;
+}
+
+// Rows per split for `splits` splits: whole U-row steps, activations within the shared-memory cap.
+int split_rows(int rows, int splits, int u, int cap) {
+  const int rps = ((rows + splits - 1) / splits + u - 1) / u * u;
+  return rps > cap ? cap : rps;
+}
+
+// Splits K so the grid keeps every resident block slot busy. gemv_waves >= 1 ("floor"): fill waves x the
+// slots without starting a partial extra wave (fewest splits). gemv_waves == 0 ("balanced"): the fewest
+// splits whose blocks fill whole waves to >= 95% (a grid of 216 tiles on 264 slots leaves 18% idle; 6 splits
+// make 1296 blocks, 98% of 5 waves), keeping at least one step per warp in a split.
+GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
+  GemvPlan pl{};
+  pl.mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
+  const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
+  pl.warps = g_tune.gemv_warps == 8 || g_tune.gemv_warps == 4 ? g_tune.gemv_warps : kGemvDefaultWarps;
+  pl.defer = g_tune.gemv_defer == 0 || g_tune.gemv_defer == 1 ? g_tune.gemv_defer : kGemvDefaultDefer;
+  pl.rows_step = g_tune.gemv_rows == 4 || g_tune.gemv_rows == 8 ? g_tune.gemv_rows : 8;
+  if (rows % 8 || group_rows % 8) pl.rows_step = 4;
+  const int u = pl.rows_step;
+  pl.tiles = (N + kGemvTile - 1) / kGemvTile;
+  const int x_row = pl.mt * pack * 2;
+  int cap = kGemvXSmemCap / x_row / u * u;
+  if (cap < u) cap = u;
+  int rps = (rows + u - 1) / u * u;
+  if (rps > cap) rps = cap;
+  for (int pass = 0; pass < 2; ++pass) {
+    pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
+    pl.blocks_per_sm = gemv_blocks_per_sm(bits, pl.mt, pl.warps, u, pl.defer != 0, pl.smem);
+    if (g_tune.gemv_waves >= 1) {
+      const int slots = pl.blocks_per_sm * num_sms * g_tune.gemv_waves;
+      rps = split_rows(rows, pl.tiles >= slots ? 1 : slots / pl.tiles, u, cap);
+    } else {
+      const long long slots = static_cast<long long>(pl.blocks_per_sm) * num_sms;
+      const int min_rows = u * pl.warps;
+      double best_eff = -1.0;
+      for (int want = 1; want <= rows / u; ++want) {
+        const int r = split_rows(rows, want, u, cap);
+        if (want > 1 && r < min_rows) break;
+        const long long blocks = static_cast<long long>(pl.tiles) * ((rows + r - 1) / r);
+        const double eff = static_cast<double>(blocks) / (((blocks + slots - 1) / slots) * slots);
+        if (eff > best_eff + 1e-9) {
+          best_eff = eff;
+          rps = r;
+        }
+        if (eff >= 0.95) break;
+      }
+    }
+  }
+  pl.rows_per_split = rps;
+  pl.splits = (rows + rps - 1) / rps;
+  pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
+  return pl;
+}
+
+// A fixed counter region first (so calls of different shapes never overlap one's counters with another's
+// partial sums), then splits x M x N fp32 partials.
+long long gemv_workspace_bytes(const GemvPlan& pl, int M, int N) {
+  if (pl.splits <= 1) return 0;
+  return kGemvCounterBytes + static_cast<long long>(pl.splits) * M * N * 4;
+}
+
+template <int BITS, int MT, int W, int U>
+void launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+  const dim3 grid(pl.tiles, pl.splits);
+  if (pl.defer) {
+    quant_gemv_kernel<BITS, MT, W, U, true><<<grid, W * 32, pl.smem, stream>>>(p);
+  } else {
+    quant_gemv_kernel<BITS, MT, W, U, false><<<grid, W * 32, pl.smem, stream>>>(p);
+  }
+}
+template <int BITS, int MT>
+void launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+  if (pl.warps == 8) {
+    pl.rows_step == 8 ? launch_gemv<BITS, MT, 8, 8>(p, pl, stream) : launch_gemv<BITS, MT, 8, 4>(p, pl, stream);
+  } else {
+    pl.rows_step == 8 ? launch_gemv<BITS, MT, 4, 8>(p, pl, stream) : launch_gemv<BITS, MT, 4, 4>(p, pl, stream);
+  }
+}
+template <int BITS>
+void launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+  switch (pl.mt) {
+    case 1: launch_gemv_wu<BITS, 1>(p, pl, stream); break;
+    case 2: launch_gemv_wu<BITS, 2>(p, pl, stream); break;
+    case 4: launch_gemv_wu<BITS, 4>(p, pl, stream); break;
+    default: launch_gemv_wu<BITS, 8>(p, pl, stream); break;
+  }
+}
+
+// ---- tensor-core GEMM variants: (BM, BN, BK, warps along M, warps along N) ----
+constexpr int kGemmVariants = 5;
+constexpr int kGemmDefault = 1;  // 4 warps of 64x64: 35-37% of the H200's fp16 matmul rate (run 1 sweep)
+
+template <int BITS, int BM, int BN, int BK, int WM, int WN>
+cudaError_t launch_gemm_cfg(const QuantGemmParams& p, cudaStream_t stream) {
+  using C = GemmCfg<BITS, BM, BN, BK, WM, WN>;
+  auto kernel = &quant_gemm_kernel<BITS, BM, BN, BK, WM, WN>;
+  if (C::SMEM > 48 * 1024) {
+    static bool raised[kMaxDevices];
+    const int dev = current_device();
+    if (!raised[dev]) {
+      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+      if (e != cudaSuccess) return e;
+      raised[dev] = true;
+    }
+  }
+  const dim3 grid((p.N + BN - 1) / BN, (p.M + BM - 1) / BM);
+  kernel<<<grid, C::THREADS, C::SMEM, stream>>>(p);
+  return cudaSuccess;
 }
 
 template <int BITS>
-cudaError_t launch_gemm(QuantGemmParams p, cudaStream_t stream) {
-  const dim3 grid((p.N + kGemmBN - 1) / kGemmBN, (p.M + kGemmBM - 1) / kGemmBM);
-  quant_gemm_kernel<BITS><<<grid, kGemmThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+cudaError_t launch_gemm(const QuantGemmParams& p, int variant, cudaStream_t stream) {
+  switch (variant) {
+    case 1: return launch_gemm_cfg<BITS, 128, 128, 32, 2, 2>(p, stream);
+    case 2: return launch_gemm_cfg<BITS, 256, 128, 32, 4, 2>(p, stream);
+    case 3: return launch_gemm_cfg<BITS, 128, 256, 32, 2, 4>(p, stream);
+    case 4: return launch_gemm_cfg<BITS, 128, 128, 64, 2, 4>(p, stream);
+    default: return launch_gemm_cfg<BITS, 128, 128, 32, 2, 4>(p, stream);
+  }
+}
+
+int gemm_variant() {
+  return g_tune.gemm_variant >= 0 && g_tune.gemm_variant < kGemmVariants ? g_tune.gemm_variant : kGemmDefault;
+}
+
+bool bad_shape(int M, int N, int K, int bits, int group_size) {
+  return M < 0 || N < 0 || K <= 0 || (bits != 4 && bits != 8) || K % 32 || N % 8 || group_size <= 0 ||
+         group_size % 32 || K % group_size || N > kGemvCounterBytes / 4 * kGemvTile;
 }
 
 }  // namespace
 
 extern "C" {
 
-// Number of K splits (and fp32 partial buffers of M x N) the call with these sizes will use; 1 = none.
-int revolta_quant_gemm_splits(int M, int N, int K, int bits, int group_size, int num_sms, int* splits) {
-  if (bits != 4 && bits != 8) return cudaErrorInvalidValue;
-  *splits = M <= kSkinnyMaxM ? skinny_splits(N, K, bits, num_sms) : 1;
+// Workspace bytes (zero-initialised once by the caller, then reusable by every later call on the same
+// stream) that a call with these sizes needs; 0 = none.
+int revolta_quant_gemm_workspace(int M, int N, int K, int bits, int group_size, int num_sms, long long* bytes) {
+  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
+  *bytes = M > 0 && M <= kSkinnyMaxM ? gemv_workspace_bytes(plan_gemv(M, N, K, bits, group_size, num_sms), M, N) : 0;
   return cudaSuccess;
 }
 
-// out[M, N] (fp16) = x[M, K] (fp16) @ W; `partial` holds splits * M * N floats when splits > 1.
-// Needs K % 32 == 0, N % 8 == 0, group_size % 32 == 0 (or group_size == K), 16-byte aligned x and qweight.
+// The launch the call would make, for benchmark reports: info[0] = 0 skinny / 1 tensor-core GEMM; skinny:
+// info[1..7] = splits, rows per split, warps per block, rows per step, blocks per SM, column tiles, deferred
+// scale; GEMM: info[1] = variant.
+int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sms, int* info) {
+  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
+  for (int i = 0; i < 8; ++i) info[i] = 0;
+  if (M <= kSkinnyMaxM) {
+    const GemvPlan pl = plan_gemv(M > 0 ? M : 1, N, K, bits, group_size, num_sms);
+    const int v[8] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer};
+    for (int i = 0; i < 8; ++i) info[i] = v[i];
+  } else {
+    info[0] = 1;
+    info[1] = gemm_variant();
+  }
+  return cudaSuccess;
+}
+
+// Overrides of the launch parameters for sweeps (process-wide; 0 or -1 restores the built-in choice):
+// skinny warps per block (4, 8), rows per step (4, 8), split policy (waves of resident blocks >= 1, or 0 for
+// whole balanced waves), GEMM variant (0-4),
+// skinny scale per weight (0) or deferred to the fp32 flush (1).
+int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer) {
+  g_tune.gemv_defer = gemv_defer;
+  g_tune.gemv_warps = gemv_warps;
+  g_tune.gemv_rows = gemv_rows;
+  g_tune.gemv_waves = gemv_waves >= 0 ? gemv_waves : 1;
+  g_tune.gemm_variant = gemm_variant;
+  return cudaSuccess;
+}
+
+// out[M, N] (fp16) = x[M, K] (fp16) @ W. Needs K % 32 == 0, N % 8 == 0, group_size % 32 == 0 dividing K,
+// 16-byte aligned x, qweight and scales; `workspace` of revolta_quant_gemm_workspace() bytes.
 int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
-                       float* partial, int M, int N, int K, int bits, int group_size, int zero_offset, int splits,
-                       cudaStream_t stream) {
+                       void* workspace, long long workspace_bytes, int M, int N, int K, int bits, int group_size,
+                       int zero_offset, int num_sms, cudaStream_t stream) {
   if (M == 0 || N == 0) return cudaSuccess;
-  if ((bits != 4 && bits != 8) || K % 32 || N % 8 || group_size <= 0 || group_size % 32 || K % group_size ||
-      splits < 1 || (splits > 1 && partial == nullptr))
-    return cudaErrorInvalidValue;
+  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
   QuantGemmParams p{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
                     static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
-                    static_cast<__half*>(out), partial, M, N, K, group_size, zero_offset, 0};
-  if (M <= kSkinnyMaxM) return bits == 4 ? launch_skinny<4>(p, splits, stream) : launch_skinny<8>(p, splits, stream);
-  return bits == 4 ? launch_gemm<4>(p, stream) : launch_gemm<8>(p, stream);
+                    static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0};
+  if (M <= kSkinnyMaxM) {
+    const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms);
+    const long long need = gemv_workspace_bytes(pl, M, N);
+    if (need > 0) {
+      if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
+      p.counters = static_cast<int*>(workspace);
+      p.partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + kGemvCounterBytes);
+    }
+    p.rows_per_split = pl.rows_per_split;
+    bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
+    return cudaGetLastError();
+  }
+  const cudaError_t e = bits == 4 ? launch_gemm<4>(p, gemm_variant(), stream) : launch_gemm<8>(p, gemm_variant(), stream);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // extern "C"

@@ -5,6 +5,9 @@
 
 #include <cuda_runtime.h>
 #include "attention.cuh"
+#include "gated_delta.cuh"
+#include "gdn_decode.cuh"
+#include "moe.cuh"
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,6 +16,14 @@ extern "C" {
 /* dtype codes: 0 = float16, 1 = bfloat16, 2 = float32 */
 int revolta_paged_attention(const revolta::AttnParams* params, int head_dim, int kv_kind, int prefill,
                             int num_seqs, int max_query_len, cudaStream_t stream);
+/* Run once per device, outside CUDA-graph capture, to enable the "frag" attention kernels: checks that the
+ * GPU's WMMA fragments have the layout they rely on (sm_80 and later do; Volta does not) and remembers the
+ * answer for the current device. *ok = 1 when they do; maps (2048 ints, may be NULL) receives what each
+ * fragment element holds after a load (4 fragments x 32 lanes x 16 elements), for diagnostics. Without it the generic attention kernels run. */
+int revolta_frag_layout_probe(int* ok, int* maps);
+/* Attention kernel choice: 0 = best for the case (default), 1 = generic kernels only, 2+ = alternative
+ * frag configurations for tuning benchmarks (they skip the layout probe: never use them on Volta). */
+int revolta_set_attention_variant(int decode, int prefill);
 /* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */
 int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks);
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
@@ -31,6 +42,24 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
                               int num_kv_heads, int head_dim, int block_size, long long k_tok_stride,
                               long long k_head_stride, long long v_tok_stride, long long v_head_stride,
                               int dtype, int cache_kind, cudaStream_t stream);
+/* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
+int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);
+int revolta_gdn_decode_fused(const revolta::GdnFusedParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_gdn_prefill(const revolta::GdnPrefillParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_conv1d_update(void* out, const void* x, long long x_stride, const void* weight, const void* bias,
+                          void* states, const int64_t* state_indices, int batch, int channels, int K, int silu,
+                          int dtype, cudaStream_t stream);
+int revolta_conv1d_prefill(void* out, const void* x, const void* weight, const void* bias, void* states,
+                           const int* query_start_loc, const int64_t* state_indices, const int* snap_offsets,
+                           const int64_t* snap_len, const int64_t* snap_slot, int num_tokens, int num_seqs,
+                           int channels, int K, int silu, int dtype, cudaStream_t stream);
+int revolta_gdn_gating(float* g, void* beta, const void* a, const void* b, const void* a_log, const void* dt_bias,
+                       int num_tokens, int heads, long long a_stride, long long b_stride, int dtype,
+                       cudaStream_t stream);
+int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const void* weight, int n0, int n1, int D,
+                           long long x_s0, long long x_s1, long long g_s0, long long g_s1, float eps, int dtype,
+                           cudaStream_t stream);
+int revolta_moe(const revolta::MoeParams* p, int dtype, cudaStream_t stream);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
 

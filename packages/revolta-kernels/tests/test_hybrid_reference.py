@@ -145,3 +145,64 @@ def test_ops_pass_torch_opcheck():
     torch.library.opcheck(ops_hybrid.moe_topk_softmax, (torch.randn(4, 6), 2, True))
     torch.library.opcheck(ops_hybrid.causal_conv1d_update,
                           (x, torch.randn(8, 4), None, torch.zeros(4, 8, 3), torch.tensor([2, 0, 1, 3]), True))
+
+
+def test_gdn_gating():
+    gen = torch.Generator().manual_seed(5)
+    a, b = torch.randn(6, 4, generator=gen, dtype=torch.float64) * 8, torch.randn(6, 4, generator=gen, dtype=torch.float64)
+    a_log, dt_bias = torch.rand(4, generator=gen, dtype=torch.float64) - 2, torch.randn(4, generator=gen, dtype=torch.float64)
+    g, beta = ops_hybrid.gdn_gating(a.float(), b.float(), a_log.float(), dt_bias.float())
+    x = a + dt_bias
+    expect_g = -torch.exp(a_log) * torch.where(x > 20, x, torch.log1p(torch.exp(x)))
+    assert g.dtype == torch.float32 and rel_err(g, expect_g) < 1e-6
+    assert rel_err(beta, 1 / (1 + torch.exp(-b))) < 1e-6
+
+
+@pytest.mark.parametrize("shared", ["none", "ungated", "gated"])
+def test_moe_block_is_routing_experts_and_shared_expert(shared):
+    gen = torch.Generator().manual_seed(6)
+    t, h, inter, e, k, i_s = 5, 16, 8, 6, 2, 12
+    x = torch.randn(t, h, generator=gen, dtype=torch.float64)
+    logits = torch.randn(t, e, generator=gen, dtype=torch.float64)
+    w13 = torch.randn(e, 2 * inter, h, generator=gen, dtype=torch.float64) / 4
+    w2 = torch.randn(e, h, inter, generator=gen, dtype=torch.float64) / 4
+    sw13 = torch.randn(2 * i_s, h, generator=gen, dtype=torch.float64) / 4
+    sw2 = torch.randn(h, i_s, generator=gen, dtype=torch.float64) / 4
+    sgate = torch.randn(1, h, generator=gen, dtype=torch.float64)
+    args = {"none": (None, None, None), "ungated": (sw13, sw2, None), "gated": (sw13, sw2, sgate)}[shared]
+    out = ops_hybrid.moe_block(x.float(), logits.float(), w13.float(), w2.float(), k, True,
+                               *(None if a is None else a.float() for a in args))
+    weights, ids = ops_hybrid.moe_topk_softmax(logits.float(), k, True)
+    expect = ops_hybrid.fused_moe(x, w13, w2, weights.double(), ids)
+    if shared != "none":
+        gu = x @ sw13.t()
+        s = (gu[:, :i_s] / (1 + torch.exp(-gu[:, :i_s])) * gu[:, i_s:]) @ sw2.t()
+        expect = expect + (torch.sigmoid(x @ sgate.t()) * s if shared == "gated" else s)
+    assert rel_err(out, expect) < 1e-5
+
+
+def test_new_ops_pass_torch_opcheck():
+    a = torch.randn(3, 4)
+    torch.library.opcheck(ops_hybrid.gdn_gating, (a, a, torch.randn(4), torch.randn(4)))
+    x, w13, w2 = torch.randn(2, 8), torch.randn(4, 16, 8), torch.randn(4, 8, 8)
+    torch.library.opcheck(ops_hybrid.moe_block, (x, torch.randn(2, 4), w13, w2, 2, True, torch.randn(8, 8),
+                                                 torch.randn(8, 4), torch.randn(1, 8)))
+
+
+def test_fused_decode_step_equals_its_parts():
+    gen = torch.Generator().manual_seed(7)
+    b_, hk, hv, dk, dv = 3, 2, 4, 8, 6
+    q, k = torch.randn(2, b_, hk, dk, generator=gen)
+    v, z = torch.randn(2, b_, hv, dv, generator=gen)
+    a, b = torch.randn(2, b_, hv, generator=gen)
+    a_log, dt_bias, w = torch.randn(hv, generator=gen), torch.randn(hv, generator=gen), torch.randn(dv, generator=gen)
+    pool = torch.randn(5, hv, dk, dv, generator=gen)
+    slots = torch.tensor([4, 0, 2])
+    want_pool = pool.clone()
+    g, beta = ops_hybrid.gdn_gating(a, b, a_log, dt_bias)
+    want = ops_hybrid.rms_norm_gated(
+        ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, want_pool, slots, True), z, w, 1e-6)
+    got = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    assert torch.equal(got, want) and torch.equal(pool, want_pool)
+    torch.library.opcheck(ops_hybrid.gated_delta_rule_decode_fused,
+                          (q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True))

@@ -13,6 +13,9 @@ from kernels_cases import FP8, make_attn_case, rel_err
 import revolta_kernels
 from revolta_kernels import ops, reference
 
+if revolta_kernels.native_available():
+    from revolta_kernels import native_ops
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
@@ -116,6 +119,26 @@ def test_reshape_and_cache(src_dtype, cache_dtype, block_size, head_dim):
             assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
 
 
+@pytest.fixture(params=["auto", "generic", "frag-alt"])
+def attn_variant(request):
+    """Run an attention test with the default kernel choice (frag kernels where the GPU allows), with the
+    generic kernels forced, and with alternative frag configurations (decode: one stage, three blocks per
+    SM; prefill: 4 warps with two buffers), so every path the defaults may take stays correct."""
+    if request.param == "frag-alt" and not native_ops._frag_layout(torch.cuda.current_device()):
+        pytest.skip("frag kernels do not run on this GPU")
+    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2)}[request.param]
+    native_ops.set_attention_variant(decode, prefill)
+    yield request.param
+    native_ops.set_attention_variant(0, 0)
+
+
+def test_frag_layout_probe():
+    ok, maps = native_ops.frag_layout_maps(torch.cuda.current_device())
+    assert len(maps) == 2048
+    if torch.cuda.get_device_capability() >= (8, 0):
+        assert ok, "sm_80+ WMMA fragments should have the mma.m16n8k16 layout the frag kernels use"
+
+
 DECODE_CASES = [
     # ctx lens, q lens, heads, kv heads, head_dim, block_size
     ([1, 17, 300, 64], [1, 1, 1, 1], 8, 8, 128, 16),
@@ -125,12 +148,14 @@ DECODE_CASES = [
     ([120, 2048], [2, 4], 8, 1, 256, 16),  # MQA, head_dim 256
     ([77, 513], [8, 1], 32, 1, 128, 32),  # MQA with 8 query tokens: several row tiles
     ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
+    ([50, 301, 1000], [1, 2, 1], 8, 2, 128, 8),  # block size 8: generic kernel even where frag runs
+    ([4097, 33], [1, 1], 32, 8, 128, 16),  # the benchmark's shape, ragged lengths
 ]
 
 
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, *FP8])
 @pytest.mark.parametrize("case_idx", range(len(DECODE_CASES)))
-def test_paged_attention_decode(kv_dtype, case_idx):
+def test_paged_attention_decode(kv_dtype, case_idx, attn_variant):
     ctx, ql, h, hkv, d, bs = DECODE_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=100 + case_idx)
     want = reference.paged_attention(
@@ -160,7 +185,7 @@ PREFILL_CASES = [
 
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
 @pytest.mark.parametrize("case_idx", range(len(PREFILL_CASES)))
-def test_paged_attention_prefill(kv_dtype, case_idx):
+def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
     ctx, ql, h, hkv, d, bs = PREFILL_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=200 + case_idx)
     want = reference.paged_attention(
@@ -196,9 +221,10 @@ def test_unsupported_cases_fall_back_to_reference():
         assert got.dtype == q_dtype and torch.equal(got, want)
 
 
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
 @pytest.mark.parametrize("ctx", [[300, 41, 1000], [20000]])
-def test_decode_cuda_graph_replay(ctx):
-    case = make_attn_case(ctx, [1] * len(ctx), 32, 8, 128, 16, torch.float16, device="cuda", seed=7)
+def test_decode_cuda_graph_replay(ctx, kv_dtype):
+    case = make_attn_case(ctx, [1] * len(ctx), 32, 8, 128, 16, kv_dtype, device="cuda", seed=7)
     args = list(case.args())
     ops.paged_attention_decode(*args)  # warm up outside capture
     torch.cuda.synchronize()
@@ -220,5 +246,7 @@ def test_decode_cuda_graph_replay(ctx):
             case.context_lens,
             case.query_start_loc,
             case.scale,
+            case.k_scales,
+            case.v_scales,
         )
         assert rel_err(static_out, want) < ATTN_TOL

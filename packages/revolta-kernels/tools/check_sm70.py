@@ -85,7 +85,27 @@ def kernels() -> list[Kernel]:
                     f"&revolta::prefill_smem_bytes<{args}>",
                 )
             )
+        if d <= 128:  # frag kernels (run where the fragment layout probe passes; compiled everywhere)
+            for kind, kname in KINDS.items():
+                if kind != 0:
+                    for rows8 in ("true", "false"):
+                        ks.append(_decode_frag(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
+                                               d, kind, 4, 2, 2, rows8, "true"))
+                cfg = (8, 2, 32, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
+                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false"))
         ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
+    # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
+    for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
+                           (2, 3, 4, "true"), (4, 3, 2, "true")):
+        ks.append(_decode_frag(f"decode-frag d128 int8 {nw}w {st}st {mb}b{' pf' if pf == 'true' else ''}",
+                               128, 1, nw, st, mb, "true", pf))
+    for wm, rf, bn, dbuf, mb, qreg in ((8, 1, 64, "false", 1, "false"), (8, 1, 32, "true", 1, "false"),
+                                       (4, 1, 64, "true", 2, "false"), (4, 2, 32, "true", 1, "false"),
+                                       (4, 1, 32, "true", 2, "false"), (8, 1, 64, "false", 1, "true"),
+                                       (8, 1, 32, "true", 1, "true"), (4, 1, 32, "true", 2, "true")):
+        name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
+        ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
+    ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for t, tn in DTYPES.items():
         ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
         ks.append(Kernel(f"fused_add_rms_norm {tn}", f"&revolta::fused_add_rms_norm_kernel<{t}>", False))
@@ -105,12 +125,34 @@ def kernels() -> list[Kernel]:
     return ks
 
 
+def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, rows8: str, pf: str) -> Kernel:
+    return Kernel(
+        name,
+        f"&revolta::paged_decode_frag_kernel<{d}, {kind}, {nw}, {stages}, {minb}, {rows8}, {pf}>",
+        True,
+        f"&revolta::decode_frag_smem_bytes<{d}, {nw}, {rows8}>",
+    )
+
+
+def _prefill_frag(
+    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str
+) -> Kernel:
+    args = f"{d}, {kind}, {wm}, {rf}, {bn}, {dbuf}"
+    return Kernel(
+        name,
+        f"&revolta::paged_prefill_frag_kernel<{args}, {minb}, {qreg}>",
+        True,
+        f"&revolta::prefill_frag_smem_bytes<{args}>",
+    )
+
+
 def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
     nvrtc_dir = _pkg_dir("nvidia.cuda_nvrtc")
     lib = ctypes.CDLL(str(next((nvrtc_dir / "lib").glob("libnvrtc.so.12*"))))
     includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
     src = (
         b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
+        b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
         b'#include "norm.cuh"\n'
         b'#include "rotary.cuh"\n'
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -20,13 +21,25 @@ from check_sm70 import VOLTA_SMEM, Kernel, _pkg_dir, assemble, count_hmma  # noq
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 
 
+GEMM_TILES = ((128, 128, 32, 2, 4), (128, 128, 32, 2, 2), (256, 128, 32, 4, 2), (128, 256, 32, 2, 4),
+              (128, 128, 64, 2, 4))  # the variants launch_gemm() dispatches
+
+
 def kernels() -> list[Kernel]:
     """Every instantiation quant_gemm.cu launches."""
-    ks = [Kernel("quant splitk reduce", "&revolta::quant_splitk_reduce_kernel", False)]
+    ks = []
     for bits in (4, 8):
-        ks.append(Kernel(f"quant gemm int{bits} (WMMA)", f"&revolta::quant_gemm_kernel<{bits}>", True))
+        for v, tile in enumerate(GEMM_TILES):
+            args = f"{bits}, {', '.join(map(str, tile))}"
+            ks.append(Kernel(f"quant gemm int{bits} v{v} {tile[0]}x{tile[1]}x{tile[2]}",
+                             f"&revolta::quant_gemm_kernel<{args}>", True, f"&revolta::quant_gemm_smem_bytes<{args}>"))
         for mt in (1, 2, 4, 8):
-            ks.append(Kernel(f"quant gemv int{bits} m<={mt}", f"&revolta::quant_gemv_kernel<{bits}, {mt}>", False))
+            for warps in (4, 8):
+                for rows in (4, 8):
+                    for defer in ("false", "true"):
+                        ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}{' defer' * (defer == 'true')}",
+                                         f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
+                                         f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
     return ks
 
 
@@ -42,8 +55,9 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
 
     ok(lib.nvrtcCreateProgram(ctypes.byref(prog), b'#include "quant_gemm.cuh"\n', b"quant_sm70.cu", 0, None, None),
        "nvrtcCreateProgram")
-    for k in ks:
-        ok(lib.nvrtcAddNameExpression(prog, k.expr.encode()), f"nvrtcAddNameExpression({k.expr})")
+    exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
+    for e in exprs:
+        ok(lib.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
     opts = [f"-arch={arch}", "-std=c++17", "-default-device", "-lineinfo"] + [f"-I{p}" for p in includes]
     rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
     size = ctypes.c_size_t()
@@ -53,14 +67,24 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
         lib.nvrtcGetProgramLog(prog, log)
         print(log.value.decode(), file=sys.stderr)
         ok(rc, "nvrtcCompileProgram")
-    for k in ks:
+    lowered = {}
+    for e in exprs:
         name = ctypes.c_char_p()
-        ok(lib.nvrtcGetLoweredName(prog, k.expr.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({k.expr})")
-        k.lowered = name.value.decode()
+        ok(lib.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({e})")
+        lowered[e] = name.value.decode()
+    for k in ks:
+        k.lowered = lowered[k.expr]
     lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
     ptx = ctypes.create_string_buffer(size.value)
     ok(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-    return ptx.value.decode()
+    text = ptx.value.decode()
+    for k in ks:
+        if k.smem_expr:
+            m = re.search(re.escape(lowered[k.smem_expr]) + r"\s*=\s*(\d+)", text)
+            if not m:
+                raise SystemExit(f"check_sm70_quant: shared memory size of {k.name} not found in the PTX")
+            k.smem_dynamic = int(m.group(1))
+    return text
 
 
 def main() -> int:
@@ -80,9 +104,9 @@ def main() -> int:
         if smem > VOLTA_SMEM:
             problems.append(f"{smem} B shared memory > 96 KB")
         note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
-        rows.append(f"{k.name:30s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}")
+        rows.append(f"{k.name:36s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}")
         failures += [f"{k.name}: {p}" for p in problems]
-    table = "\n".join([f"{'kernel (sm_70)':30s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows])
+    table = "\n".join([f"{'kernel (sm_70)':36s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows])
     print(table)
     if args.out:
         (args.out / "sm70_quant_table.txt").write_text(table + "\n")

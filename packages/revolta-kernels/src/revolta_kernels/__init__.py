@@ -16,6 +16,8 @@ if native.LIB is not None:
     native_ops.register()
     from revolta_kernels import native_quant
     native_quant.register()
+    from revolta_kernels import native_hybrid
+    native_hybrid.register()
 
 
 def native_status() -> str:

@@ -51,6 +51,8 @@ class AttnParams(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {
     "revolta_paged_attention": [ctypes.POINTER(AttnParams), _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
+    "revolta_frag_layout_probe": [ctypes.POINTER(_c_int), ctypes.POINTER(_c_int)],
+    "revolta_set_attention_variant": [_c_int, _c_int],
     "revolta_rms_norm": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
     "revolta_fused_add_rms_norm": [
         _ptr,

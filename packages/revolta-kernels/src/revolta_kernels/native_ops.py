@@ -209,8 +209,53 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
     )
 
 
+_FRAG_OK: dict[int, bool] = {}
+
+
+def _frag_layout(index: int) -> bool:
+    """Whether the fragment-layout ("frag") attention kernels run on device ``index``.
+
+    Probed once per device (sm_80 and later pass; Volta does not and keeps the generic kernels). The
+    probe allocates and synchronises, so it is skipped during CUDA-graph capture (the generic kernels
+    serve a capture that comes before any eager call).
+    """
+    ok = _FRAG_OK.get(index)
+    if ok is None:
+        if torch.cuda.is_current_stream_capturing():
+            return False
+        ok = frag_layout_maps(index)[0]
+        _FRAG_OK[index] = ok
+    return ok
+
+
+def frag_layout_maps(index: int = 0) -> tuple[bool, list[int]]:
+    """Run the fragment-layout probe on device ``index`` and return (ok, what each element held).
+
+    The list has 4 x 32 x 16 entries (accumulator, matrix_a, matrix_b col-major, matrix_b row-major; lane;
+    element), each row * 16 + col (or k * 16 + n), -1 past the fragment's size; for diagnostics.
+    """
+    ok = ctypes.c_int(0)
+    maps = (ctypes.c_int * 2048)()
+    with torch.cuda.device(index):
+        check(LIB.revolta_frag_layout_probe(ctypes.byref(ok), maps))
+    return bool(ok.value), list(maps)
+
+
+def set_attention_variant(decode: int = 0, prefill: int = 0) -> None:
+    """Choose the attention kernels: 0 = best for each case (default), 1 = generic kernels only, 2+ =
+    alternative configurations of the frag kernels for tuning benchmarks (see csrc/attention_*.cu). 2+
+    skip the fragment-layout probe, so they give wrong results on GPUs it refuses (Volta)."""
+    check(LIB.revolta_set_attention_variant(decode, prefill))
+    _blocks_per_sm.cache_clear()
+
+
+# Benchmarks may force the number of decode context splits (None = the occupancy model decides).
+SPLIT_OVERRIDE: int | None = None
+
+
 @cache
-def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int) -> int:
+def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int, frag: bool = False) -> int:
+    # `frag` is part of the cache key only: the library answers for the kernel it would launch now.
     n = ctypes.c_int(0)
     check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), rows, ctypes.byref(n)))
     return max(1, n.value)
@@ -284,6 +329,8 @@ def _attention(prefill: bool):
                 v_scales,
             )
         q = query.contiguous()
+        dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+        frag = _frag_layout(dev)
         out = torch.empty_like(q)
         num_seqs = context_lens.shape[0]
         if num_seqs == 0 or q.shape[0] == 0:
@@ -297,9 +344,14 @@ def _attention(prefill: bool):
             splits, split_tokens = 1, _NO_SPLIT
         else:
             row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
-            dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, min(max_query_len * (h // hkv), 16))
+            rows = min(max_query_len * (h // hkv), 16)
+            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, rows, frag)
             splits, split_tokens = _splits(num_seqs * hkv * row_tiles, bt.shape[1] * bs, slots)
+            if SPLIT_OVERRIDE is not None:
+                max_ctx = bt.shape[1] * bs
+                split_tokens = math.ceil(math.ceil(max_ctx / SPLIT_OVERRIDE) / _DECODE_TILE) * _DECODE_TILE
+                splits = math.ceil(max_ctx / split_tokens)
+                split_tokens = split_tokens if splits > 1 else _NO_SPLIT
         part_o = part_ml = None
         if splits > 1:
             part_o = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)

@@ -3,11 +3,18 @@
 fp16 activations and scales with K % 32 == 0, N % 8 == 0 and a group size that is a multiple of 32 run the
 native kernels (a skinny split-K GEMM for up to 8 rows, a WMMA tensor-core GEMM above); anything else runs the
 reference, slower but never an error. Launches go to torch's current stream (CUDA-graph capturable).
+
+The skinny kernel's split-K needs a small workspace (one arrival counter per 128 output columns, zero between
+launches, plus fp32 partial sums). It is one zero-initialised buffer per device, created and grown outside
+CUDA-graph capture (the engine's eager warm-up does that) and never freed, since captured graphs keep its
+address. Calls on one device are assumed to be ordered (one stream at a time), as the engine runs them.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
+import os
 from functools import cache
 
 import torch
@@ -16,17 +23,28 @@ from revolta_kernels import native, ops_quant
 from revolta_kernels.native import check
 from revolta_kernels.reference import quant as ref_quant
 
-_c_int, _ptr = ctypes.c_int, ctypes.c_void_p
+logger = logging.getLogger(__name__)
+
+_c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
-    "revolta_quant_gemm_splits": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_gemm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int,
-                           _c_int, _ptr],
+    "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
+    "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_gemm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
+                           _c_int, _c_int, _ptr],
 }
+_MIN_WORKSPACE = 4 << 20
+_workspaces: dict[int, torch.Tensor] = {}
+_outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier still point at them
 
 
 @cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
@@ -40,17 +58,68 @@ def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor
         and qweight.shape[0] * (32 // bits) == k and scales.shape == (k // group_size, n)
         and qzeros.shape == (k // group_size, n * bits // 32)
         and qweight.is_contiguous() and scales.is_contiguous() and qzeros.is_contiguous()
-        and qweight.data_ptr() % 16 == 0 and scales.data_ptr() % 8 == 0
+        and qweight.data_ptr() % 16 == 0 and scales.data_ptr() % 16 == 0
     )
 
 
-def gemm_splits(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> int:
-    """K splits the kernel uses for these sizes (1: none)."""
+@cache
+def _workspace_bytes(m: int, n: int, k: int, bits: int, group_size: int, index: int, epoch: int) -> int:
     assert native.LIB is not None
-    out = ctypes.c_int()
-    check(native.LIB.revolta_quant_gemm_splits(m, n, k, bits, group_size, _sm_count(device.index or 0),
-                                               ctypes.byref(out)))
+    out = ctypes.c_longlong()
+    with torch.cuda.device(index):
+        check(native.LIB.revolta_quant_gemm_workspace(m, n, k, bits, group_size, _sm_count(index),
+                                                      ctypes.byref(out)))
     return out.value
+
+
+_epoch = 0  # bumped by tune(): launch plans (and workspace sizes) depend on the overrides
+
+
+def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
+    """The device's zero-initialised split-K workspace, at least ``nbytes`` long."""
+    index = _index(device)
+    ws = _workspaces.get(index)
+    if ws is not None and ws.numel() >= nbytes:
+        return ws
+    if torch.cuda.is_current_stream_capturing():
+        # A persistent buffer cannot be made (zeroed) during capture; a capture-local one is zeroed by a
+        # memset node on every replay, which is correct, only one node more.
+        logger.warning("quantized GEMM workspace grown during CUDA-graph capture (%d bytes); run the shape "
+                       "eagerly first to avoid a per-replay memset", nbytes)
+        return torch.zeros(nbytes, dtype=torch.uint8, device=device)
+    size = max(nbytes, _MIN_WORKSPACE, 2 * ws.numel() if ws is not None else 0)
+    if ws is not None:
+        _outgrown.append(ws)
+    _workspaces[index] = torch.zeros(size, dtype=torch.uint8, device=torch.device("cuda", index))
+    return _workspaces[index]
+
+
+def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
+         gemv_defer: int = -1) -> None:
+    """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
+
+    Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
+    split-K plan fills, scale per weight (0) or deferred to the fp32 flush (1); tensor-core GEMM: tile
+    variant 0-4 (see csrc/quant_gemm.cu). ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer"`` in the
+    environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
+    """
+    global _epoch
+    assert native.LIB is not None
+    check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer))
+    _epoch += 1
+
+
+def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> dict[str, int]:
+    """The launch a call with these sizes makes (kernel, K splits, block shape), for benchmark reports."""
+    assert native.LIB is not None
+    info = (ctypes.c_int * 8)()
+    index = _index(device)
+    with torch.cuda.device(index):
+        check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, _sm_count(index), info))
+    if info[0] == 1:
+        return {"kernel": "gemm", "variant": info[1]}
+    keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer")
+    return {"kernel": "skinny", **dict(zip(keys, info[1:], strict=True))}
 
 
 def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset):
@@ -64,17 +133,19 @@ def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset):
     m = x2.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m:
-        splits = gemm_splits(m, n, k, bits, group_size, x.device)
-        partial = torch.empty(splits * m * n if splits > 1 else 0, dtype=torch.float32, device=x.device)
+        index = _index(x.device)
+        need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
+        ws = workspace(x.device, need) if need else None
         stream = torch.cuda.current_stream(x.device).cuda_stream
         check(native.LIB.revolta_quant_gemm(
             out.data_ptr(), x2.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
-            partial.data_ptr() if splits > 1 else None, m, n, k, bits, group_size, zero_offset, splits, stream))
+            ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
+            m, n, k, bits, group_size, zero_offset, _sm_count(index), stream))
     return out.view(*x.shape[:-1], n)
 
 
 def register() -> bool:
-    """Register the CUDA implementation; False if the loaded library predates the quantized kernels."""
+    """Register the CUDA implementation; False if the loaded library predates these quantized kernels."""
     lib = native.LIB
     if lib is None or not all(hasattr(lib, name) for name in _SIGNATURES):
         return False
@@ -83,4 +154,8 @@ def register() -> bool:
         fn.argtypes = argtypes
         fn.restype = _c_int
     ops_quant.quant_matmul.register_kernel("cuda")(quant_matmul)
+    if spec := os.environ.get("REVOLTA_QUANT_TUNE"):
+        values = [int(v) for v in spec.split(",")]
+        tune(*values)
+        logger.info("quantized GEMM launch parameters overridden by REVOLTA_QUANT_TUNE=%s", spec)
     return True

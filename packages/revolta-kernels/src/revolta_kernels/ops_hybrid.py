@@ -1,12 +1,13 @@
 """Torch custom ops for hybrid and mixture-of-experts models (namespace ``revolta``).
 
-Mixture-of-experts routing and expert GEMMs, causal conv1d with per-sequence state, the gated delta rule
-(Gated DeltaNet) and gated RMSNorm. As in :mod:`revolta_kernels.ops`, the default implementation is the
-pure-torch reference and every op has a fake implementation for tracing. State tensors (conv tails,
-recurrent states) live in per-slot pools that the ops update in place; ``state_indices[b]`` is sequence
-``b``'s slot. Snapshot arguments (``snapshot_seq``, ``snapshot_len``, ``snapshot_slot``; empty for none)
-also copy sequence ``snapshot_seq[i]``'s state after ``snapshot_len[i]`` of its new tokens into slot
-``snapshot_slot[i]`` (prefix caching of hybrid models).
+Mixture-of-experts routing and expert GEMMs (and the whole routed + shared expert block, for decode),
+causal conv1d with per-sequence state, the gated delta rule (Gated DeltaNet) with its gating, and gated
+RMSNorm. As in :mod:`revolta_kernels.ops`, the default implementation is the pure-torch reference and every
+op has a fake implementation for tracing; native CUDA kernels register in :mod:`revolta_kernels.native_hybrid`.
+State tensors (conv tails, recurrent states) live in per-slot pools that the ops update in place;
+``state_indices[b]`` is sequence ``b``'s slot. Snapshot arguments (``snapshot_seq``, ``snapshot_len``,
+``snapshot_slot``; empty for none) also copy sequence ``snapshot_seq[i]``'s state after ``snapshot_len[i]``
+of its new tokens into slot ``snapshot_slot[i]`` (prefix caching of hybrid models).
 """
 
 from __future__ import annotations
@@ -112,3 +113,44 @@ def rms_norm_gated(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, ep
 @rms_norm_gated.register_fake
 def _(x, gate, weight, eps):
     return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::gdn_gating", mutates_args=())
+def gdn_gating(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(g = -exp(A_log) * softplus(a + dt_bias) float32, beta = sigmoid(b))`` for a/b of shape [T, Hv]."""
+    return ref_gdn.gdn_gating(a, b, a_log, dt_bias)
+
+
+@gdn_gating.register_fake
+def _(a, b, a_log, dt_bias):
+    return a.new_empty(a.shape, dtype=torch.float32), b.new_empty(b.shape)
+
+
+@torch.library.custom_op(f"{LIB}::moe_block", mutates_args=())
+def moe_block(x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, top_k: int,
+              renormalize: bool, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None,
+              shared_gate: torch.Tensor | None) -> torch.Tensor:
+    """Routing + routed SwiGLU experts + optional sigmoid-gated shared expert in one op (the decode path)."""
+    return ref_moe.moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate)
+
+
+@moe_block.register_fake
+def _(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::gated_delta_rule_decode_fused", mutates_args=("states",))
+def gated_delta_rule_decode_fused(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
+    dt_bias: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float, states: torch.Tensor,
+    state_indices: torch.Tensor, use_qk_l2norm: bool,
+) -> torch.Tensor:
+    """A Gated DeltaNet decode step after the conv: gating, recurrent delta rule, gated RMSNorm -> [B, Hv, Dv]."""
+    return ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
+                                                 state_indices, use_qk_l2norm)
+
+
+@gated_delta_rule_decode_fused.register_fake
+def _(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices, use_qk_l2norm):
+    return torch.empty_like(v)

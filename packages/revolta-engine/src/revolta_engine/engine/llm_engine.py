@@ -110,13 +110,14 @@ class LLMEngine:
         state_bytes = 0
         if state_spec is not None:
             state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
-            state_bytes = state_slots.num_slots * state_spec.bytes_per_slot
+            # one spare slot past the owned ones: CUDA graphs point their padding rows at it
+            state_bytes = (state_slots.num_slots + 1) * state_spec.bytes_per_slot
         num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, self.max_model_len,
                                     reserved_bytes=state_bytes)
         kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
         state_caches = []
         if state_spec is not None and state_slots is not None:
-            state_caches = allocate_state_cache(state_spec, state_slots.num_slots, self.device)
+            state_caches = allocate_state_cache(state_spec, state_slots.num_slots + 1, self.device)
             logger.info(
                 "Recurrent state pool: %d Gated DeltaNet layers, %d slots for running requests + %d prefix "
                 "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
@@ -130,12 +131,11 @@ class LLMEngine:
                                   max_num_tokens=max_batched, max_num_seqs=max_seqs,
                                   max_model_len=self.max_model_len)
         if state_spec is not None and self.async_scheduling:
+            # state slots and snapshots are planned from tokens the host has seen: keep the loop synchronous
             self.async_scheduling = False
             cfg.set("async_scheduling", False, "profile")
-        if state_spec is None:
-            self._maybe_capture_graphs(kv_caches, max_seqs, block_size)
-        elif self.device.type == "cuda":
-            logger.info("CUDA graphs are off for hybrid (Gated DeltaNet) models: not supported yet")
+        pad_slot = state_slots.num_slots if state_slots is not None else -1
+        self._maybe_capture_graphs(kv_caches, max_seqs, block_size, state_caches, pad_slot)
         self.sampler = Sampler()
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self._host_tokens = HostTokenCopy(max_seqs, self.device)
@@ -150,7 +150,8 @@ class LLMEngine:
             str(kv_dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
         )
 
-    def _maybe_capture_graphs(self, kv_caches, max_seqs: int, block_size: int) -> None:
+    def _maybe_capture_graphs(self, kv_caches, max_seqs: int, block_size: int, state_caches=None,
+                              pad_slot: int = -1) -> None:
         """Capture decode CUDA graphs unless eager mode is asked for or the ops cannot be captured."""
         import revolta_kernels
 
@@ -163,11 +164,21 @@ class LLMEngine:
             logger.warning("CUDA graphs are off: they need the native kernels and fp16/bf16 (%s; dtype %s)",
                            revolta_kernels.native_status(), self.dtype)
             return
-        from revolta_engine.worker.cuda_graph import CudaGraphRunner
+        from revolta_engine.layers.moe import MOE_FUSED_MAX_TOKENS, SparseMoeBlock
+        from revolta_engine.worker.cuda_graph import CudaGraphRunner, default_buckets
 
+        buckets = default_buckets(max_seqs)
+        if any(isinstance(m, SparseMoeBlock) for m in self.model.modules()):
+            # larger batches take the sorted-experts path, which synchronises with the host: they run eagerly
+            buckets = [b for b in buckets if b <= MOE_FUSED_MAX_TOKENS]
         runner = CudaGraphRunner(self.model, kv_caches, self.runner.buffers, max_seqs, self.max_model_len,
-                                 self.device)
-        runner.capture()
+                                 self.device, buckets=buckets, state_caches=state_caches, pad_slot=pad_slot)
+        try:
+            runner.capture()
+        except RuntimeError as exc:  # an op of this model that cannot be captured: keep serving, eagerly
+            logger.warning("CUDA graphs are off: capturing the decode step failed (%s); running eagerly", exc)
+            torch.cuda.synchronize(self.device)
+            return
         self.runner.graph_runner = runner
 
     # ----------------------------------------------------------------------------------- info

@@ -35,14 +35,21 @@ def build_model(config: PretrainedConfig, max_position: int, dtype: torch.dtype,
 
 
 def fill_dummy_weights(model: nn.Module, seed: int) -> None:
-    """Random weights (normal, std 0.02; norms at 1) so speed can be measured without a checkpoint."""
+    """Random weights (normal, std 0.02; norms at 1) so speed can be measured without a checkpoint.
+
+    Quantized layers get random packed integers and zero points, and scales in [1e-3, 3e-3], so that
+    (q - z) * scale has about the dense weights' spread and activations stay finite through the layers.
+    """
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     for name, param in model.named_parameters():
         if name.endswith("norm.weight"):
             param.data.fill_(1.0)
         elif not param.dtype.is_floating_point:  # packed quantized weights and zero points: random bits
-            param.data.copy_(torch.randint(-(2**31), 2**31 - 1, param.shape, dtype=torch.int32, generator=gen))
+            param.data.copy_(torch.randint(-(2**31), 2**31 - 1, param.shape, dtype=torch.int32, generator=gen,
+                                           device=device))
+        elif name.endswith(".scales"):
+            param.data.uniform_(1e-3, 3e-3, generator=gen)
         else:
             param.data.normal_(0.0, 0.02, generator=gen)
 

@@ -10,7 +10,6 @@ recurrent state; the output goes through a gated RMSNorm (``silu(z)``) and ``out
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig
 
@@ -71,14 +70,15 @@ class GatedDeltaNet(nn.Module):
         q = q.reshape(n, self.num_k_heads, self.head_k_dim)
         k = k.reshape(n, self.num_k_heads, self.head_k_dim)
         v = v.reshape(n, self.num_v_heads, self.head_v_dim)
-        beta = b.sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
-        if decode:
-            out = ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, cache.recurrent, meta.state_indices, True)
+        z = z.reshape(n, self.num_v_heads, self.head_v_dim)
+        if decode:  # gating, delta rule and gated norm in one op (one kernel on the GPU)
+            out = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, self.A_log, self.dt_bias, z,
+                                                           self.norm.weight, self.eps, cache.recurrent,
+                                                           meta.state_indices, True)
         else:
-            out = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta.contiguous(), cache.recurrent,
+            g, beta = ops_hybrid.gdn_gating(a, b, self.A_log, self.dt_bias)
+            out = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta, cache.recurrent,
                                                       attn.query_start_loc, meta.state_indices, True,
                                                       meta.snapshot_seq, meta.snapshot_len, meta.snapshot_slot)
-        out = ops_hybrid.rms_norm_gated(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim),
-                                        self.norm.weight, self.eps)
+            out = ops_hybrid.rms_norm_gated(out, z, self.norm.weight, self.eps)
         return self.out_proj(out.reshape(n, self.value_dim))

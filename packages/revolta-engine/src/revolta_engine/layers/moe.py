@@ -12,6 +12,8 @@ from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.linear import Linear, MergedLinear
 from revolta_kernels import ops_hybrid
 
+# decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
+MOE_FUSED_MAX_TOKENS = 256
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -77,7 +79,23 @@ class SparseMoeBlock(nn.Module):
             self.shared_expert = GatedMLP(hidden, config.shared_expert_intermediate_size)
             self.shared_expert_gate = Linear(hidden, 1)
 
+    def _fused_ok(self, x: torch.Tensor) -> bool:
+        """Few tokens on a GPU with dense weights: one op for routing, experts and shared expert (decode)."""
+        if not x.is_cuda or x.shape[0] > MOE_FUSED_MAX_TOKENS or self.gate.quant is not None:
+            return False
+        shared = self.shared_expert
+        return shared is None or (shared.gate_up_proj.quant is None and shared.down_proj.quant is None
+                                  and shared.gate_up_proj.bias is None and shared.down_proj.bias is None
+                                  and self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._fused_ok(x):
+            shared = self.shared_expert
+            return ops_hybrid.moe_block(
+                x, self.gate(x), self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.renormalize,
+                None if shared is None else shared.gate_up_proj.weight,
+                None if shared is None else shared.down_proj.weight,
+                None if shared is None else self.shared_expert_gate.weight)
         weights, ids = ops_hybrid.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
         # transformers casts the routing weights to the activations' dtype before weighting
         out = self.experts(x, weights.to(x.dtype), ids)

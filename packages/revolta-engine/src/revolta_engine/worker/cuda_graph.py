@@ -3,7 +3,8 @@
 Graphs are captured largest first so they all share one memory pool. A graph reads its inputs straight
 from the runner's device input buffer at the offsets of its bucket's layout (the runner packs a graphed
 step in that layout), so a replay needs no copies. Padding rows write their K/V nowhere (slot -1) and
-attend to one token of the null block; their outputs are discarded.
+attend to one token of the null block; their outputs are discarded. Hybrid models also get a static
+buffer of state slots: padding rows use a spare ``pad_slot`` of the state pool that no request owns.
 
 The context bucket is the width of the block table. The decode attention plans its context splits
 from that width when the graph is captured, so a graph sized for the longest possible context would
@@ -19,7 +20,14 @@ from typing import Any
 
 import torch
 
-from revolta_engine.forward_context import AttentionMetadata, ForwardContext, LayerKVCache, forward_context
+from revolta_engine.forward_context import (
+    AttentionMetadata,
+    ForwardContext,
+    LayerKVCache,
+    LayerStateCache,
+    StateMetadata,
+    forward_context,
+)
 from revolta_engine.worker.input_buffers import Layout, StepBuffers
 
 logger = logging.getLogger(__name__)
@@ -48,17 +56,23 @@ class CudaGraphRunner:
     """One captured graph (inputs -> final hidden states) per bucket of decode batch size and context."""
 
     def __init__(self, model: Any, kv_caches: list[LayerKVCache], buffers: StepBuffers, max_num_seqs: int,
-                 max_model_len: int, device: torch.device, buckets: list[int] | None = None) -> None:
+                 max_model_len: int, device: torch.device, buckets: list[int] | None = None,
+                 state_caches: list[LayerStateCache] | None = None, pad_slot: int = -1) -> None:
         self.model = model
         self.kv_caches = kv_caches
         self.buffers = buffers
         self.device = device
-        self.buckets = buckets or default_buckets(min(max_num_seqs, buffers.max_seqs))
+        self.buckets = buckets if buckets is not None else default_buckets(min(max_num_seqs, buffers.max_seqs))
         self.max_bs = self.buckets[-1]
         self.max_model_len = max_model_len
         self._bucket_of = [next(b for b in self.buckets if b >= n) for n in range(self.max_bs + 1)]
         self.widths = context_buckets(buffers.max_width)
         self.block_size = kv_caches[0].key.shape[2] if kv_caches else 16
+        self.state_caches = state_caches or []
+        self.pad_slot = pad_slot
+        self.state_indices = torch.full((self.max_bs,), pad_slot, dtype=torch.int64, device=device)
+        self.no_snapshots = torch.zeros(0, dtype=torch.int64, device=device)
+        self.last_bucket: tuple[int, int] | None = None  # the (batch, width) replayed last (benchmarks)
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
         self.outputs: dict[tuple[int, int], torch.Tensor] = {}
         self.pool: Any = None
@@ -67,11 +81,17 @@ class CudaGraphRunner:
         """Where a graphed step of padded batch ``bs`` and block tables ``width`` wide keeps its inputs."""
         return Layout(bs, bs, width, bs, bs)
 
+    def _state(self, bs: int) -> StateMetadata | None:
+        if not self.state_caches:
+            return None
+        empty = self.no_snapshots
+        return StateMetadata(self.state_indices[:bs], empty, empty, empty)
+
     def _forward(self, bs: int, width: int) -> torch.Tensor:
         v = self.buffers.views(self.layout(bs, width))
         meta = AttentionMetadata(v["slot_mapping"], v["block_tables"], v["context_lens"], v["query_start_loc"],
                                  1, width * self.block_size)
-        with forward_context(ForwardContext(meta, self.kv_caches)):
+        with forward_context(ForwardContext(meta, self.kv_caches, self._state(bs), self.state_caches)):
             return self.model(v["input_ids"], v["positions"])
 
     def _fill_padding(self, bs: int, width: int) -> None:
@@ -118,10 +138,16 @@ class CudaGraphRunner:
         """The narrowest captured block-table width that holds ``num_blocks`` blocks."""
         return next(w for w in self.widths if w >= num_blocks)
 
-    def run(self, bs: int, width: int) -> torch.Tensor:
+    def run(self, bs: int, width: int, state_indices: torch.Tensor | None = None) -> torch.Tensor:
         """Replay a bucket (inputs already in the device buffer); hidden states of all ``bs`` rows.
 
-        The tensor is the graph's static output: the next replay overwrites it.
+        ``state_indices``: the sequences' state slots (hybrid models; decode steps without snapshots).
+        The tensor returned is the graph's static output: the next replay overwrites it.
         """
+        if state_indices is not None:
+            n = state_indices.shape[0]
+            self.state_indices[:n].copy_(state_indices, non_blocking=True)
+            self.state_indices[n:bs].fill_(self.pad_slot)
+        self.last_bucket = bs, width
         self.graphs[bs, width].replay()
         return self.outputs[bs, width]

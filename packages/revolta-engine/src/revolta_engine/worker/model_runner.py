@@ -161,14 +161,14 @@ class ModelRunner:
         Nothing here waits for the device. Hybrid models also get each sequence's state slot and the
         state snapshots to take.
         """
-        # CUDA graphs capture attention-only models; hybrid models' state metadata is not part of them
-        batch = self.prepare(scheduled, block_tables, use_graphs=state_slots is None)
+        state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
+        # decode graphs hold static state slots; steps that also take state snapshots run eagerly
+        batch = self.prepare(scheduled, block_tables, use_graphs=not snapshots)
         if batch.graph_bucket is not None:
-            hidden = self.graph_runner.run(*batch.graph_bucket)
+            hidden = self.graph_runner.run(*batch.graph_bucket, None if state is None else state.state_indices)
             if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
                 return self.model.compute_logits(hidden[:len(scheduled)])
         else:
-            state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
             with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))

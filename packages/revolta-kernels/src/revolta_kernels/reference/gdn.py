@@ -113,3 +113,28 @@ def rms_norm_gated(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, ep
     xf = x.float()
     normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
     return ((weight * normed).float() * F.silu(gate.float())).to(x.dtype)
+
+
+def gdn_gating(a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decay and write strength of the gated delta rule from the ``a``/``b`` projections ([T, H] each).
+
+    Returns ``g = -exp(A_log) * softplus(a + dt_bias)`` (float32 log decay) and ``beta = sigmoid(b)`` (b's dtype).
+    """
+    g = -a_log.float().exp() * F.softplus(a.float() + dt_bias)
+    return g, b.sigmoid()
+
+
+def gated_delta_rule_decode_fused(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
+    dt_bias: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float, states: torch.Tensor,
+    state_indices: torch.Tensor, use_qk_l2norm: bool,
+) -> torch.Tensor:
+    """One decode step of a Gated DeltaNet layer after its conv: gating, the delta rule, the gated norm.
+
+    Exactly :func:`gdn_gating`, then :func:`gated_delta_rule_recurrent`, then :func:`rms_norm_gated` with the
+    output gate ``z`` [B, Hv, Dv]. Returns [B, Hv, Dv] in v's dtype; updates the state slots in place.
+    """
+    g, beta = gdn_gating(a, b, a_log, dt_bias)
+    out = gated_delta_rule_recurrent(q, k, v, g, beta, states, state_indices, use_qk_l2norm)
+    return rms_norm_gated(out, z, norm_weight, eps)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from revolta_kernels.reference.activation import silu_and_mul
+
 
 def moe_topk_softmax(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax over experts (float32), keep the ``top_k`` largest, optionally renormalise them to sum to 1.
@@ -47,3 +49,25 @@ def fused_moe(
     out = torch.zeros(num_tokens, w2.shape[1], dtype=torch.float32, device=x.device)
     out.index_add_(0, token_of, ys)
     return out.to(x.dtype)
+
+
+def moe_block(
+    x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, top_k: int,
+    renormalize: bool, shared_w13: torch.Tensor | None = None, shared_w2: torch.Tensor | None = None,
+    shared_gate: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A whole sparse MoE block after its router: routed experts plus the optional gated shared expert.
+
+    Routing weights are cast to ``x``'s dtype before weighting (as transformers does); the shared expert is
+    ``down(silu(gate(x)) * up(x))`` with ``shared_w13`` [2Is, H] (gate rows, then up) and ``shared_w2`` [H, Is],
+    scaled by ``sigmoid(x . shared_gate)`` when a gate [1, H] is given. Each step rounds to ``x``'s dtype like
+    the unfused layers do.
+    """
+    weights, ids = moe_topk_softmax(router_logits, top_k, renormalize)
+    out = fused_moe(x, w13, w2, weights.to(x.dtype), ids)
+    if shared_w13 is None or shared_w2 is None:
+        return out
+    shared = F.linear(silu_and_mul(F.linear(x, shared_w13)), shared_w2)
+    if shared_gate is not None:
+        shared = torch.sigmoid(F.linear(x, shared_gate.reshape(1, -1))) * shared
+    return out + shared

@@ -1,0 +1,345 @@
+// Mixture-of-experts for few tokens (decode): SwiGLU experts as GEMVs over only the selected experts' weights.
+// Self-contained for NVRTC; fp16/bf16/fp32 storage, fp32 math, 16-byte weight loads, no tensor cores needed
+// (a token's expert rows are read once; the work is memory-bound).
+//
+//   up:   act[t, k, j] = silu(x_t . w13[e_k, j]) * (x_t . w13[e_k, I + j])     (two (k, j) per warp)
+//   down: out[t, n]    = sum_k w_k * (w2[e_k, n] . act[t, k])                   (one warp per n)
+// An optional shared expert (its own intermediate size Is) runs as one more expert with weight
+// sigmoid(x_t . shared_gate) (or 1 without a gate). Routing (softmax over E router logits, top-k,
+// optional renormalisation, weights rounded to the storage type as transformers does) can run inside the up
+// kernel, each block redoing it for its token (E <= 512, k <= 16), or come precomputed.
+#pragma once
+
+#include "common.cuh"
+
+namespace revolta {
+
+constexpr int kMoeWarps = 8;
+constexpr int kMoeMaxExperts = 2 * kMoeWarps * 32;  // two per thread of the routing block
+constexpr int kMoeMaxTopK = 16;
+// dynamic shared memory of one block (x of the up kernel, activations of the down kernel): 45 KB, so static +
+// dynamic stays under the 48 KB every arch allows without an opt-in
+constexpr int kMoeMaxSmemFloats = 45 * 1024 / 4;
+
+struct MoeParams {
+  const void* x;  // [T, H] (row stride x_stride)
+  const void* router_logits;  // [T, E] (row stride logits_stride), storage type; null: routing precomputed
+  const void* w13;  // [E, 2I, H]
+  const void* w2;  // [E, H, I]
+  const void* shared_w13;  // [2Is, H] or null
+  const void* shared_w2;  // [H, Is]
+  const void* shared_gate;  // [H] or null
+  int64_t* topk_ids;  // [T, K]: written when routing runs here, else read
+  float* topk_weights;  // [T, K]
+  float* act;  // [T, K * I + Is] scratch
+  float* shared_scale;  // [T] scratch
+  void* out;  // [T, H] contiguous
+  long long x_stride, logits_stride;
+  int T, H, E, I, K, Is, renormalize;
+};
+
+template <typename T> struct Pack8;  // 8 elements in 16 bytes (fp16/bf16) or 32 bytes (fp32)
+template <> struct Pack8<__half> {
+  uint4 u;
+  __device__ __forceinline__ void load(const __half* p) { u = __ldg(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void get(float* o) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      o[2 * i] = f.x;
+      o[2 * i + 1] = f.y;
+    }
+  }
+};
+template <> struct Pack8<__nv_bfloat16> {
+  uint4 u;
+  __device__ __forceinline__ void load(const __nv_bfloat16* p) { u = __ldg(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void get(float* o) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o[2 * i] = __uint_as_float(w[i] << 16);
+      o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
+template <> struct Pack8<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* p) {
+    a = __ldg(reinterpret_cast<const float4*>(p));
+    b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  }
+  __device__ __forceinline__ void get(float* o) const {
+    o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+  }
+};
+
+__device__ __forceinline__ float moe_silu(float x) { return x / (1.f + expf(-x)); }
+
+// Dot products of ROWS weight rows (length L, L % 8 == 0; a null row gives 0) with a float vector in shared
+// memory, by one warp with U 16-byte loads per row in flight; every lane gets the sums.
+template <typename T, int ROWS, int U>
+__device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], const float* vec, int L, float (&acc)[ROWS]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) acc[r] = 0.f;
+  for (int base = lane * 8; base < L; base += 256 * U) {
+    Pack8<T> w[ROWS][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * 256 < L) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          if (rows[r] != nullptr) w[r][u].load(rows[r] + base + u * 256);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * 256;
+      if (c < L) {
+        const float4 v0 = *reinterpret_cast<const float4*>(vec + c);
+        const float4 v1 = *reinterpret_cast<const float4*>(vec + c + 4);
+        const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          if (rows[r] != nullptr) {
+            float f[8];
+            w[r][u].get(f);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[r] = fmaf(f[i], xv[i], acc[r]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+// Block-wide reduction (max or sum) of one value per thread; `scratch` holds kMoeWarps floats. All get it.
+template <bool MAX>
+__device__ __forceinline__ float moe_block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = MAX ? warp_max(v) : warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
+// Softmax top-k of one token's router logits by the whole block (E <= 2 * blockDim.x): each expert's rank is
+// the number of experts with a larger logit (ties: the lower id ranks first); ranks < K are the choice.
+// Weights as transformers computes them: softmax probabilities, optionally renormalised over the K, then
+// rounded to the storage type. Results in shared memory (ids, wts).
+template <typename T>
+__device__ void moe_route_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch, int* ids,
+                                float* wts) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int e0 = tid, e1 = tid + kMoeWarps * 32;
+  const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
+  const float v1 = e1 < E ? to_float(logits[e1]) : -INFINITY;
+  lg[e0] = v0;
+  lg[e1] = v1;
+  const float mx = moe_block_reduce<true>(fmaxf(v0, v1), scratch);
+  const float sum = moe_block_reduce<false>(expf(v0 - mx) + expf(v1 - mx), scratch);  // barriers: lg visible
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int e = i == 0 ? e0 : e1;
+    const float v = i == 0 ? v0 : v1;
+    if (e < E) {
+      int rank = 0;
+      for (int j = 0; j < E; j += 4) {  // E % 4 == 0 is not required: lg past E holds -inf
+        const float4 l = *reinterpret_cast<const float4*>(lg + j);
+        rank += (l.x > v || (l.x == v && j < e)) + (l.y > v || (l.y == v && j + 1 < e)) +
+                (l.z > v || (l.z == v && j + 2 < e)) + (l.w > v || (l.w == v && j + 3 < e));
+      }
+      if (rank < K) {
+        ids[rank] = e;
+        wts[rank] = expf(v - mx) / sum;
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    float w = lane < K ? wts[lane] : 0.f;
+    const float total = warp_sum(w);
+    if (lane < K) wts[lane] = to_float(from_float<T>(renormalize ? w / total : w));
+  }
+  __syncthreads();
+}
+
+// grid (ceil(items / (2 * kMoeWarps)), T): items = K * I (+ Is) (+ 1 for the shared gate), two per warp.
+// Dynamic smem: H floats (the token's activations, loaded with 16-byte loads all issued before routing).
+template <typename T>
+__global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
+  extern __shared__ float4 xs4[];  // float4: 16-byte aligned for the vector reads
+  float* xs = reinterpret_cast<float*>(xs4);
+  __shared__ int ids[kMoeMaxTopK];
+  __shared__ float wts[kMoeMaxTopK];
+  __shared__ __align__(16) float lg[2 * kMoeWarps * 32 + 4];
+  __shared__ float scratch[kMoeWarps];
+  constexpr int kChunks = (kMoeMaxSmemFloats / 8 + kMoeWarps * 32 - 1) / (kMoeWarps * 32);
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const T* x = static_cast<const T*>(p.x) + t * p.x_stride;
+  Pack8<T> xr[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) xr[i].load(x + c);
+  }
+  if (threadIdx.x < 4) lg[2 * kMoeWarps * 32 + threadIdx.x] = -INFINITY;
+  if (p.router_logits != nullptr) {
+    moe_route_block<T>(static_cast<const T*>(p.router_logits) + t * p.logits_stride, p.E, p.K, p.renormalize, lg,
+                       scratch, ids, wts);
+    if (blockIdx.x == 0 && threadIdx.x < p.K) {
+      p.topk_ids[t * p.K + threadIdx.x] = ids[threadIdx.x];
+      p.topk_weights[t * p.K + threadIdx.x] = wts[threadIdx.x];
+    }
+  } else if (threadIdx.x < p.K) {
+    ids[threadIdx.x] = static_cast<int>(p.topk_ids[t * p.K + threadIdx.x]);
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) {
+      float f[8];
+      xr[i].get(f);
+      *reinterpret_cast<float4*>(xs + c) = make_float4(f[0], f[1], f[2], f[3]);
+      *reinterpret_cast<float4*>(xs + c + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  }
+  __syncthreads();
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const int gate_item = p.shared_w13 != nullptr ? total : -1;
+  const int first = (blockIdx.x * kMoeWarps + warp) * 2;
+  const T* rows[4] = {nullptr, nullptr, nullptr, nullptr};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int item = first + i;
+    if (item < routed) {
+      const int k = item / p.I, j = item % p.I;
+      const T* w = static_cast<const T*>(p.w13) + static_cast<size_t>(ids[k]) * 2 * p.I * p.H;
+      rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+      rows[2 * i + 1] = w + static_cast<size_t>(p.I + j) * p.H;
+    } else if (item < total) {
+      const int j = item - routed;
+      const T* w = static_cast<const T*>(p.shared_w13);
+      rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+      rows[2 * i + 1] = w + static_cast<size_t>(p.Is + j) * p.H;
+    } else if (item == gate_item && p.shared_gate != nullptr) {
+      rows[2 * i] = static_cast<const T*>(p.shared_gate);
+    }
+  }
+  if (first >= total + (gate_item >= 0 ? 1 : 0)) return;
+  float acc[4];
+  warp_dot_rows<T, 4, 2>(rows, xs, p.H, acc);
+  if (lane == 0) {
+    float* act = p.act + static_cast<size_t>(t) * total;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int item = first + i;
+      if (item < total) {
+        act[item] = moe_silu(acc[2 * i]) * acc[2 * i + 1];
+      } else if (item == gate_item) {
+        p.shared_scale[t] = p.shared_gate != nullptr ? 1.f / (1.f + expf(-acc[2 * i])) : 1.f;
+      }
+    }
+  }
+}
+
+// grid (ceil(H / kMoeWarps), T). Dynamic smem: K * I + Is floats (the token's activations).
+template <typename T>
+__global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(MoeParams p) {
+  extern __shared__ float4 acts4[];
+  float* acts = reinterpret_cast<float*>(acts4);
+  __shared__ int ids[kMoeMaxTopK];
+  __shared__ float wts[kMoeMaxTopK + 1];
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const float4* act = reinterpret_cast<const float4*>(p.act + static_cast<size_t>(t) * total);
+  constexpr int kLoads = 6;  // float4 loads in flight per thread while staging the activations
+  for (int base = threadIdx.x; base < total / 4; base += kLoads * kMoeWarps * 32) {
+    float4 r[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int at = base + i * kMoeWarps * 32;
+      if (at < total / 4) r[i] = act[at];
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int at = base + i * kMoeWarps * 32;
+      if (at < total / 4) acts4[at] = r[i];
+    }
+  }
+  if (threadIdx.x < p.K) {
+    ids[threadIdx.x] = static_cast<int>(p.topk_ids[t * p.K + threadIdx.x]);
+    wts[threadIdx.x] = p.topk_weights[t * p.K + threadIdx.x];
+  } else if (threadIdx.x == kMoeMaxTopK && p.shared_w2 != nullptr) {
+    wts[kMoeMaxTopK] = p.shared_scale[t];
+  }
+  __syncthreads();
+  const int n = blockIdx.x * kMoeWarps + warp;
+  if (n >= p.H) return;
+  // Flattened (expert, 256-column chunk) pieces of this row, 8 loads in flight per lane, one reduction at the end.
+  const int chunks = (p.I + 255) / 256;
+  const int pieces = p.K * chunks + (p.shared_w2 != nullptr ? (p.Is + 255) / 256 : 0);
+  const T* w2 = static_cast<const T*>(p.w2);
+  const T* sw2 = static_cast<const T*>(p.shared_w2);
+  float sum = 0.f;
+  constexpr int U = 9;
+  for (int f0 = 0; f0 < pieces; f0 += U) {
+    Pack8<T> w[U];
+    int off[U];
+    float scale[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int f = f0 + u;
+      off[u] = -1;
+      scale[u] = 0.f;
+      if (f < pieces) {
+        const T* row;
+        int c, len;
+        if (f < p.K * chunks) {
+          const int k = f / chunks;
+          c = (f - k * chunks) * 256 + lane * 8;
+          len = p.I;
+          row = w2 + (static_cast<size_t>(ids[k]) * p.H + n) * p.I;
+          off[u] = k * p.I + c;
+          scale[u] = wts[k];
+        } else {
+          c = (f - p.K * chunks) * 256 + lane * 8;
+          len = p.Is;
+          row = sw2 + static_cast<size_t>(n) * p.Is;
+          off[u] = routed + c;
+          scale[u] = wts[kMoeMaxTopK];
+        }
+        if (c < len) {
+          w[u].load(row + c);
+        } else {
+          off[u] = -1;
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (off[u] >= 0) {
+        float f[8];
+        w[u].get(f);
+        const float4 a0 = *reinterpret_cast<const float4*>(acts + off[u]);
+        const float4 a1 = *reinterpret_cast<const float4*>(acts + off[u] + 4);
+        const float d = f[0] * a0.x + f[1] * a0.y + f[2] * a0.z + f[3] * a0.w + f[4] * a1.x + f[5] * a1.y +
+                        f[6] * a1.z + f[7] * a1.w;
+        sum = fmaf(scale[u], d, sum);
+      }
+    }
+  }
+  sum = warp_sum(sum);
+  if (lane == 0) static_cast<T*>(p.out)[static_cast<size_t>(t) * p.H + n] = from_float<T>(sum);
+}
+
+}  // namespace revolta

@@ -1,0 +1,308 @@
+// Paged prefill with S and P kept in registers (FlashAttention-2 style), for GPUs whose WMMA fragments
+// follow the layout of frag_layout.cuh (the host checks it; elsewhere prefill.cuh runs).
+//
+// A block has WM warps of RF x 16 packed rows (query token x query head of the KV head's group) and walks
+// the keys in tiles of BN tokens that all threads stage through registers (one tile ahead) into fp16
+// shared memory (DBUF: two buffers, one barrier per tile). Per tile each warp computes S = Q K^T into
+// accumulators, runs the online softmax on them in place (rows reduced with two quad shuffles), turns
+// them into the matrix_a fragments of P and accumulates O += P V, each V fragment feeding RF rows. Only
+// tiles that cross the causal diagonal are masked; a warp skips tiles entirely after its last row, and
+// the O rescale is skipped when no row maximum moved. Output goes through the warp's own Q rows in
+// shared memory so the global stores are 16 bytes wide. QREG keeps the warp's Q fragments in registers
+// instead of reloading them from shared memory for every key tile.
+#pragma once
+
+#include <mma.h>
+#include "attention.cuh"
+#include "frag_layout.cuh"
+
+namespace revolta {
+
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
+struct PrefillFragCfg {
+  static constexpr int NT = 32 * WM;
+  static constexpr int RW = 16 * RF;  // rows per warp
+  static constexpr int BM = RW * WM;  // rows per block
+  static constexpr int LDQ = D + 8, LDK = D + 8;
+  static constexpr int ESZ = KIND == KV_F16 ? 2 : 1;
+  static constexpr int EPC = 16 / ESZ;
+  static constexpr int CPR = D / EPC;
+  static constexpr int NCH = BN * CPR / NT;
+  static constexpr int TSTEP = NT / CPR;
+  static constexpr int Q_BYTES = BM * LDQ * 2;
+  static constexpr int KV_BYTES = 2 * BN * LDK * 2;
+  static constexpr int NBUF = DBUF ? 2 : 1;
+  static constexpr int SMEM_BYTES = Q_BYTES + NBUF * KV_BYTES + 2 * BM * 4;
+  static_assert(BN % 16 == 0 && NCH >= 1 && (BN * CPR) % NT == 0 && NT % CPR == 0, "tile must split evenly");
+};
+
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
+__device__ const int prefill_frag_smem_bytes = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>::SMEM_BYTES;
+
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG>
+__global__ void __launch_bounds__(32 * WM, MINB)
+paged_prefill_frag_kernel(const AttnParams p) {
+  using namespace nvcuda;
+  using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
+  constexpr int NJ = BN / 16, ND = D / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __half* sQ = reinterpret_cast<__half*>(smem);
+  __half* sKV = reinterpret_cast<__half*>(smem + C::Q_BYTES);
+  int* sRowPos = reinterpret_cast<int*>(smem + C::Q_BYTES + C::NBUF * C::KV_BYTES);
+  int* sRowOut = sRowPos + C::BM;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int seq = blockIdx.x / p.num_kv_heads, kvh = blockIdx.x % p.num_kv_heads;
+  const int tile = gridDim.y - 1 - blockIdx.y;  // longest causal tiles first
+  const int group = p.num_heads / p.num_kv_heads;
+  const int q0 = p.query_start_loc[seq];
+  const int qlen = p.query_start_loc[seq + 1] - q0;
+  const int R = qlen * group;
+  const int row0 = tile * C::BM;
+  if (row0 >= R) return;
+  const int ctx = p.context_lens[seq];
+  const int kend = ctx - qlen + (min(R, row0 + C::BM) - 1) / group + 1;
+
+  for (int r = tid; r < C::BM; r += C::NT) {
+    const int gr = row0 + r;
+    const bool ok = gr < R;
+    sRowPos[r] = ok ? ctx - qlen + gr / group : -1;
+    sRowOut[r] = ok ? (q0 + gr / group) * p.num_heads + kvh * group + gr % group : -1;
+  }
+  for (int i = tid; i < C::BM * (D / 8); i += C::NT) {
+    const int r = i / (D / 8), c = i % (D / 8);
+    const int gr = row0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (gr < R) {
+      const size_t row = static_cast<size_t>(q0 + gr / group) * p.num_heads + kvh * group + gr % group;
+      v = *reinterpret_cast<const uint4*>(p.q + row * D + c * 8);
+    }
+    *reinterpret_cast<uint4*>(sQ + r * C::LDQ + c * 8) = v;
+  }
+  __syncthreads();
+
+  const int wrow = warp * C::RW;
+  const int nreal = min(C::RW, R - row0 - wrow);  // real rows of this warp (rows only grow in position)
+  const int wlo = nreal > 0 ? sRowPos[wrow] : 0;
+  const int whi = nreal > 0 ? sRowPos[wrow + nreal - 1] : -1;
+  int pos[RF][2];
+#pragma unroll
+  for (int f = 0; f < RF; ++f)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) pos[f][h] = sRowPos[wrow + f * 16 + g + 8 * h];
+
+  FragA qf[QREG ? RF : 1][QREG ? ND : 1];
+  if constexpr (QREG) {
+#pragma unroll
+    for (int f = 0; f < RF; ++f)
+#pragma unroll
+      for (int kk = 0; kk < ND; ++kk) wmma::load_matrix_sync(qf[f][kk], sQ + (wrow + f * 16) * C::LDQ + kk * 16, C::LDQ);
+  }
+
+  FragAcc o[RF][ND];
+#pragma unroll
+  for (int f = 0; f < RF; ++f)
+#pragma unroll
+    for (int n = 0; n < ND; ++n) wmma::fill_fragment(o[f][n], 0.f);
+  float m_run[RF][2], l_run[RF][2];
+#pragma unroll
+  for (int f = 0; f < RF; ++f)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_run[f][h] = -INFINITY, l_run[f][h] = 0.f;
+  const float qk_scale = p.scale_log2 * kv_unit<KIND>();
+
+  const unsigned char* kc = static_cast<const unsigned char*>(p.k_cache);
+  const unsigned char* vc = static_cast<const unsigned char*>(p.v_cache);
+  const int* btab = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
+  const int tk0 = tid / C::CPR, cbyte = (tid % C::CPR) * 16;
+  const size_t blk_stride = static_cast<size_t>(p.num_kv_heads) * p.block_size;
+  const int head_tok = kvh * p.block_size, bmask = p.block_size - 1;
+  uint4 stK[C::NCH], stV[C::NCH];
+  float scK[C::NCH], scV[C::NCH];
+  auto load_tile = [&](int k0) {
+    int bid[C::NCH];  // all block-table reads first, so their latencies overlap
+#pragma unroll
+    for (int n = 0; n < C::NCH; ++n) {
+      const int kp = k0 + tk0 + n * C::TSTEP;
+      bid[n] = kp < kend ? __ldg(btab + (kp >> p.block_shift)) : 0;
+    }
+#pragma unroll
+    for (int n = 0; n < C::NCH; ++n) {
+      const int kp = k0 + tk0 + n * C::TSTEP;
+      stK[n] = make_uint4(0, 0, 0, 0);
+      stV[n] = make_uint4(0, 0, 0, 0);
+      scK[n] = 0.f;
+      scV[n] = 0.f;
+      if (kp < kend) {
+        const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp & bmask));
+        const size_t off = tok * (D * C::ESZ) + cbyte;
+        stK[n] = __ldg(reinterpret_cast<const uint4*>(kc + off));
+        stV[n] = __ldg(reinterpret_cast<const uint4*>(vc + off));
+        if (KIND == KV_I8) {
+          scK[n] = __ldg(p.k_scales + tok);
+          scV[n] = __ldg(p.v_scales + tok);
+        }
+      }
+    }
+  };
+  auto store_tile = [&](int buf) {
+    __half* sK = sKV + buf * 2 * BN * C::LDK;
+    __half* sV = sK + BN * C::LDK;
+#pragma unroll
+    for (int n = 0; n < C::NCH; ++n) {
+      const int soff = (tk0 + n * C::TSTEP) * C::LDK + cbyte / C::ESZ;
+      store_chunk<KIND>(sK + soff, stK[n], scK[n]);
+      store_chunk<KIND>(sV + soff, stV[n], scV[n]);
+    }
+  };
+
+  auto compute = [&](int buf, int k0) {
+    const __half* sK = sKV + buf * 2 * BN * C::LDK;
+    const __half* sV = sK + BN * C::LDK;
+    FragAcc acc[RF][NJ];
+#pragma unroll
+    for (int f = 0; f < RF; ++f)
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) wmma::fill_fragment(acc[f][j], 0.f);
+#pragma unroll
+    for (int kk = 0; kk < ND; ++kk) {
+      FragA a[QREG ? 1 : RF];
+      if constexpr (!QREG) {
+#pragma unroll
+        for (int f = 0; f < RF; ++f) wmma::load_matrix_sync(a[f], sQ + (wrow + f * 16) * C::LDQ + kk * 16, C::LDQ);
+      }
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        FragBCol b;
+        wmma::load_matrix_sync(b, sK + j * 16 * C::LDK + kk * 16, C::LDK);
+#pragma unroll
+        for (int f = 0; f < RF; ++f) wmma::mma_sync(acc[f][j], QREG ? qf[QREG ? f : 0][QREG ? kk : 0] : a[QREG ? 0 : f], b, acc[f][j]);
+      }
+    }
+
+    // Online softmax on the accumulators: element e is row g + 8 ((e >> 1) & 1), key 16 j + 2t + (e & 1)
+    // + 8 (e >> 2). Scores stay unscaled until the exponent (max commutes with the positive scale).
+    const bool diag = k0 + BN - 1 > wlo;
+    float alpha[RF][2];
+    bool moved = false;
+#pragma unroll
+    for (int f = 0; f < RF; ++f)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int e = (q & 1) + 2 * h + 4 * (q >> 1);
+            if (diag && k0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 2) > pos[f][h]) acc[f][j].x[e] = -INFINITY;
+            mx = fmaxf(mx, acc[f][j].x[e]);
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[f][h], mx * qk_scale);
+        const float msub = m_new == -INFINITY ? 0.f : m_new;  // keeps -inf - -inf out of exp2
+        alpha[f][h] = fast_exp2(m_run[f][h] - msub);
+        moved |= m_new != m_run[f][h];
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int e = (q & 1) + 2 * h + 4 * (q >> 1);
+            const float pr = fast_exp2(fmaf(acc[f][j].x[e], qk_scale, -msub));
+            acc[f][j].x[e] = pr;
+            sum += pr;
+          }
+        l_run[f][h] = l_run[f][h] * alpha[f][h] + sum;
+        m_run[f][h] = m_new;
+      }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int f = 0; f < RF; ++f)
+#pragma unroll
+        for (int n = 0; n < ND; ++n)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) o[f][n].x[e] *= alpha[f][(e >> 1) & 1];
+    }
+
+    // O += P V with P's matrix_a fragments made from the accumulators in place.
+#pragma unroll
+    for (int kk = 0; kk < NJ; ++kk) {
+      FragA pa[RF];
+#pragma unroll
+      for (int f = 0; f < RF; ++f) {
+        const FragAcc& s = acc[f][kk];
+        frag_set_words(pa[f], pack_half2(s.x[0], s.x[1]), pack_half2(s.x[2], s.x[3]), pack_half2(s.x[4], s.x[5]),
+                       pack_half2(s.x[6], s.x[7]));
+      }
+#pragma unroll
+      for (int n = 0; n < ND; ++n) {
+        FragBRow b;
+        wmma::load_matrix_sync(b, sV + kk * 16 * C::LDK + n * 16, C::LDK);
+#pragma unroll
+        for (int f = 0; f < RF; ++f) wmma::mma_sync(o[f][n], pa[f], b, o[f][n]);
+      }
+    }
+  };
+
+  const int ntiles = (kend + BN - 1) / BN;
+  load_tile(0);
+  if constexpr (DBUF) {
+    store_tile(0);
+    __syncthreads();
+    if (ntiles > 1) load_tile(BN);
+    for (int it = 0; it < ntiles; ++it) {
+      const int k0 = it * BN;
+      if (k0 <= whi) compute(it & 1, k0);
+      if (it + 1 < ntiles) {
+        store_tile((it + 1) & 1);  // its last reader was tile it - 1, before the previous barrier
+        if (it + 2 < ntiles) load_tile(k0 + 2 * BN);
+      }
+      __syncthreads();
+    }
+  } else {
+    for (int it = 0; it < ntiles; ++it) {
+      const int k0 = it * BN;
+      store_tile(0);
+      __syncthreads();
+      if (it + 1 < ntiles) load_tile(k0 + BN);  // in flight while this tile is computed
+      if (k0 <= whi) compute(0, k0);
+      __syncthreads();
+    }
+  }
+
+  // Normalise and write this warp's rows through its own (no longer needed) Q rows.
+  float inv[RF][2];
+#pragma unroll
+  for (int f = 0; f < RF; ++f)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = l_run[f][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[f][h] = l > 0.f ? kv_unit<KIND>() / l : 0.f;
+    }
+#pragma unroll
+  for (int f = 0; f < RF; ++f)
+#pragma unroll
+    for (int n = 0; n < ND; ++n)
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        const int h = (e >> 1) & 1;
+        const int row = wrow + f * 16 + g + 8 * h, col = n * 16 + 2 * t + 8 * (e >> 2);
+        *reinterpret_cast<uint32_t*>(sQ + row * C::LDQ + col) =
+            pack_half2(o[f][n].x[e] * inv[f][h], o[f][n].x[e + 1] * inv[f][h]);
+      }
+  __syncwarp();
+  for (int i = lane; i < C::RW * (D / 8); i += 32) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    const int orow = sRowOut[wrow + r];
+    if (orow < 0) continue;
+    *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(orow) * D + c) =
+        *reinterpret_cast<const uint4*>(sQ + (wrow + r) * C::LDQ + c);
+  }
+}
+
+}  // namespace revolta

@@ -1,0 +1,91 @@
+// Shared pieces of the weight-only int4/int8 group-quantized GEMMs (quant_gemv.cuh, quant_gemm.cuh).
+// Self-contained for NVRTC (CUDA headers only); sm_70 features only: fp16 math, no cp.async/ldmatrix/bf16.
+//
+// Weight layout (see revolta_kernels/reference/quant.py; the engine repacks AWQ and GPTQ into it at load):
+// qweight int32 [K / PACK, N] packed along K (field j of word [r, n] is row r * PACK + j, in order), scales
+// fp16 [K / G, N], qzeros int32 [K / G, N / PACK] packed along N; W[k, n] = (q - (z + zero_offset)) * s.
+// Row-major packed rows make one warp's 32 x 16-byte loads one contiguous 512-byte segment (128 columns of
+// one packed row), so no further interleaving is needed for coalescing.
+//
+// Dequantization (the "magic number" trick): a field q (< 256) OR-ed into the mantissa of 1024.0h (0x6400)
+// is exactly 1024 + q, so one AND/OR (a single LOP3) turns two fields 16 bits apart into a half2. For int4,
+// fields (i, i + 4) of a word sit 16 bits apart: the pairs (0, 4) and (2, 6) come out as 1024 + q, the pairs
+// (1, 5) and (3, 7) - masked in place at bits 4..7 - as 1024 + 16 q, which one HFMA2 by 1/16 brings back.
+// Subtracting 1024 + z (exact) and multiplying by the scale rounds once, giving the same fp16 weight a dense
+// fp16 checkpoint would hold. The activations are permuted to match: pair i of a packed row holds x[i] and
+// x[i + PACK / 2].
+#pragma once
+
+#include <cuda_fp16.h>
+#if defined(__CUDACC_RTC__)
+typedef unsigned int uint32_t;  // NVRTC has no C library headers
+#else
+#include <stdint.h>
+#endif
+
+namespace revolta {
+
+struct QuantGemmParams {
+  const __half* x;          // [M, K]
+  const uint32_t* qweight;  // [K / PACK, N]
+  const __half* scales;     // [K / G, N]
+  const uint32_t* qzeros;   // [K / G, N / PACK]
+  __half* out;              // [M, N]
+  float* partial;           // skinny split-K: [splits, M, N] fp32 partial sums (splits > 1)
+  int* counters;            // skinny split-K: one arrival counter per 128-column tile, zero between launches
+  int M, N, K, group_size, zero_offset, rows_per_split;
+};
+
+__device__ __forceinline__ __half2 u2h(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }
+__device__ __forceinline__ uint32_t h2u(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
+
+// Per-column constants of one group: (1024 + z) in both halves, -(64 + z) (int4's x16 pairs) and the scale.
+struct ColQuant {
+  __half2 zb, zb16, s;
+};
+
+// `z` is the column's zero point plus the zero offset (<= 256).
+__device__ __forceinline__ ColQuant col_quant(uint32_t z, __half s) {
+  ColQuant c;
+  c.zb = u2h((z | (z << 16)) | 0x64006400u);
+  c.zb16 = __hsub2(u2h(0x63806380u), c.zb);  // 960 - (1024 + z)
+  c.s = __half2half2(s);
+  return c;
+}
+
+// (a & b) | c in one LOP3 (the compiler splits it in two when b and c are both immediates).
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// One packed word -> PACK / 2 half2 weights (q - z) * s (SCALE) or just q - z (exact); pair i holds fields
+// (i, i + PACK / 2).
+template <int BITS, bool SCALE = true>
+__device__ __forceinline__ void dequant_word(uint32_t w, const ColQuant& c, __half2 (&out)[16 / BITS]) {
+  const uint32_t magic = 0x64006400u;
+  if constexpr (BITS == 4) {
+    const __half2 sixteenth = u2h(0x2C002C00u);  // 1/16
+    const uint32_t hi = w >> 8;
+    out[0] = __hsub2(u2h(and_or(w, 0x000F000Fu, magic)), c.zb);
+    out[1] = __hfma2(u2h(and_or(w, 0x00F000F0u, magic)), sixteenth, c.zb16);
+    out[2] = __hsub2(u2h(and_or(hi, 0x000F000Fu, magic)), c.zb);
+    out[3] = __hfma2(u2h(and_or(hi, 0x00F000F0u, magic)), sixteenth, c.zb16);
+  } else {
+    out[0] = __hsub2(u2h(and_or(w, 0x00FF00FFu, magic)), c.zb);
+    out[1] = __hsub2(u2h(and_or(w >> 8, 0x00FF00FFu, magic)), c.zb);
+  }
+  if constexpr (SCALE) {
+#pragma unroll
+    for (int i = 0; i < 16 / BITS; ++i) out[i] = __hmul2(out[i], c.s);
+  }
+}
+
+// Zero point of column n (field n % PACK of `word`) plus the offset.
+template <int BITS>
+__device__ __forceinline__ uint32_t zero_field(uint32_t word, int n, int offset) {
+  return ((word >> (BITS * (n % (32 / BITS)))) & ((1u << BITS) - 1u)) + static_cast<uint32_t>(offset);
+}
+
+}  // namespace revolta

@@ -1,0 +1,225 @@
+// Skinny quantized GEMM for decode (M <= 8 rows): memory-bound, dequantized in registers.
+//
+// Grid (N / 128 column tiles, K splits). Each lane owns 4 columns, so one packed row of a tile is one
+// 16-byte load per lane and 512 contiguous bytes per warp. A block's warps take the split's packed rows in
+// steps of U rows (warp w: steps w, w + WARPS, ...), each step inside one quantization group so its scales
+// and zero points are one 8-byte and one 4-byte load issued with the step's U weight loads. Registers
+// double-buffer the steps: the next step's loads are in flight while this one is dequantized, so a warp
+// keeps 1-2 x U x 512 bytes outstanding. The split's activations are staged once in shared memory,
+// already permuted into the pairs the dequantizer produces; dot products run as HFMA2 over two packed rows
+// and are flushed to fp32. Two ways to apply the scale: per weight (HMUL2 of (q - z) by s, as a dense fp16
+// weight) or, with DEFER, once per flush in fp32: the HFMA2s then sum (q - z) * x / 128 - exact integers
+// times x scaled by a power of two, so 8 products (<= 15 * 65504 / 128 each) cannot overflow fp16 - and
+// the flush adds 128 * s * (sum) in fp32. DEFER saves 4 of ~19 instructions per packed word.
+//
+// Split-K without a second kernel: each split writes fp32 partial sums to its own slice of the workspace,
+// and the last block of a column tile to arrive (an atomic counter per tile) sums the slices in split
+// order - deterministic - writes fp16 and re-arms the counter for the next launch. No host sync, no
+// allocation: CUDA-graph capturable with a workspace the caller owns (counters zeroed once).
+#pragma once
+
+#include "quant_common.cuh"
+
+namespace revolta {
+
+constexpr int kGemvTile = 128;  // columns per block: 32 lanes x 4
+constexpr int kGemvFlush = 2;   // packed rows per fp16 dot product before it is added in fp32
+
+template <int PAIRS> struct XRowOf { using type = uint4; };
+template <> struct XRowOf<2> { using type = uint2; };
+
+constexpr int kGemvXSmemCap = 40 * 1024;  // staged activations per block (the plan caps rows per split);
+                                          // static + dynamic shared memory must stay under 48 KB
+constexpr int kGemvCounterBytes = 64 * 1024;  // workspace head: one arrival counter per column tile
+constexpr float kGemvDeferScale = 128.f;      // DEFER: x is staged divided by this power of two
+
+// Dynamic shared memory of one block: the staged activations, reused for the cross-warp reduction.
+__host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, int rows_per_split) {
+  const int x_bytes = mt * rows_per_split * (32 / bits) * 2;
+  const int red_bytes = warps * mt * kGemvTile * 4;
+  return x_bytes > red_bytes ? x_bytes : red_bytes;
+}
+
+// The most any launch of quant_gemv_kernel<BITS, MT, WARPS, *> asks for (tools/check_sm70_quant.py).
+template <int BITS, int MT, int WARPS>
+__device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
+
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
+__global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
+  constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
+  static_assert(U % kGemvFlush == 0, "steps must hold whole flush groups");
+  using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
+  extern __shared__ __align__(16) unsigned char gemv_smem[];
+  __shared__ int is_last;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const int n0 = tile * kGemvTile + lane * 4;
+  const bool col_ok = n0 < p.N;
+  const int r0 = split * p.rows_per_split;
+  const int nrows = min(p.K / PACK - r0, p.rows_per_split);  // a multiple of U
+  const int steps = nrows / U;
+  const int group_rows = p.group_size / PACK;
+
+  uint4 wnext[U];
+  uint2 snext = make_uint2(0, 0);
+  uint32_t znext = 0;
+  auto fetch = [&](int s) {
+    const int r = r0 + s * U;
+    if (col_ok) {
+      const uint32_t* src = p.qweight + static_cast<size_t>(r) * p.N + n0;
+#pragma unroll
+      for (int u = 0; u < U; ++u) wnext[u] = __ldg(reinterpret_cast<const uint4*>(src + static_cast<size_t>(u) * p.N));
+      const int g = r / group_rows;
+      snext = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+      znext = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) wnext[u] = make_uint4(0, 0, 0, 0);
+    }
+  };
+  // The first step's weights are requested before the activations are staged.
+  if (warp < steps) fetch(warp);
+
+  // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
+  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
+  for (int idx = tid; idx < MT * nrows; idx += WARPS * 32) {
+    const int m = idx / nrows, r = idx - m * nrows;
+    XRow v;
+    if (m < p.M) {
+      const XRow raw = __ldg(reinterpret_cast<const XRow*>(p.x + static_cast<size_t>(m) * p.K) + r0 + r);
+      if constexpr (PAIRS == 4) {
+        v.x = __byte_perm(raw.x, raw.z, 0x5410);
+        v.y = __byte_perm(raw.x, raw.z, 0x7632);
+        v.z = __byte_perm(raw.y, raw.w, 0x5410);
+        v.w = __byte_perm(raw.y, raw.w, 0x7632);
+      } else {
+        v.x = __byte_perm(raw.x, raw.y, 0x5410);
+        v.y = __byte_perm(raw.x, raw.y, 0x7632);
+      }
+      if constexpr (DEFER) {
+        uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
+      }
+    } else {
+      v = XRow{};
+    }
+    xs[idx] = v;
+  }
+  __syncthreads();
+
+  float acc[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
+
+  for (int s = warp; s < steps; s += WARPS) {
+    uint4 w[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = wnext[u];
+    const uint2 sv = snext;
+    const uint32_t zw = znext;
+    if (s + WARPS < steps) fetch(s + WARPS);
+
+    const __half* sh = reinterpret_cast<const __half*>(&sv);
+    ColQuant cq[4];
+    float sf[4];  // DEFER: the scale applied at the flush
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      cq[c] = col_quant(zero_field<BITS>(zw, n0 + c, p.zero_offset), sh[c]);
+      sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+    }
+
+    __half2 hacc[MT][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      XRow xr[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) xr[m] = xs[m * nrows + s * U + u];
+      const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        __half2 d[PAIRS];
+        dequant_word<BITS, !DEFER>(words[c], cq[c], d);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr[m]);
+          __half2 h = u % kGemvFlush == 0 ? __hmul2(d[0], u2h(xp[0])) : __hfma2(d[0], u2h(xp[0]), hacc[m][c]);
+#pragma unroll
+          for (int i = 1; i < PAIRS; ++i) h = __hfma2(d[i], u2h(xp[i]), h);
+          hacc[m][c] = h;
+        }
+      }
+      if (u % kGemvFlush == kGemvFlush - 1) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const float2 f = __half22float2(hacc[m][c]);
+            if constexpr (DEFER) {
+              acc[m][c] = fmaf(sf[c], f.x + f.y, acc[m][c]);
+            } else {
+              acc[m][c] += f.x + f.y;
+            }
+          }
+      }
+    }
+  }
+
+  // Cross-warp sum through shared memory (the staged activations are dead), then one value per output.
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][128]
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+    *reinterpret_cast<float4*>(red + (warp * MT + m) * kGemvTile + lane * 4) =
+        make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+  __syncthreads();
+  const bool single = gridDim.y == 1;
+  for (int idx = tid; idx < MT * kGemvTile; idx += WARPS * 32) {
+    const int m = idx / kGemvTile, col = idx % kGemvTile, n = tile * kGemvTile + col;
+    if (m >= p.M || n >= p.N) continue;
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) v += red[(w * MT + m) * kGemvTile + col];
+    if (single) {
+      p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
+    } else {
+      p.partial[(static_cast<size_t>(split) * p.M + m) * p.N + n] = v;
+    }
+  }
+  if (single) return;
+
+  // Last block of this column tile: sum the splits' partials (fixed order) into fp16, re-arm the counter.
+  // The barrier orders the block's partial stores before thread 0's gpu-scope fence and arrival (as a
+  // split-K semaphore release); the last arrival fences again before its block reads the other partials.
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    const bool last = atomicAdd(p.counters + tile, 1) == static_cast<int>(gridDim.y) - 1;
+    if (last) __threadfence();
+    is_last = last;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  const int splits = gridDim.y;
+  const size_t stride = static_cast<size_t>(p.M) * p.N;
+  for (int idx = tid; idx < p.M * kGemvTile; idx += WARPS * 32) {
+    const int m = idx / kGemvTile, n = tile * kGemvTile + idx % kGemvTile;
+    if (n >= p.N) continue;
+    const float* src = p.partial + static_cast<size_t>(m) * p.N + n;
+    float a[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) a[j] = 0.f;
+    for (int k = 0; k < splits; k += 8) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (k + j < splits) a[j] += __ldcg(src + static_cast<size_t>(k + j) * stride);
+    }
+    p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])));
+  }
+  if (tid == 0) p.counters[tile] = 0;
+}
+
+}  // namespace revolta

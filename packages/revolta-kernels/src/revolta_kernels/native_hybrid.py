@@ -1,0 +1,378 @@
+"""CUDA implementations of the hybrid-model ops (``revolta_kernels.ops_hybrid``) through the native library.
+
+Gated delta rule (decode and prefill), causal conv1d (decode update and varlen prefill), the gating of the
+gated delta rule, gated RMSNorm, and mixture-of-experts for few tokens (``fused_moe`` and ``moe_block``).
+Each implementation checks that the inputs are a case the kernels handle and otherwise runs the reference,
+so an unsupported case is slower but never an error. Launches go to torch's current stream (CUDA-graph
+capturable: no host synchronisation on the decode paths).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from revolta_kernels import native, ops_hybrid
+from revolta_kernels.native import check
+from revolta_kernels.reference import conv1d as ref_conv
+from revolta_kernels.reference import gdn as ref_gdn
+from revolta_kernels.reference import moe as ref_moe
+
+_DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+_c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
+# decode: the grid-sized kernel that prefetches the next item's state (else one block per item)
+GDN_DECODE_PERSISTENT = True
+MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
+MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
+
+
+class GdnDecodeParams(ctypes.Structure):
+    """Mirror of ``revolta::GdnDecodeParams`` (csrc/gated_delta.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("q", "k", "v", "g", "beta", "states", "state_indices", "out")] + [
+        (n, _c_ll) for n in ("q_stride_b", "q_stride_h", "k_stride_b", "k_stride_h", "v_stride_b", "v_stride_h",
+                             "g_stride_b", "beta_stride_b")] + [
+        (n, _c_int) for n in ("batch", "num_k_heads", "num_v_heads", "dv", "use_l2norm")]
+
+
+class GdnFusedParams(ctypes.Structure):
+    """Mirror of ``revolta::GdnFusedParams`` (csrc/gdn_decode.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("q", "k", "v", "a", "b", "a_log", "dt_bias", "z", "norm_weight", "states",
+                                    "state_indices", "out")] + [
+        (n, _c_ll) for n in ("q_stride_b", "q_stride_h", "k_stride_b", "k_stride_h", "v_stride_b", "v_stride_h",
+                             "a_stride_b", "b_stride_b", "z_stride_b", "z_stride_h")] + [
+        (n, _c_int) for n in ("batch", "num_k_heads", "num_v_heads", "use_l2norm")] + [("eps", _c_float)]
+
+
+class GdnPrefillParams(ctypes.Structure):
+    """Mirror of ``revolta::GdnPrefillParams`` (csrc/gated_delta.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("q", "k", "v", "g", "beta", "states", "state_indices", "query_start_loc",
+                                    "snap_offsets", "snap_len", "snap_slot", "out")] + [
+        (n, _c_ll) for n in ("q_stride_t", "q_stride_h", "k_stride_t", "k_stride_h", "v_stride_t", "v_stride_h",
+                             "g_stride_t", "beta_stride_t")] + [
+        (n, _c_int) for n in ("num_seqs", "num_k_heads", "num_v_heads", "dv", "use_l2norm")]
+
+
+class MoeParams(ctypes.Structure):
+    """Mirror of ``revolta::MoeParams`` (csrc/moe.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("x", "router_logits", "w13", "w2", "shared_w13", "shared_w2", "shared_gate",
+                                    "topk_ids", "topk_weights", "act", "shared_scale", "out")] + [
+        (n, _c_ll) for n in ("x_stride", "logits_stride")] + [
+        (n, _c_int) for n in ("T", "H", "E", "I", "K", "Is", "renormalize")]
+
+
+_SIGNATURES: dict[str, list] = {
+    "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _c_int, _ptr],
+    "revolta_gdn_decode_fused": [ctypes.POINTER(GdnFusedParams), _c_int, _c_int, _ptr],
+    "revolta_gdn_prefill": [ctypes.POINTER(GdnPrefillParams), _c_int, _c_int, _ptr],
+    "revolta_conv1d_update": [_ptr, _ptr, _c_ll, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int,
+                              _ptr],
+    "revolta_conv1d_prefill": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int,
+                               _c_int, _c_int, _c_int, _ptr],
+    "revolta_gdn_gating": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_ll, _c_ll, _c_int, _ptr],
+    "revolta_rms_norm_gated": [_ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_ll, _c_ll, _c_ll, _c_ll, _c_float,
+                               _c_int, _ptr],
+    "revolta_moe": [ctypes.POINTER(MoeParams), _c_int, _ptr],
+}
+
+
+def _lib():
+    assert native.LIB is not None
+    return native.LIB
+
+
+def _stream(t: torch.Tensor) -> int:
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _ptr_of(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def _aligned(t: torch.Tensor, elems: int) -> bool:
+    """Rows of ``elems`` consecutive elements start aligned to their byte size (vector loads)."""
+    nbytes = elems * t.element_size()
+    return t.data_ptr() % nbytes == 0 and all(s % elems == 0 for s in t.stride()[:-1])
+
+
+def _sorted_snapshots(seq, length, slot, num_seqs: int):
+    """Snapshots sorted by (sequence, length) and each sequence's range in them; all on the device."""
+    if seq is None or seq.numel() == 0:
+        return None, None, None
+    key = seq.to(torch.int64) * (1 << 32) + length.to(torch.int64)
+    order = torch.argsort(key)
+    s_seq = seq.to(torch.int64)[order]
+    bounds = torch.arange(num_seqs + 1, device=seq.device, dtype=torch.int64)
+    offsets = torch.searchsorted(s_seq, bounds).to(torch.int32)
+    return offsets, length.to(torch.int64)[order].contiguous(), slot.to(torch.int64)[order].contiguous()
+
+
+# ------------------------------------------------------------------------------------ gated delta rule
+def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2norm):
+    code = _DTYPE.get(v.dtype)
+    dk = q.shape[-1]
+    ok = (
+        code is not None and q.dtype == v.dtype and k.dtype == v.dtype and q.dim() == 3 and k.shape == q.shape
+        and v.dim() == 3 and dk in (64, 128) and v.shape[2] % 64 == 0 and v.shape[1] % q.shape[1] == 0
+        and q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1 and states.dtype == torch.float32
+        and states.is_contiguous() and states.data_ptr() % 16 == 0
+        and tuple(states.shape[1:]) == (v.shape[1], dk, v.shape[2]) and g.shape == v.shape[:2]
+        and beta.shape == v.shape[:2]
+    )
+    if not ok:
+        return ref_gdn.gated_delta_rule_recurrent(q, k, v, g, beta, states, state_indices, use_qk_l2norm)
+    batch, hv, dv = v.shape
+    out = torch.empty((batch, hv, dv), dtype=v.dtype, device=v.device)
+    if batch == 0:
+        return out
+    gf = g.float()
+    gf = gf if gf.stride(-1) == 1 else gf.contiguous()
+    bt = beta.to(v.dtype)
+    bt = bt if bt.stride(-1) == 1 else bt.contiguous()
+    idx = state_indices.to(torch.int64).contiguous()
+    p = GdnDecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), gf.data_ptr(), bt.data_ptr(), states.data_ptr(),
+                        idx.data_ptr(), out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                        v.stride(0), v.stride(1), gf.stride(0), bt.stride(0), batch, q.shape[1], hv, dv,
+                        int(use_qk_l2norm))
+    check(_lib().revolta_gdn_decode(ctypes.byref(p), dk, code, int(GDN_DECODE_PERSISTENT), _stream(v)))
+    return out
+
+
+def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices,
+                                  use_qk_l2norm):
+    code = _DTYPE.get(v.dtype)
+    dk = q.shape[-1]
+    ok = (
+        code is not None and all(t.dtype == v.dtype for t in (q, k, a, b, a_log, dt_bias, z, norm_weight))
+        and q.dim() == 3 and k.shape == q.shape and v.dim() == 3 and dk in (64, 128) and v.shape[2] == 128
+        and v.shape[1] % q.shape[1] == 0 and z.shape == v.shape and a.shape == v.shape[:2] and b.shape == a.shape
+        and a_log.shape == (v.shape[1],) and dt_bias.shape == a_log.shape and norm_weight.shape == (128,)
+        and all(t.stride(-1) == 1 for t in (q, k, v, a, b, z)) and a_log.is_contiguous()
+        and dt_bias.is_contiguous() and norm_weight.is_contiguous() and states.dtype == torch.float32
+        and states.is_contiguous() and states.data_ptr() % 16 == 0
+        and tuple(states.shape[1:]) == (v.shape[1], dk, 128)
+    )
+    if not ok:
+        return ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
+                                                     state_indices, use_qk_l2norm)
+    batch, hv, dv = v.shape
+    out = torch.empty((batch, hv, dv), dtype=v.dtype, device=v.device)
+    if batch == 0:
+        return out
+    idx = state_indices.to(torch.int64).contiguous()
+    p = GdnFusedParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
+                       dt_bias.data_ptr(), z.data_ptr(), norm_weight.data_ptr(), states.data_ptr(), idx.data_ptr(),
+                       out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+                       a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
+                       int(use_qk_l2norm), eps)
+    check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
+    return out
+
+
+def gated_delta_rule_prefill(q, k, v, g, beta, states, query_start_loc, state_indices, use_qk_l2norm,
+                             snapshot_seq, snapshot_len, snapshot_slot):
+    code = _DTYPE.get(v.dtype)
+    dk = q.shape[-1]
+    ok = (
+        code is not None and q.dtype == v.dtype and k.dtype == v.dtype and q.dim() == 3 and k.shape == q.shape
+        and v.dim() == 3 and dk in (64, 128) and v.shape[2] % 16 == 0 and v.shape[1] % q.shape[1] == 0
+        and v.stride(-1) == 1 and states.dtype == torch.float32 and states.is_contiguous()
+        and tuple(states.shape[1:]) == (v.shape[1], dk, v.shape[2]) and g.shape == v.shape[:2]
+        and beta.shape == v.shape[:2]
+    )
+    if not ok:
+        return ref_gdn.gated_delta_rule_chunked(q, k, v, g, beta, states, query_start_loc, state_indices,
+                                                use_qk_l2norm, snapshot_seq, snapshot_len, snapshot_slot)
+    epl = dk // 32  # q/k elements each lane loads at once
+    q = q if q.stride(-1) == 1 and _aligned(q, epl) else q.contiguous()
+    k = k if k.stride(-1) == 1 and _aligned(k, epl) else k.contiguous()
+    t, hv, dv = v.shape
+    out = torch.empty((t, hv, dv), dtype=v.dtype, device=v.device)
+    num_seqs = state_indices.shape[0]
+    if num_seqs == 0:
+        return out
+    gf = g.float()
+    gf = gf if gf.stride(-1) == 1 else gf.contiguous()
+    bt = beta.to(v.dtype)
+    bt = bt if bt.stride(-1) == 1 else bt.contiguous()
+    idx = state_indices.to(torch.int64).contiguous()
+    qsl = query_start_loc.to(torch.int32).contiguous()
+    offsets, s_len, s_slot = _sorted_snapshots(snapshot_seq, snapshot_len, snapshot_slot, num_seqs)
+    p = GdnPrefillParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), gf.data_ptr(), bt.data_ptr(), states.data_ptr(),
+                         idx.data_ptr(), qsl.data_ptr(), _ptr_of(offsets), _ptr_of(s_len), _ptr_of(s_slot),
+                         out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0),
+                         v.stride(1), gf.stride(0), bt.stride(0), num_seqs, q.shape[1], hv, dv, int(use_qk_l2norm))
+    check(_lib().revolta_gdn_prefill(ctypes.byref(p), dk, code, _stream(v)))
+    return out
+
+
+def gdn_gating(a, b, a_log, dt_bias):
+    code = _DTYPE.get(a.dtype)
+    ok = (
+        code is not None and b.dtype == a.dtype and a_log.dtype == a.dtype and dt_bias.dtype == a.dtype
+        and a.dim() == 2 and b.shape == a.shape and a_log.shape == (a.shape[1],) and dt_bias.shape == a_log.shape
+        and a.stride(-1) == 1 and b.stride(-1) == 1 and a_log.is_contiguous() and dt_bias.is_contiguous()
+    )
+    if not ok:
+        return ref_gdn.gdn_gating(a, b, a_log, dt_bias)
+    t, h = a.shape
+    g = torch.empty((t, h), dtype=torch.float32, device=a.device)
+    beta = torch.empty((t, h), dtype=a.dtype, device=a.device)
+    check(_lib().revolta_gdn_gating(g.data_ptr(), beta.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
+                                    dt_bias.data_ptr(), t, h, a.stride(0), b.stride(0), code, _stream(a)))
+    return g, beta
+
+
+def rms_norm_gated(x, gate, weight, eps):
+    code = _DTYPE.get(x.dtype)
+    ok = (
+        code is not None and gate.dtype == x.dtype and weight.dtype == x.dtype and gate.shape == x.shape
+        and x.dim() in (2, 3) and weight.shape == (x.shape[-1],) and weight.is_contiguous()
+        and x.stride(-1) == 1 and gate.stride(-1) == 1
+    )
+    if not ok:
+        return ref_gdn.rms_norm_gated(x, gate, weight, eps)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.dim() == 2:
+        n0, n1, xs, gs = x.shape[0], 1, (x.stride(0), 0), (gate.stride(0), 0)
+    else:
+        n0, n1, xs, gs = x.shape[0], x.shape[1], x.stride()[:2], gate.stride()[:2]
+    check(_lib().revolta_rms_norm_gated(out.data_ptr(), x.data_ptr(), gate.data_ptr(), weight.data_ptr(), n0, n1,
+                                        x.shape[-1], xs[0], xs[1], gs[0], gs[1], eps, code, _stream(x)))
+    return out
+
+
+# --------------------------------------------------------------------------------------- causal conv1d
+def _conv_ok(x, weight, bias, conv_states) -> bool:
+    k = weight.shape[-1] if weight.dim() == 2 else 0
+    return (
+        _DTYPE.get(x.dtype) is not None and x.dim() == 2 and weight.dim() == 2 and 2 <= k <= 8
+        and weight.shape[0] == x.shape[1] and weight.dtype == x.dtype and weight.is_contiguous()
+        and (bias is None or (bias.dtype == x.dtype and bias.is_contiguous() and bias.shape == (x.shape[1],)))
+        and conv_states.dtype == x.dtype and conv_states.is_contiguous()
+        and tuple(conv_states.shape[1:]) == (x.shape[1], k - 1) and x.stride(-1) == 1
+    )
+
+
+def causal_conv1d_update(x, weight, bias, conv_states, state_indices, silu):
+    if not _conv_ok(x, weight, bias, conv_states):
+        return ref_conv.causal_conv1d_update(x, weight, bias, conv_states, state_indices, silu)
+    b, c = x.shape
+    out = torch.empty((b, c), dtype=x.dtype, device=x.device)
+    idx = state_indices.to(torch.int64).contiguous()
+    check(_lib().revolta_conv1d_update(out.data_ptr(), x.data_ptr(), x.stride(0), weight.data_ptr(), _ptr_of(bias),
+                                       conv_states.data_ptr(), idx.data_ptr(), b, c, weight.shape[1], int(silu),
+                                       _DTYPE[x.dtype], _stream(x)))
+    return out
+
+
+def causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, silu, snapshot_seq, snapshot_len,
+                  snapshot_slot):
+    if not _conv_ok(x, weight, bias, conv_states):
+        return ref_conv.causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, silu,
+                                      snapshot_seq, snapshot_len, snapshot_slot)
+    xc = x.contiguous()
+    t, c = xc.shape
+    out = torch.empty((t, c), dtype=x.dtype, device=x.device)
+    num_seqs = state_indices.shape[0]
+    idx = state_indices.to(torch.int64).contiguous()
+    qsl = query_start_loc.to(torch.int32).contiguous()
+    offsets, s_len, s_slot = _sorted_snapshots(snapshot_seq, snapshot_len, snapshot_slot, num_seqs)
+    check(_lib().revolta_conv1d_prefill(out.data_ptr(), xc.data_ptr(), weight.data_ptr(), _ptr_of(bias),
+                                        conv_states.data_ptr(), qsl.data_ptr(), idx.data_ptr(), _ptr_of(offsets),
+                                        _ptr_of(s_len), _ptr_of(s_slot), t, num_seqs, c, weight.shape[1], int(silu),
+                                        _DTYPE[x.dtype], _stream(x)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------- experts
+def _experts_ok(x, w13, w2) -> bool:
+    if _DTYPE.get(x.dtype) is None or x.dim() != 2 or w13.dim() != 3 or w2.dim() != 3:
+        return False
+    e, two_i, h = w13.shape
+    inter = two_i // 2
+    return (
+        w13.dtype == x.dtype and w2.dtype == x.dtype and x.shape[1] == h and tuple(w2.shape) == (e, h, inter)
+        and h % 8 == 0 and inter % 8 == 0 and h <= MOE_MAX_SMEM_FLOATS and x.stride(-1) == 1 and 0 < x.shape[0] <= MOE_MAX_TOKENS
+        and w13.is_contiguous() and w2.is_contiguous() and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0
+    )
+
+
+def _moe_launch(x, w13, w2, top_k: int, logits=None, renormalize=False, ids=None, weights=None, shared=None):
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # the kernel reads x rows with 16-byte loads
+        x = x.clone(memory_format=torch.contiguous_format)
+    t, h = x.shape
+    e, two_i, _ = w13.shape
+    inter = two_i // 2
+    sw13, sw2, sgate = shared if shared is not None else (None, None, None)
+    i_s = sw13.shape[0] // 2 if sw13 is not None else 0
+    if ids is None:
+        ids = torch.empty((t, top_k), dtype=torch.int64, device=x.device)
+        weights = torch.empty((t, top_k), dtype=torch.float32, device=x.device)
+    act = torch.empty((t, top_k * inter + i_s), dtype=torch.float32, device=x.device)
+    scale = torch.empty((t,), dtype=torch.float32, device=x.device)
+    out = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    p = MoeParams(x.data_ptr(), _ptr_of(logits), w13.data_ptr(), w2.data_ptr(), _ptr_of(sw13), _ptr_of(sw2),
+                  _ptr_of(sgate), ids.data_ptr(), weights.data_ptr(), act.data_ptr(), scale.data_ptr(),
+                  out.data_ptr(), x.stride(0), logits.stride(0) if logits is not None else 0, t, h, e, inter, top_k,
+                  i_s, int(renormalize))
+    check(_lib().revolta_moe(ctypes.byref(p), _DTYPE[x.dtype], _stream(x)))
+    return out
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids):
+    top_k = topk_ids.shape[-1] if topk_ids.dim() == 2 else 0
+    if not (_experts_ok(x, w13, w2) and 1 <= top_k <= 16 and topk_ids.shape[0] == x.shape[0]
+            and top_k * (w13.shape[1] // 2) <= MOE_MAX_SMEM_FLOATS):
+        return ref_moe.fused_moe(x, w13, w2, topk_weights, topk_ids)
+    ids = topk_ids.to(torch.int64).contiguous()
+    weights = topk_weights.float().contiguous()
+    return _moe_launch(x, w13, w2, top_k, ids=ids, weights=weights)
+
+
+def moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate):
+    e = w13.shape[0] if w13.dim() == 3 else 0
+    h = x.shape[-1]
+    i_s = shared_w13.shape[0] // 2 if shared_w13 is not None else 0
+    ok = (
+        _experts_ok(x, w13, w2) and 1 <= top_k <= min(16, e) and e <= 512 and router_logits.dtype == x.dtype
+        and tuple(router_logits.shape) == (x.shape[0], e) and router_logits.stride(-1) == 1
+        and top_k * (w13.shape[1] // 2) + i_s <= MOE_MAX_SMEM_FLOATS
+        and (shared_w13 is None) == (shared_w2 is None)
+        and (shared_w13 is None or (
+            shared_w13.dtype == x.dtype and shared_w2.dtype == x.dtype and shared_w13.is_contiguous()
+            and shared_w2.is_contiguous() and tuple(shared_w13.shape) == (2 * i_s, h)
+            and tuple(shared_w2.shape) == (h, i_s) and i_s % 8 == 0 and shared_w13.data_ptr() % 16 == 0
+            and shared_w2.data_ptr() % 16 == 0))
+        and (shared_gate is None or (shared_w13 is not None and shared_gate.dtype == x.dtype
+                                     and shared_gate.numel() == h and shared_gate.is_contiguous()))
+    )
+    if not ok:
+        return ref_moe.moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate)
+    shared = (shared_w13, shared_w2, shared_gate) if shared_w13 is not None else None
+    return _moe_launch(x, w13, w2, top_k, logits=router_logits, renormalize=renormalize, shared=shared)
+
+
+def register() -> bool:
+    """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
+    lib = native.LIB
+    if lib is None or not all(hasattr(lib, name) for name in _SIGNATURES):
+        return False
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = _c_int
+    ops_hybrid.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
+    ops_hybrid.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)
+    ops_hybrid.gated_delta_rule_prefill.register_kernel("cuda")(gated_delta_rule_prefill)
+    ops_hybrid.gdn_gating.register_kernel("cuda")(gdn_gating)
+    ops_hybrid.rms_norm_gated.register_kernel("cuda")(rms_norm_gated)
+    ops_hybrid.causal_conv1d_update.register_kernel("cuda")(causal_conv1d_update)
+    ops_hybrid.causal_conv1d.register_kernel("cuda")(causal_conv1d)
+    ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
+    ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
+    return True
