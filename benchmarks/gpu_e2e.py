@@ -72,7 +72,7 @@ class _CapacityLog(logging.Handler):
             self.kv_tokens = int(m.group(1))
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default="benchmarks/configs/llama-3.1-8b")
     ap.add_argument("--dtype", default="float16")
@@ -80,19 +80,30 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--prefill-len", type=int, default=8192)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=16384,
+                    help="the engine's token budget per step (16384: vLLM's offline default on GPUs of 70+ GiB)")
     ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--no-async-scheduling", action="store_true")
     ap.add_argument("--decode-only", action="store_true", help="skip the concurrent and long-prefill runs")
     ap.add_argument("--baseline", type=Path, help="an earlier result (e.g. fp16) to report the speed-up over")
     ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def make_llm(args: argparse.Namespace) -> tuple[LLM, _CapacityLog]:
+    """The engine under test (dummy weights), with a log handler that catches the KV capacity line."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     log = _CapacityLog()
     logging.getLogger("revolta_engine").addHandler(log)
-
-    bw = copy_bandwidth()
     llm = LLM(args.config, load_format="dummy", dtype=args.dtype, max_model_len=args.prefill_len + 64,
-              max_num_seqs=args.concurrency, max_num_batched_tokens=args.prefill_len,
-              enforce_eager=args.enforce_eager, enable_prefix_caching=False)
+              max_num_seqs=args.concurrency, max_num_batched_tokens=max(args.max_num_batched_tokens, args.prefill_len),
+              enforce_eager=args.enforce_eager, enable_prefix_caching=False,
+              async_scheduling=not args.no_async_scheduling)
+    return llm, log
+
+
+def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) -> dict:
+    """Batch-1 decode, concurrent throughput and long-prompt prefill on ``llm``."""
     engine = llm.llm_engine
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
     embed_bytes = sum(p.numel() * p.element_size() for n, p in engine.model.named_parameters()
@@ -108,7 +119,7 @@ def main() -> None:
     roofline = bw / weight_bytes
 
     conc_tok_s = prefill_tok_s = None
-    if not args.decode_only:
+    if not getattr(args, "decode_only", False):
         pc = random_prompts(args.concurrency, args.input_len, vocab, 2)
         t_conc = timed_generate(llm, pc, args.output_len)
         conc_tok_s = args.concurrency * args.output_len / t_conc
@@ -120,6 +131,8 @@ def main() -> None:
 
     result = {
         "config": args.config, "dtype": args.dtype, "enforce_eager": args.enforce_eager,
+        "async_scheduling": engine.async_scheduling,
+        "max_num_batched_tokens": engine.scheduler.max_num_batched_tokens,
         "gpu": torch.cuda.get_device_name(), "copy_bandwidth_GBps": bw / 1e9,
         "weight_GB": weight_bytes / 1e9, "roofline_tok_s": roofline,
         "quantization": getattr(engine.hf_config, "quantization_config", None),
@@ -132,10 +145,19 @@ def main() -> None:
         "memory_log": [line for line in log.lines if "GPU memory" in line or "KV cache" in line
                        or "CUDA graphs" in line],
     }
-    if args.baseline and args.baseline.is_file():
-        base = json.loads(args.baseline.read_text())
+    baseline = getattr(args, "baseline", None)
+    if baseline and baseline.is_file():
+        base = json.loads(baseline.read_text())
         result["baseline"] = {"config": base["config"], "batch1_decode_tok_s": base["batch1_decode_tok_s"]}
         result["batch1_speedup_over_baseline"] = decode_tok_s / base["batch1_decode_tok_s"]
+    return result
+
+
+def main() -> None:
+    args = parse_args()
+    bw = copy_bandwidth()
+    llm, log = make_llm(args)
+    result = measure(llm, args, log, bw)
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

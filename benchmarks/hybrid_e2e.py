@@ -146,8 +146,9 @@ def main() -> None:
     }
     if graphs is not None:
         rate = decode_rate(llm, prompt, args.output_len)
-        forward_ms = event_ms(graphs.graphs[1].replay)
-        hidden = graphs.outputs[1][:1]
+        last = graphs.last_bucket  # the batch-1 graph of the context the decode ended at; its inputs are in place
+        forward_ms = event_ms(graphs.graphs[last].replay)
+        hidden = graphs.outputs[last][:1]
         with torch.inference_mode():
             head_ms = event_ms(lambda: model.compute_logits(hidden))
         result.update({
@@ -156,7 +157,7 @@ def main() -> None:
             "forward_plus_head_fraction_of_roofline": (1e3 / (forward_ms + head_ms)) / roofline,
             "host_and_sampling_ms_per_step": 1e3 / rate - forward_ms - head_ms,
         })
-        result["graph_forward_top_kernels"] = kernel_breakdown(graphs.graphs[1].replay)
+        result["graph_forward_top_kernels"] = kernel_breakdown(graphs.graphs[last].replay)
         engine.runner.graph_runner = None
     rate_eager = decode_rate(llm, prompt, args.eager_output_len, reps=1)
     result.update({"eager_batch1_decode_tok_s": rate_eager, "eager_fraction_of_roofline": rate_eager / roofline})

@@ -93,3 +93,29 @@ def test_tiny_kv_cache_preempts_and_keeps_greedy_output(smol_gpu, model_path):
     got = [o.outputs[0].token_ids for o in small.generate(prompts, GREEDY)]
     assert small.llm_engine.get_stats().num_preemptions > 0
     assert got == want
+
+
+def test_async_scheduling_matches_the_synchronous_loop(smol_gpu, model_path):
+    assert smol_gpu.llm_engine.async_scheduling, "async scheduling is the default on CUDA"
+    sync = LLM(model_path, dtype="float16", max_model_len=1024, max_num_seqs=16, kv_cache_memory_bytes=2 * 2**30,
+               async_scheduling=False)
+    vocab = smol_gpu.llm_engine.hf_config.vocab_size
+    prompts = _prompts(12, vocab, seed=5)
+    params = [SamplingParams(temperature=0.0, max_tokens=10 + i, ignore_eos=True) for i in range(12)]
+    params[3] = SamplingParams(temperature=0.9, top_p=0.8, seed=11, max_tokens=16, logprobs=1, ignore_eos=True)
+    got, want = smol_gpu.generate(prompts, params), sync.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in want]
+
+
+def test_graphs_of_each_context_width_equal_eager(model_path):
+    """Short and long contexts replay graphs of different block-table widths (split plans)."""
+    kw = {"dtype": "float16", "max_model_len": 2048, "max_num_seqs": 8, "kv_cache_memory_bytes": 2 * 2**30}
+    graphed, eager = LLM(model_path, **kw), LLM(model_path, enforce_eager=True, **kw)
+    assert graphed.llm_engine.runner.graph_runner.widths == [64, 128]
+    vocab = graphed.llm_engine.hf_config.vocab_size
+    g = torch.Generator().manual_seed(21)
+    long = [{"prompt_token_ids": torch.randint(3, vocab, (1100,), generator=g).tolist()}]
+    for prompts in (_prompts(3, vocab, seed=22), long + _prompts(2, vocab, seed=23)):
+        got = [o.outputs[0].token_ids for o in graphed.generate(prompts, GREEDY)]
+        want = [o.outputs[0].token_ids for o in eager.generate(prompts, GREEDY)]
+        assert got == want

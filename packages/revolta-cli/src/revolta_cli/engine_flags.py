@@ -10,7 +10,7 @@ from typing import Any
 ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "block_size", "enable_prefix_caching",
                 "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
-                "chat_template", "load_format")
+                "chat_template", "load_format", "async_scheduling")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -37,6 +37,8 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--kv-cache-memory-bytes", type=int, default=None, help="KV cache size (overrides the above)")
     g.add_argument("--tensor-parallel-size", "-tp", type=int, default=None, help="GPUs to split the model over")
     g.add_argument("--enforce-eager", action="store_true", default=None, help="do not capture CUDA graphs")
+    g.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                   help="prepare the next step while the GPU runs this one (default: on for CUDA)")
     g.add_argument("--chat-template", default=None, help="chat template (jinja text or a file holding it)")
     g.add_argument("--load-format", default=None, help="auto or dummy (random weights, for benchmarks)")
 

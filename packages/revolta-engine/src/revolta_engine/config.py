@@ -52,6 +52,7 @@ class EngineArgs:
     num_gpu_blocks_override: int | None = None
     tensor_parallel_size: int = 1
     enforce_eager: bool = False
+    async_scheduling: bool | None = None  # None: on for CUDA devices (overlap host and device work)
     chat_template: str | None = None
     load_format: str = "auto"
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.

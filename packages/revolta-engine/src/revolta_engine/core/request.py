@@ -37,7 +37,8 @@ class Request:
 
     The scheduler moves ``num_computed_tokens`` toward ``num_tokens``; whenever the two meet after a
     forward pass a new token is sampled and appended. Prefill, chunked prefill, prefix-cache hits and
-    recompute after preemption are all the same motion.
+    recompute after preemption are all the same motion. With asynchronous scheduling a sampled token can
+    still be on its way from the GPU (``num_pending_tokens``) while the next step already computes it.
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class Request:
         self.all_token_ids: list[int] = list(prompt_token_ids)
         self.output_token_ids: list[int] = []
         self.num_computed_tokens = 0
+        self.num_pending_tokens = 0  # sampled on the device but not appended yet (async scheduling)
         self.num_cached_tokens = -1  # prefix-cache hit length at first scheduling; -1 until then
         self.status = RequestStatus.WAITING
         self.stop_reason: int | str | None = None
@@ -77,7 +79,9 @@ class Request:
         return len(self.output_token_ids)
 
     def append_token(self, token_id: int) -> None:
-        """Record a newly sampled token."""
+        """Record a newly sampled token (one that was pending, if any is)."""
+        if self.num_pending_tokens:
+            self.num_pending_tokens -= 1
         self.all_token_ids.append(token_id)
         self.output_token_ids.append(token_id)
 

@@ -20,15 +20,19 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class ScheduledRequest:
-    """A request and how many of its tokens this step computes."""
+    """A request and how many of its tokens this step computes.
+
+    ``completes`` (fixed when scheduled) is True when this step reaches the end of the request's tokens,
+    counting a sampled token still in flight, so a new token is sampled.
+    """
 
     request: Request
     num_new_tokens: int
+    completes: bool = field(init=False)
 
-    @property
-    def completes(self) -> bool:
-        """True when this step reaches the end of the request's tokens, so a token is sampled."""
-        return self.request.num_computed_tokens + self.num_new_tokens == self.request.num_tokens
+    def __post_init__(self) -> None:
+        req = self.request
+        self.completes = req.num_computed_tokens + self.num_new_tokens == req.num_tokens + req.num_pending_tokens
 
 
 @dataclass
@@ -65,6 +69,18 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def _target(self, request: Request) -> int:
+        """How many of the request's tokens can be computed now.
+
+        A token still in flight from the device counts (its id reaches the GPU input directly) unless it
+        will end the request by length, in which case nothing more is computed for it.
+        """
+        n, pending = request.num_tokens, request.num_pending_tokens
+        if pending and (request.num_output_tokens + pending >= request.max_tokens
+                        or n + pending >= self.max_model_len):
+            return n
+        return n + pending
+
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
@@ -72,7 +88,7 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             request = self.running[i]
-            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
+            num_new = min(self._target(request) - request.num_computed_tokens, budget)
             if num_new <= 0:
                 i += 1
                 continue
@@ -98,7 +114,7 @@ class Scheduler:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             request = self.waiting[0]
             cached_blocks, num_cached = self.kv.find_cached_prefix(request)
-            num_new = min(request.num_tokens - num_cached, budget)
+            num_new = min(self._target(request) - num_cached, budget)
             if not self.kv.allocate_slots(request, num_new, cached_blocks):
                 if not self.running:
                     need = -(-request.num_tokens // self.kv.block_size)

@@ -15,6 +15,7 @@ from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.core.state_slots import StateSlots
 from revolta_engine.engine.chat import render_chat
+from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.memory import plan_kv_blocks
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
@@ -86,6 +87,9 @@ class LLMEngine:
         cfg.resolve("seed")
         for name in ("tensor_parallel_size", "enforce_eager", "load_format"):
             cfg.resolve(name)
+        # Overlap the host's work for the next step with the device's work on this one (GPU only: on the
+        # CPU the forward pass itself runs on the host). Hybrid models keep the synchronous loop.
+        self.async_scheduling = bool(cfg.resolve("async_scheduling", self.device.type == "cuda"))
         if args.tensor_parallel_size != 1:
             raise InvalidRequestError("tensor_parallel_size > 1 is not supported yet", param="tensor_parallel_size")
 
@@ -123,11 +127,20 @@ class LLMEngine:
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
-        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches)
+        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches,
+                                  max_num_tokens=max_batched, max_num_seqs=max_seqs,
+                                  max_model_len=self.max_model_len)
+        if state_spec is not None and self.async_scheduling:
+            # state slots and snapshots are planned from tokens the host has seen: keep the loop synchronous
+            self.async_scheduling = False
+            cfg.set("async_scheduling", False, "profile")
         pad_slot = state_slots.num_slots if state_slots is not None else -1
         self._maybe_capture_graphs(kv_caches, max_seqs, block_size, state_caches, pad_slot)
         self.sampler = Sampler()
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
+        self._host_tokens = HostTokenCopy(max_seqs, self.device)
+        self._inflight: InFlightStep | None = None
+        self._sync_ids: set[str] = set()  # live requests whose sampling needs the previous token on the host
         self.parents: dict[str, ParentRequestState] = {}
         self.children: dict[str, tuple[ParentRequestState, CompletionState, torch.Generator | None]] = {}
         self.stats = EngineStats()
@@ -158,9 +171,8 @@ class LLMEngine:
         if any(isinstance(m, SparseMoeBlock) for m in self.model.modules()):
             # larger batches take the sorted-experts path, which synchronises with the host: they run eagerly
             buckets = [b for b in buckets if b <= MOE_FUSED_MAX_TOKENS]
-        runner = CudaGraphRunner(self.model, kv_caches, max_seqs, -(-self.max_model_len // block_size),
-                                 self.max_model_len, self.device, buckets=buckets, state_caches=state_caches,
-                                 pad_slot=pad_slot)
+        runner = CudaGraphRunner(self.model, kv_caches, self.runner.buffers, max_seqs, self.max_model_len,
+                                 self.device, buckets=buckets, state_caches=state_caches, pad_slot=pad_slot)
         try:
             runner.capture()
         except RuntimeError as exc:  # an op of this model that cannot be captured: keep serving, eagerly
@@ -202,7 +214,9 @@ class LLMEngine:
         if not ids:
             raise InvalidRequestError("the prompt is empty", param="prompt")
         vocab = int(self.text_config.vocab_size)
-        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        bad = None
+        if min(ids) < 0 or max(ids) >= vocab:
+            bad = next(t for t in ids if not 0 <= t < vocab)
         if bad is not None:
             raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})", param="prompt")
         if len(ids) >= self.max_model_len:
@@ -221,6 +235,8 @@ class LLMEngine:
             states.append(CompletionState(i, req, self.tokenizer))
         parent = ParentRequestState(request_id, text, ids, params, states, arrival)
         self.parents[request_id] = parent
+        if _needs_host_tokens(params):
+            self._sync_ids.add(request_id)
         for i, state in enumerate(states):
             gen = None
             if params.seed is not None:
@@ -248,6 +264,7 @@ class LLMEngine:
             parent = self.parents.pop(rid, None)
             if parent is None:
                 continue
+            self._sync_ids.discard(rid)
             for state in parent.children:
                 self.children.pop(state.request.request_id, None)
                 if not state.request.status.finished:
@@ -269,16 +286,30 @@ class LLMEngine:
 
     # ----------------------------------------------------------------------------------- step
     def step(self) -> list[RequestOutput]:
-        """Run one scheduling step; return outputs of the requests that progressed or finished."""
-        sched = self.scheduler.schedule()
+        """Run one scheduling step; return outputs of the requests that progressed or finished.
+
+        With asynchronous scheduling the step launched here is finished (its tokens appended and
+        reported) by the next call, after that call has launched its own step.
+        """
         touched: dict[str, ParentRequestState] = {}
+        if self._inflight is not None and (not self.async_scheduling or self._sync_ids):
+            self._finish(self._inflight, touched)  # this step's sampling needs the last tokens on the host
+            self._inflight = None
+        sched = self.scheduler.schedule()
         for req in sched.failed:
             parent, _, _ = self.children[req.request_id]
             self.scheduler.finish(req, RequestStatus.FINISHED_ABORTED)
             logger.warning("request %s aborted: %s", parent.request_id, req.stop_reason)
             touched[parent.request_id] = parent
-        if sched.scheduled:
-            self._execute(sched, touched)
+        launched = self._launch(sched) if sched.scheduled else None
+        if self._inflight is not None:
+            self._finish(self._inflight, touched)
+        self._inflight = None
+        if launched is not None and launched.completing:
+            if self.async_scheduling and not self._sync_ids:
+                self._inflight = launched
+            else:
+                self._finish(launched, touched)
         outputs = []
         for parent in touched.values():
             out = parent.make_output()
@@ -286,11 +317,13 @@ class LLMEngine:
                 outputs.append(out)
             if parent.finished:
                 self.parents.pop(parent.request_id, None)
+                self._sync_ids.discard(parent.request_id)
                 for state in parent.children:
                     self.children.pop(state.request.request_id, None)
         return outputs
 
-    def _execute(self, sched, touched: dict[str, ParentRequestState]) -> None:
+    def _launch(self, sched) -> InFlightStep:
+        """Run the model and the sampler on the scheduled batch without waiting for the device."""
         now = time.monotonic()
         tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
         completing = [s for s in sched.scheduled if s.completes]
@@ -307,11 +340,17 @@ class LLMEngine:
             req = s.request
             p = req.sampling_params
             blocked = []
-            if req.num_output_tokens < p.min_tokens:
+            if req.num_output_tokens + req.num_pending_tokens < p.min_tokens:
                 blocked = sorted((set() if p.ignore_eos else self.eos_token_ids) | set(p.stop_token_ids or []))
             rows.append(SamplingRow(p, req.prompt_token_ids, req.output_token_ids,
                                     self.children[req.request_id][2] or self.generator, blocked))
-        sampled = self.sampler(logits, rows) if rows else None
+        kept_logits = pending = None
+        if rows:
+            tokens = self.sampler.sample(logits, rows)
+            self.runner.record_sampled(tokens, [s.request.request_id for s in completing])
+            if any(r.params.logprobs is not None for r in rows):
+                kept_logits = logits  # read once the tokens are back
+            pending = self._host_tokens.start(tokens)
         for s in sched.scheduled:
             self.scheduler.advance(s)
             parent = self.children[s.request.request_id][0]
@@ -319,15 +358,34 @@ class LLMEngine:
                 parent.metrics.first_scheduled_time = now
             if s.request.num_cached_tokens >= 0 and s.request.num_computed_tokens <= s.request.num_prompt_tokens:
                 self.stats.num_prompt_tokens += s.num_new_tokens
-        for j, s in enumerate(completing):
+        for s in completing:
+            s.request.num_pending_tokens += 1
+        return InFlightStep(sched.scheduled, completing, rows, kept_logits, pending)
+
+    def _finish(self, step: InFlightStep, touched: dict[str, ParentRequestState]) -> None:
+        """Append a launched step's sampled tokens, check stops and update the outputs."""
+        if step.tokens is None:
+            return
+        token_ids = step.tokens.wait()
+        logprobs = (self.sampler.logprobs(step.logits, token_ids, step.rows) if step.logits is not None
+                    else [None] * len(token_ids))
+        for j, s in enumerate(step.completing):
             req = s.request
-            parent, state, _ = self.children[req.request_id]
-            token = sampled.token_ids[j]  # type: ignore[union-attr]
+            entry = self.children.get(req.request_id)
+            if entry is None or req.status.finished:
+                continue  # finished or aborted while this step ran: its token is discarded
+            parent, state, _ = entry
+            token = token_ids[j]
             req.append_token(token)
             self.stats.num_generation_tokens += 1
             req.check_token_stop(self.max_model_len)
-            state.on_token(token, sampled.logprobs[j])  # type: ignore[union-attr]
+            state.on_token(token, logprobs[j])
             parent.note_token()
             if req.status.finished:
                 self.scheduler.finish(req, req.status)
             touched[parent.request_id] = parent
+
+
+def _needs_host_tokens(params: SamplingParams) -> bool:
+    """Sampling that reads the previously sampled tokens on the host (penalties) keeps the loop synchronous."""
+    return bool(params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty)

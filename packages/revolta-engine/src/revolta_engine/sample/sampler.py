@@ -52,7 +52,7 @@ def _top_k_top_p_min_p(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.T
     return logits
 
 
-def _compute_logprobs(raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]):
+def _compute_logprobs(raw: torch.Tensor, tokens: list[int], rows: list[SamplingRow]):
     wanted = [r.params.logprobs for r in rows]
     if all(w is None for w in wanted):
         return [None] * len(rows)
@@ -70,14 +70,31 @@ def _compute_logprobs(raw: torch.Tensor, tokens: torch.Tensor, rows: list[Sampli
     return out
 
 
+def _device_tensor(data: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A small host list on ``device`` without making the host wait for the device (pinned source)."""
+    t = torch.tensor(data, dtype=dtype)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 class Sampler:
     """Penalties, allowed/blocked tokens, temperature, top-k/top-p/min-p, then greedy or random draw."""
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
-        raw = logits
-        logits = logits.clone()
+        tokens = self.sample(logits, rows)
+        token_ids = tokens.tolist()
+        return SamplerOutput(token_ids, self.logprobs(logits, token_ids, rows))
+
+    def sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+        """Token ids (int64, on the logits' device) of every row; waits for the device only for penalties."""
         params = [r.params for r in rows]
-        if any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params):
+        penalties = any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params)
+        masks = any(r.params.allowed_token_ids or r.blocked_ids for r in rows)
+        if not penalties and not masks and all(p.greedy for p in params):
+            return logits.argmax(dim=-1)  # greedy fast path: nothing modifies the logits
+        logits = logits.clone()
+        if penalties:
             apply_penalties(
                 logits, [r.prompt_ids for r in rows], [r.output_ids for r in rows],
                 [p.repetition_penalty for p in params], [p.presence_penalty for p in params],
@@ -86,19 +103,24 @@ class Sampler:
         for i, row in enumerate(rows):
             if row.params.allowed_token_ids:
                 mask = torch.full_like(logits[i], float("-inf"))
-                mask[torch.tensor(row.params.allowed_token_ids, dtype=torch.long)] = 0.0
+                mask[_device_tensor(row.params.allowed_token_ids, torch.long, logits.device)] = 0.0
                 logits[i] += mask
             if row.blocked_ids:
-                logits[i, torch.tensor(row.blocked_ids, dtype=torch.long)] = float("-inf")
+                logits[i, _device_tensor(row.blocked_ids, torch.long, logits.device)] = float("-inf")
         tokens = logits.argmax(dim=-1)
         random_rows = [i for i, p in enumerate(params) if not p.greedy]
         if random_rows:
-            idx = torch.tensor(random_rows, dtype=torch.long, device=logits.device)
-            temps = torch.tensor([params[i].temperature for i in random_rows], device=logits.device)
+            idx = _device_tensor(random_rows, torch.long, logits.device)
+            temps = _device_tensor([params[i].temperature for i in random_rows], logits.dtype, logits.device)
             sub = _top_k_top_p_min_p(logits[idx] / temps.unsqueeze(1), [rows[i] for i in random_rows])
             probs = torch.softmax(sub, dim=-1)
             for j, i in enumerate(random_rows):
                 # Exponential race: argmax(p / E) with E ~ Exp(1) draws from p, one generator per row.
                 e = torch.empty_like(probs[j]).exponential_(generator=rows[i].generator)
                 tokens[i] = (probs[j] / e).argmax()
-        return SamplerOutput(tokens.tolist(), _compute_logprobs(raw, tokens, rows))
+        return tokens
+
+    def logprobs(self, logits: torch.Tensor, token_ids: list[int],
+                 rows: list[SamplingRow]) -> list[tuple[float, int, list[int], list[float]] | None]:
+        """Logprobs (of the raw logits) of the sampled tokens for the rows that asked for them."""
+        return _compute_logprobs(logits, token_ids, rows)

@@ -1,9 +1,15 @@
-"""CUDA graphs for decode steps: captured once per batch-size bucket, replayed with padded inputs.
+"""CUDA graphs for decode steps: captured once per (batch size, context) bucket, replayed with padded inputs.
 
-Buckets are captured largest first so every graph shares one memory pool. Inputs are copied into
-static buffers; padding rows write their K/V nowhere (slot -1) and attend to one token of the null
-block, and their outputs are discarded. Hybrid models also get a static buffer of state slots: padding
-rows use a spare ``pad_slot`` of the state pool that no request owns.
+Graphs are captured largest first so they all share one memory pool. A graph reads its inputs straight
+from the runner's device input buffer at the offsets of its bucket's layout (the runner packs a graphed
+step in that layout), so a replay needs no copies. Padding rows write their K/V nowhere (slot -1) and
+attend to one token of the null block; their outputs are discarded. Hybrid models also get a static
+buffer of state slots: padding rows use a spare ``pad_slot`` of the state pool that no request owns.
+
+The context bucket is the width of the block table. The decode attention plans its context splits
+from that width when the graph is captured, so a graph sized for the longest possible context would
+split short contexts into mostly empty pieces; a few widths (1K, 4K, 16K, ... tokens and the maximum)
+keep the split plan within 4x of the batch's real longest context.
 """
 
 from __future__ import annotations
@@ -22,8 +28,19 @@ from revolta_engine.forward_context import (
     StateMetadata,
     forward_context,
 )
+from revolta_engine.worker.input_buffers import Layout, StepBuffers
 
 logger = logging.getLogger(__name__)
+
+
+def context_buckets(max_blocks: int, smallest: int = 64, factor: int = 4) -> list[int]:
+    """Block-table widths to capture: ``smallest`` blocks, then x``factor`` each, and ``max_blocks``."""
+    widths = []
+    w = smallest
+    while w < max_blocks:
+        widths.append(w)
+        w *= factor
+    return widths + [max_blocks]
 
 
 def default_buckets(max_num_seqs: int) -> list[int]:
@@ -36,35 +53,33 @@ def default_buckets(max_num_seqs: int) -> list[int]:
 
 
 class CudaGraphRunner:
-    """Owns the static input buffers and one captured graph per bucket of decode batch sizes."""
+    """One captured graph (inputs -> final hidden states) per bucket of decode batch size and context."""
 
-    def __init__(self, model: Any, kv_caches: list[LayerKVCache], max_num_seqs: int, max_blocks_per_seq: int,
+    def __init__(self, model: Any, kv_caches: list[LayerKVCache], buffers: StepBuffers, max_num_seqs: int,
                  max_model_len: int, device: torch.device, buckets: list[int] | None = None,
                  state_caches: list[LayerStateCache] | None = None, pad_slot: int = -1) -> None:
         self.model = model
         self.kv_caches = kv_caches
+        self.buffers = buffers
         self.device = device
-        self.buckets = buckets or default_buckets(max_num_seqs)
+        self.buckets = buckets if buckets is not None else default_buckets(min(max_num_seqs, buffers.max_seqs))
         self.max_bs = self.buckets[-1]
         self.max_model_len = max_model_len
-        n = self.max_bs
-        self.input_ids = torch.zeros(n, dtype=torch.int64, device=device)
-        self.positions = torch.zeros(n, dtype=torch.int64, device=device)
-        self.slot_mapping = torch.full((n,), -1, dtype=torch.int64, device=device)
-        self.block_tables = torch.zeros((n, max_blocks_per_seq), dtype=torch.int32, device=device)
-        self.context_lens = torch.ones(n, dtype=torch.int32, device=device)
-        self.query_start_loc = torch.arange(n + 1, dtype=torch.int32, device=device)
+        self._bucket_of = [next(b for b in self.buckets if b >= n) for n in range(self.max_bs + 1)]
+        self.widths = context_buckets(buffers.max_width)
+        self.block_size = kv_caches[0].key.shape[2] if kv_caches else 16
         self.state_caches = state_caches or []
         self.pad_slot = pad_slot
-        self.state_indices = torch.full((n,), pad_slot, dtype=torch.int64, device=device)
+        self.state_indices = torch.full((self.max_bs,), pad_slot, dtype=torch.int64, device=device)
         self.no_snapshots = torch.zeros(0, dtype=torch.int64, device=device)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[int, torch.Tensor] = {}
+        self.last_bucket: tuple[int, int] | None = None  # the (batch, width) replayed last (benchmarks)
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[tuple[int, int], torch.Tensor] = {}
         self.pool: Any = None
 
-    def _metadata(self, bs: int) -> AttentionMetadata:
-        return AttentionMetadata(self.slot_mapping[:bs], self.block_tables[:bs], self.context_lens[:bs],
-                                 self.query_start_loc[:bs + 1], 1, self.max_model_len)
+    def layout(self, bs: int, width: int) -> Layout:
+        """Where a graphed step of padded batch ``bs`` and block tables ``width`` wide keeps its inputs."""
+        return Layout(bs, bs, width, bs, bs)
 
     def _state(self, bs: int) -> StateMetadata | None:
         if not self.state_caches:
@@ -72,10 +87,22 @@ class CudaGraphRunner:
         empty = self.no_snapshots
         return StateMetadata(self.state_indices[:bs], empty, empty, empty)
 
-    def _forward(self, bs: int) -> torch.Tensor:
-        ctx = ForwardContext(self._metadata(bs), self.kv_caches, self._state(bs), self.state_caches)
-        with forward_context(ctx):
-            return self.model(self.input_ids[:bs], self.positions[:bs])
+    def _forward(self, bs: int, width: int) -> torch.Tensor:
+        v = self.buffers.views(self.layout(bs, width))
+        meta = AttentionMetadata(v["slot_mapping"], v["block_tables"], v["context_lens"], v["query_start_loc"],
+                                 1, width * self.block_size)
+        with forward_context(ForwardContext(meta, self.kv_caches, self._state(bs), self.state_caches)):
+            return self.model(v["input_ids"], v["positions"])
+
+    def _fill_padding(self, bs: int, width: int) -> None:
+        """Inputs of a batch made only of padding rows, for warm-up and capture."""
+        v = self.buffers.views(self.layout(bs, width))
+        v["input_ids"].zero_()
+        v["positions"].zero_()
+        v["slot_mapping"].fill_(-1)
+        v["context_lens"].fill_(1)
+        v["block_tables"].zero_()
+        v["query_start_loc"].copy_(torch.arange(bs + 1, dtype=torch.int32, device=self.device))
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -83,43 +110,44 @@ class CudaGraphRunner:
         start = time.perf_counter()
         before = torch.cuda.mem_get_info(self.device)[0]
         for bs in sorted(self.buckets, reverse=True):
-            self._forward(bs)  # warm-up: lazy inits and autotuning happen outside the graph
-            torch.cuda.synchronize(self.device)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.pool):
-                out = self._forward(bs)
-            if self.pool is None:
-                self.pool = graph.pool()
-            self.graphs[bs] = graph
-            self.outputs[bs] = out
+            for width in sorted(self.widths, reverse=True):
+                self._fill_padding(bs, width)
+                self._forward(bs, width)  # warm-up: lazy inits and autotuning happen outside the graph
+                torch.cuda.synchronize(self.device)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool):
+                    out = self._forward(bs, width)
+                if self.pool is None:
+                    self.pool = graph.pool()
+                self.graphs[bs, width] = graph
+                self.outputs[bs, width] = out
         torch.cuda.synchronize(self.device)
         used = before - torch.cuda.mem_get_info(self.device)[0]
-        logger.info("Captured CUDA graphs for %d decode batch sizes (1..%d) in %.1f s using %.0f MiB",
-                    len(self.buckets), self.max_bs, time.perf_counter() - start, used / 2**20)
+        logger.info("Captured CUDA graphs for %d decode batch sizes (1..%d) x %d context sizes (up to %d tokens) "
+                    "in %.1f s using %.0f MiB", len(self.buckets), self.max_bs, len(self.widths),
+                    self.widths[-1] * self.block_size, time.perf_counter() - start, used / 2**20)
 
     def can_run(self, num_seqs: int, max_query_len: int) -> bool:
         return max_query_len == 1 and num_seqs <= self.max_bs and bool(self.graphs)
 
-    def run(self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionMetadata,
-            state_indices: torch.Tensor | None = None) -> torch.Tensor:
-        """Replay the smallest graph that fits; returns hidden states of the real rows.
+    def bucket(self, num_seqs: int) -> int:
+        """The smallest captured batch size that holds ``num_seqs`` rows."""
+        return self._bucket_of[num_seqs]
+
+    def width(self, num_blocks: int) -> int:
+        """The narrowest captured block-table width that holds ``num_blocks`` blocks."""
+        return next(w for w in self.widths if w >= num_blocks)
+
+    def run(self, bs: int, width: int, state_indices: torch.Tensor | None = None) -> torch.Tensor:
+        """Replay a bucket (inputs already in the device buffer); hidden states of all ``bs`` rows.
 
         ``state_indices``: the sequences' state slots (hybrid models; decode steps without snapshots).
+        The tensor returned is the graph's static output: the next replay overwrites it.
         """
-        n = input_ids.shape[0]
-        bs = next(b for b in self.buckets if b >= n)
-        self.input_ids[:n].copy_(input_ids, non_blocking=True)
-        self.positions[:n].copy_(positions, non_blocking=True)
-        self.slot_mapping[:n].copy_(attn.slot_mapping, non_blocking=True)
-        width = attn.block_tables.shape[1]
-        self.block_tables[:n, :width].copy_(attn.block_tables, non_blocking=True)
-        self.context_lens[:n].copy_(attn.context_lens, non_blocking=True)
         if state_indices is not None:
+            n = state_indices.shape[0]
             self.state_indices[:n].copy_(state_indices, non_blocking=True)
-        if bs > n:
-            self.slot_mapping[n:bs].fill_(-1)
-            self.context_lens[n:bs].fill_(1)
-            self.block_tables[n:bs].zero_()
             self.state_indices[n:bs].fill_(self.pad_slot)
-        self.graphs[bs].replay()
-        return self.outputs[bs][:n]
+        self.last_bucket = bs, width
+        self.graphs[bs, width].replay()
+        return self.outputs[bs, width]

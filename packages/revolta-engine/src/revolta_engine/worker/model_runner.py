@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from revolta_engine.core.scheduler import ScheduledRequest
@@ -16,67 +17,132 @@ from revolta_engine.forward_context import (
     StateMetadata,
     forward_context,
 )
+from revolta_engine.worker.input_buffers import Layout, StepBuffers, host_views
 
 
 @dataclass
 class BatchInputs:
-    """Host-built tensors for one forward pass."""
+    """Device tensors for one forward pass (views of the runner's input buffer)."""
 
     input_ids: torch.Tensor
     positions: torch.Tensor
     attn: AttentionMetadata
     logits_indices: torch.Tensor  # rows whose last token gets sampled
+    graph_bucket: tuple[int, int] | None = None  # (padded batch, block-table width) of its CUDA graph
 
 
 class ModelRunner:
-    """Runs the model over the paged KV cache on one device."""
+    """Runs the model over the paged KV cache on one device.
+
+    Inputs of a step are packed into a pinned host buffer and sent in one copy (see
+    :mod:`revolta_engine.worker.input_buffers`). A token sampled by the previous step that the host has
+    not seen yet (asynchronous scheduling) is fed on the device from that step's sampled ids.
+    """
 
     def __init__(self, model: Any, kv_caches: list[LayerKVCache], block_size: int,
-                 device: torch.device, state_caches: list[LayerStateCache] | None = None) -> None:
+                 device: torch.device, state_caches: list[LayerStateCache] | None = None, *,
+                 max_num_tokens: int = 8192, max_num_seqs: int = 256, max_model_len: int = 8192) -> None:
         self.model = model
         self.kv_caches = kv_caches
         self.state_caches = state_caches or []
         self.block_size = block_size
         self.device = device
+        self.max_model_len = max_model_len
+        self.max_blocks_per_seq = -(-max_model_len // block_size)
+        self.buffers = StepBuffers(max(max_num_tokens, max_num_seqs), max_num_seqs, self.max_blocks_per_seq, device)
         self.graph_runner: Any = None  # a CudaGraphRunner once decode graphs are captured
+        self._sampled: torch.Tensor | None = None  # the last step's sampled ids, on the device
+        self._sampled_rows: dict[str, int] = {}  # request id -> row of ``_sampled``
+        self._graph_views: dict[Layout, dict[str, torch.Tensor]] = {}
 
-    def prepare(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> BatchInputs:
+    def record_sampled(self, token_ids: torch.Tensor, request_ids: list[str]) -> None:
+        """Remember the device tensor of the ids just sampled, one row per request in ``request_ids``."""
+        self._sampled = token_ids
+        self._sampled_rows = {rid: i for i, rid in enumerate(request_ids)}
+
+    def _graph_bucket(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
+                      use_graphs: bool) -> tuple[int, int] | None:
+        graphs = self.graph_runner
+        if not use_graphs or graphs is None:
+            return None
+        if not graphs.can_run(len(scheduled), max(s.num_new_tokens for s in scheduled)):
+            return None
+        return graphs.bucket(len(scheduled)), graphs.width(max(len(t) for t in block_tables))
+
+    def prepare(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
+                use_graphs: bool = True) -> BatchInputs:
         """Flatten the batch's new tokens and describe where they live in the cache."""
         bs = self.block_size
-        input_ids: list[int] = []
-        positions: list[int] = []
-        slots: list[int] = []
-        qsl = [0]
-        ctx_lens: list[int] = []
-        logits_rows: list[int] = []
-        for s, table in zip(scheduled, block_tables, strict=True):
+        n = len(scheduled)
+        num_tokens = sum(s.num_new_tokens for s in scheduled)
+        graph_bucket = self._graph_bucket(scheduled, block_tables, use_graphs)
+        graph_batch = graph_bucket[0] if graph_bucket is not None else None
+        if graph_bucket is not None:
+            layout = self.graph_runner.layout(*graph_bucket)
+        else:
+            layout = Layout(num_tokens, n, max(1, max(len(t) for t in block_tables)), n, n)
+        assert self.buffers.fits(layout), f"step of {num_tokens} tokens / {n} sequences exceeds the input buffers"
+        h = host_views(self.buffers.begin(), layout)
+        ids, pos, slots, bt = h["input_ids"], h["positions"], h["slot_mapping"], h["block_tables"]
+        qsl, ctx, rows, feed_dst, feed_src = (h["query_start_loc"], h["context_lens"], h["logits_indices"],
+                                              h["feed_dst"], h["feed_src"])
+        qsl[0] = 0
+        off = num_rows = num_feeds = 0
+        max_ctx = 1
+        for i, (s, table) in enumerate(zip(scheduled, block_tables, strict=True)):
             req = s.request
+            k = s.num_new_tokens
             start, end = req.num_computed_tokens, req.num_computed_tokens + s.num_new_tokens
-            input_ids.extend(req.all_token_ids[start:end])
-            pos = range(start, end)
-            positions.extend(pos)
-            slots.extend(table[p // bs] * bs + p % bs for p in pos)
-            qsl.append(qsl[-1] + s.num_new_tokens)
-            ctx_lens.append(end)
+            known = len(req.all_token_ids)
+            if k == 1:
+                if start < known:
+                    ids[off] = req.all_token_ids[start]
+                pos[off] = start
+                slots[off] = table[start // bs] * bs + start % bs
+            else:
+                ids[off:off + min(end, known) - start] = req.all_token_ids[start:min(end, known)]
+                p = np.arange(start, end, dtype=np.int64)
+                pos[off:off + k] = p
+                slots[off:off + k] = np.asarray(table, dtype=np.int64)[p // bs] * bs + p % bs
+            if end > known:  # the last input is the token the previous step sampled for this request
+                assert end == known + 1, "at most one sampled token can be in flight per request"
+                ids[off + k - 1] = 0
+                feed_dst[num_feeds] = off + k - 1
+                feed_src[num_feeds] = self._sampled_rows[req.request_id]
+                num_feeds += 1
+            bt[i, :len(table)] = table
+            bt[i, len(table):] = 0  # the CPU attention reads whole rows: no stale block ids
+            off += k
+            qsl[i + 1] = off
+            ctx[i] = end
+            max_ctx = max(max_ctx, end)
             if s.completes:
-                logits_rows.append(qsl[-1] - 1)
-        width = max(len(t) for t in block_tables)
-        tables = [t + [0] * (width - len(t)) for t in block_tables]
-        dev = self.device
-
-        def tensor(data, dtype):
-            return torch.tensor(data, dtype=dtype).to(dev, non_blocking=True)
-
+                rows[num_rows] = off - 1
+                num_rows += 1
+        if graph_batch is not None and graph_batch > n:
+            # padding rows write their K/V nowhere (slot -1) and attend to one token of the null block
+            ids[n:], pos[n:], slots[n:], ctx[n:] = 0, 0, -1, 1
+            bt[n:, 0] = 0
+            qsl[n + 1:] = np.arange(n + 1, graph_batch + 1)
+        self.buffers.upload(layout.offsets["end"])
+        v = self._views(layout, graph_batch is not None)
+        if num_feeds:
+            v["input_ids"].index_copy_(0, v["feed_dst"][:num_feeds],
+                                       self._sampled.index_select(0, v["feed_src"][:num_feeds]))  # type: ignore[union-attr]
         attn = AttentionMetadata(
-            slot_mapping=tensor(slots, torch.int64),
-            block_tables=tensor(tables, torch.int32),
-            context_lens=tensor(ctx_lens, torch.int32),
-            query_start_loc=tensor(qsl, torch.int32),
-            max_query_len=max(s.num_new_tokens for s in scheduled),
-            max_context_len=max(ctx_lens),
+            slot_mapping=v["slot_mapping"], block_tables=v["block_tables"], context_lens=v["context_lens"],
+            query_start_loc=v["query_start_loc"], max_query_len=max(s.num_new_tokens for s in scheduled),
+            max_context_len=layout.width * bs if graph_bucket is not None else max_ctx,
         )
-        return BatchInputs(tensor(input_ids, torch.int64), tensor(positions, torch.int64), attn,
-                           tensor(logits_rows, torch.int64))
+        return BatchInputs(v["input_ids"], v["positions"], attn, v["logits_indices"][:num_rows], graph_bucket)
+
+    def _views(self, layout: Layout, cache: bool) -> dict[str, torch.Tensor]:
+        if not cache:
+            return self.buffers.views(layout)
+        views = self._graph_views.get(layout)
+        if views is None:
+            views = self._graph_views[layout] = self.buffers.views(layout)
+        return views
 
     def prepare_state(self, state_slots: list[int], snapshots: list[tuple[int, int, int]]) -> StateMetadata:
         """State slots of the batch's sequences and the ``(sequence, new tokens, slot)`` snapshots to take."""
@@ -92,16 +158,16 @@ class ModelRunner:
                 snapshots: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
         """Run one forward pass; return float32 logits for the rows that complete their tokens.
 
-        Hybrid models also get each sequence's state slot and the state snapshots to take.
+        Nothing here waits for the device. Hybrid models also get each sequence's state slot and the
+        state snapshots to take.
         """
-        batch = self.prepare(scheduled, block_tables)
         state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
-        graphs = self.graph_runner
         # decode graphs hold static state slots; steps that also take state snapshots run eagerly
-        graphable = state is None or state.snapshot_seq.numel() == 0
-        if graphable and graphs is not None and graphs.can_run(len(scheduled), batch.attn.max_query_len):
-            hidden = graphs.run(batch.input_ids, batch.positions, batch.attn,
-                                None if state is None else state.state_indices)
+        batch = self.prepare(scheduled, block_tables, use_graphs=not snapshots)
+        if batch.graph_bucket is not None:
+            hidden = self.graph_runner.run(*batch.graph_bucket, None if state is None else state.state_indices)
+            if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
+                return self.model.compute_logits(hidden[:len(scheduled)])
         else:
             with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
