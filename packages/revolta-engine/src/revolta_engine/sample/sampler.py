@@ -7,11 +7,15 @@ tokens whatever else shares its batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from revolta_engine.sample.penalties import apply_penalties
 from revolta_engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from revolta_engine.sample.structured import GrammarMask, GrammarState
 
 
 @dataclass
@@ -23,6 +27,7 @@ class SamplingRow:
     output_ids: list[int]
     generator: torch.Generator | None
     blocked_ids: list[int]  # EOS / stop ids masked while min_tokens is not reached
+    grammar: GrammarState | None = None  # structured output: tokens the grammar forbids are masked
 
 
 @dataclass
@@ -71,9 +76,19 @@ def _compute_logprobs(raw: torch.Tensor, tokens: torch.Tensor, rows: list[Sampli
 
 
 class Sampler:
-    """Penalties, allowed/blocked tokens, temperature, top-k/top-p/min-p, then greedy or random draw."""
+    """Grammar masks, penalties, allowed/blocked tokens, temperature, top-k/top-p/min-p, then a greedy or
+    random draw. The grammar mask is applied to the logits in place first, so logprobs describe the
+    distribution the token was actually drawn from (as in vLLM)."""
+
+    _grammar_mask: GrammarMask | None = None
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
+        if any(r.grammar is not None for r in rows):
+            if self._grammar_mask is None:
+                from revolta_engine.sample.structured import GrammarMask
+
+                self._grammar_mask = GrammarMask()
+            self._grammar_mask(logits, rows)
         raw = logits
         logits = logits.clone()
         params = [r.params for r in rows]
