@@ -20,6 +20,9 @@ class StructuredOutputsParams:
     is one of these strings. ``grammar``: an EBNF (GBNF-style) grammar whose ``root`` rule is the output.
     ``json_object``: any JSON object. ``structural_tag``: an xgrammar structural tag (dict or JSON text), used
     by the API to force tool calls in the format the tool-call parser reads.
+
+    JSON output may carry whitespace between its elements (a run of at most 32 characters, so a model cannot loop
+    on newlines forever); ``disable_any_whitespace`` allows only the one-line ``{"a": 1, "b": [2]}`` layout.
     """
 
     json: dict[str, Any] | str | None = None
@@ -28,6 +31,7 @@ class StructuredOutputsParams:
     grammar: str | None = None
     json_object: bool | None = None
     structural_tag: dict[str, Any] | str | None = None
+    disable_any_whitespace: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -54,13 +58,13 @@ class StructuredOutputsParams:
                                  or not all(isinstance(c, str) for c in value)):
             raise StructuredOutputError("choice must be a non-empty list of strings", param=f"{PARAM}.choice")
 
-    def cache_key(self) -> tuple[str, str]:
+    def cache_key(self) -> tuple[str, str, bool]:
         """A key under which the compiled grammar is cached (equal constraints share one compilation)."""
         kind = self.kind()
         value = getattr(self, kind)
         if isinstance(value, dict | list):
             value = _json.dumps(value, sort_keys=True, separators=(",", ":"))
-        return kind, str(value)
+        return kind, str(value), bool(self.disable_any_whitespace)
 
 
 _FIELDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")

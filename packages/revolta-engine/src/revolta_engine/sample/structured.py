@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 # xgrammar's C++ errors start with "[hh:mm:ss] /path/file.cc:123: "; the rest is the message a user needs.
 _CPP_PREFIX = re.compile(r"^\[[\d:]+\]\s+\S+:\d+:\s*")
+MAX_JSON_WHITESPACE = 32  # characters in one run of whitespace between JSON elements
 _WHAT = {"json": "JSON schema", "regex": "regex", "choice": "choice", "grammar": "grammar",
          "json_object": "JSON object grammar", "structural_tag": "structural tag"}
 
@@ -88,7 +89,7 @@ class GrammarBackend:
         self.cache_size = cache_size
         self._compiler: xgr.GrammarCompiler | None = None
         self._info_vocab = vocab_size
-        self._cache: OrderedDict[tuple[str, str], xgr.CompiledGrammar] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, bool], xgr.CompiledGrammar] = OrderedDict()
 
     def _get_compiler(self) -> xgr.GrammarCompiler:
         if self._compiler is None:
@@ -117,7 +118,7 @@ class GrammarBackend:
         compiler = self._get_compiler()
         kind, value = key[0], getattr(params, key[0])
         try:
-            compiled = self._compile(compiler, kind, value)
+            compiled = self._compile(compiler, kind, value, params.disable_any_whitespace)
         except StructuredOutputError:
             raise
         except Exception as exc:  # xgrammar raises RuntimeError/ValueError (and pydantic errors) with a reason
@@ -129,7 +130,9 @@ class GrammarBackend:
         return compiled
 
     @staticmethod
-    def _compile(compiler: xgr.GrammarCompiler, kind: str, value: Any) -> xgr.CompiledGrammar:
+    def _compile(compiler: xgr.GrammarCompiler, kind: str, value: Any, compact: bool) -> xgr.CompiledGrammar:
+        layout: dict[str, Any] = ({"any_whitespace": False} if compact else
+                                  {"any_whitespace": True, "max_whitespace_cnt": MAX_JSON_WHITESPACE})
         if kind == "json":
             if isinstance(value, str):
                 try:
@@ -140,9 +143,9 @@ class GrammarBackend:
             if not isinstance(value, dict | bool):
                 raise StructuredOutputError("a JSON schema must be an object (or true/false)",
                                             param=f"{PARAM}.json")
-            return compiler.compile_json_schema(json.dumps(value), any_whitespace=True)
+            return compiler.compile_json_schema(json.dumps(value), **layout)
         if kind == "json_object":
-            return compiler.compile_json_schema('{"type": "object"}', any_whitespace=True)
+            return compiler.compile_json_schema('{"type": "object"}', **layout)
         if kind == "regex":
             return compiler.compile_regex(value)
         if kind == "choice":
