@@ -10,6 +10,7 @@ from typing import Any
 from revolta_engine.errors import StructuredOutputError
 
 PARAM = "structured_outputs"
+MAX_JSON_WHITESPACE = 32  # characters in one run of whitespace between JSON elements
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from revolta_engine.errors import StructuredOutputError
-from revolta_engine.structured_outputs import PARAM, StructuredOutputsParams
+from revolta_engine.structured_outputs import MAX_JSON_WHITESPACE, PARAM, StructuredOutputsParams
 
 if TYPE_CHECKING:
     import xgrammar as xgr
@@ -31,7 +31,6 @@ logger = logging.getLogger(__name__)
 
 # xgrammar's C++ errors start with "[hh:mm:ss] /path/file.cc:123: "; the rest is the message a user needs.
 _CPP_PREFIX = re.compile(r"^\[[\d:]+\]\s+\S+:\d+:\s*")
-MAX_JSON_WHITESPACE = 32  # characters in one run of whitespace between JSON elements
 _WHAT = {"json": "JSON schema", "regex": "regex", "choice": "choice", "grammar": "grammar",
          "json_object": "JSON object grammar", "structural_tag": "structural tag"}
 
