@@ -125,7 +125,7 @@ def test_anthropic_call_cut_by_max_tokens(claude):
 
 
 def test_anthropic_tool_choice_any_forces_a_call(claude):
-    reply = ask(claude, EXAMPLE[:1], tool_choice={"type": "any"})
+    reply = ask(claude, EXAMPLE[:1], tool_choice={"type": "any", "disable_parallel_tool_use": True})
     uses = [b for b in reply.content if b.type == "tool_use"]
     assert reply.stop_reason == "tool_use" and uses and uses[0].name == "get_weather"
     assert isinstance(uses[0].input.get("city"), str)

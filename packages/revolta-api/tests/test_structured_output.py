@@ -120,7 +120,8 @@ def check_calls(calls, names=SCHEMAS):
 
 
 def test_tool_choice_required(oai):
-    reply = chat(oai, tools=TOOLS, tool_choice="required")
+    # One call: the 135M model, greedy, would repeat parallel calls until max_tokens.
+    reply = chat(oai, tools=TOOLS, tool_choice="required", parallel_tool_calls=False)
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls" and choice.message.content is None
     check_calls(choice.message.tool_calls)
@@ -153,7 +154,8 @@ def test_tool_choice_errors(oai):
 def test_anthropic_tool_choice_any_and_tool(claude):
     tools = [{"name": "get_weather", "description": "Weather in a city", "input_schema": WEATHER},
              {"name": "get_time", "description": "Time in a zone", "input_schema": TIME}]
-    for choice in ({"type": "any"}, {"type": "tool", "name": "get_time"}):
+    # One call each: the 135M model, greedy, would repeat parallel calls until max_tokens.
+    for choice in ({"type": "any", "disable_parallel_tool_use": True}, {"type": "tool", "name": "get_time"}):
         reply = claude.messages.create(model="smol", max_tokens=80, messages=ASK, tools=tools, tool_choice=choice,
                                        extra_body=GREEDY)
         uses = [b for b in reply.content if b.type == "tool_use"]

@@ -185,9 +185,9 @@ class GrammarMask:
         if not indices:
             return  # every constrained row allows every token this step
         mask = bitmask[: len(rows)]
-        backend = "cpu"
-        if logits.device.type != "cpu":
-            mask = mask.to(logits.device, non_blocking=True)
-            backend = "torch_native"  # plain torch ops: runs on every GPU (no Triton / JIT kernel build)
-        xgr.apply_token_bitmask_inplace(logits, mask, vocab_size=min(logits.shape[-1], words * 32),
-                                        indices=indices, backend=backend)
+        width = min(logits.shape[-1], words * 32)
+        if logits.device.type == "cpu":
+            xgr.apply_token_bitmask_inplace(logits, mask, vocab_size=width, indices=indices, backend="cpu")
+        else:  # plain torch ops: runs on every GPU (no Triton or JIT kernel build, so Volta too)
+            xgr.apply_token_bitmask_inplace(logits, mask.to(logits.device, non_blocking=True), vocab_size=width,
+                                            indices=indices, backend="torch_native")
