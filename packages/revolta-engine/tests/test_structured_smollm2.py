@@ -80,12 +80,14 @@ def test_bad_schema_fails_alone(llm):
 
 
 def test_preempted_requests_stay_valid():
-    # 10 blocks of 16 tokens for 4 requests of ~100 tokens: requests are preempted and recomputed.
-    tight = LLM(dtype="float32", max_model_len=512, num_gpu_blocks_override=10)
+    # 11 blocks of 16 tokens: one request always fits (47 prompt + 120 max_tokens < 176), two of ~100 tokens do
+    # not, so one is preempted and recomputed.
+    tight = LLM(dtype="float32", max_model_len=512, num_gpu_blocks_override=11)
     prompt = chat_ids(tight, ASK[0]["content"])
-    params = [SamplingParams(temperature=0.8, seed=i, max_tokens=150, structured_outputs=StructuredOutputsParams(
-        json=PERSON)) for i in range(4)]
-    outs = tight.generate([prompt] * 4, params)
+    assert len(prompt["prompt_token_ids"]) + 120 < 11 * 16
+    params = [SamplingParams(temperature=0.8, seed=i, max_tokens=120, structured_outputs=StructuredOutputsParams(
+        json=PERSON)) for i in range(2)]
+    outs = tight.generate([prompt] * 2, params)
     assert tight.llm_engine.get_stats().num_preemptions > 0
     for out in outs:
         assert out.outputs[0].finish_reason == "stop"
