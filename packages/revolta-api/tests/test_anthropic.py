@@ -120,8 +120,9 @@ def test_max_tokens_and_sampling_knobs(sdk):
     (dict(max_tokens=5, tools=[{"name": "f", "input_schema": {"type": "object"}}],
           tool_choice={"type": "tool", "name": "g"}), "tool_choice"),
     (dict(max_tokens=5, tools=[{"name": "f", "input_schema": {"type": "object"}}]), "--tool-call-parser"),
-    (dict(max_tokens=5, output_config={"format": {"type": "json_schema", "schema": {"type": "object"}}}),
-     "constrained decoding"),
+    (dict(max_tokens=5, output_config={"format": {"type": "xml"}}), "output_config.format"),
+    (dict(max_tokens=5, output_config={"format": {"type": "json_schema", "schema": {"type": "nonsense"}}}),
+     "cannot be compiled"),
 ])
 def test_invalid_requests_are_400_invalid_request_error(sdk, kwargs, needle):
     kwargs = {"model": "smol", "messages": QUESTION, **kwargs}
@@ -152,11 +153,12 @@ def test_unknown_model_is_404_not_found_error(sdk):
 
 
 @pytest.mark.parametrize("extra", [{"response_format": {"type": "json_schema", "json_schema": {
-    "name": "x", "schema": {"type": "object"}}}}, {"response_format": {"type": "json_object"}},
-    {"structured_outputs": {"regex": "[0-9]+"}}])
-def test_openai_structured_output_is_refused_not_ignored(server, extra):
+    "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}}},
+    {"response_format": {"type": "yaml"}}, {"structured_outputs": {"regex": "[0-9"}},
+    {"structured_outputs": {"regex": "a", "choice": ["a"]}}])
+def test_bad_structured_output_is_refused_not_ignored(server, extra):
     oai = openai.OpenAI(base_url=server[0] + "/v1", api_key=KEY, max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="constrained decoding"):
+    with pytest.raises(openai.BadRequestError, match="cannot be compiled|type must be|exactly one"):
         oai.chat.completions.create(model="smol", messages=QUESTION, max_tokens=4, extra_body=extra)
     plain = oai.chat.completions.create(model="smol", messages=QUESTION, max_tokens=2,
                                         response_format={"type": "text"})

@@ -124,9 +124,11 @@ def test_anthropic_call_cut_by_max_tokens(claude):
                                                                      for b in cut.content]
 
 
-def test_anthropic_tool_choice_any_is_400(claude):
-    with pytest.raises(anthropic.BadRequestError, match="constrained decoding"):
-        ask(claude, EXAMPLE, tool_choice={"type": "any"})
+def test_anthropic_tool_choice_any_forces_a_call(claude):
+    reply = ask(claude, EXAMPLE, tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    uses = [b for b in reply.content if b.type == "tool_use"]
+    assert reply.stop_reason == "tool_use" and [u.name for u in uses] == ["get_weather"], reply
+    assert isinstance(uses[0].input.get("city"), str)
 
 
 OPENAI_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
@@ -174,7 +176,9 @@ def test_openai_call_cut_by_max_tokens(oai, claude):
     assert streamed == arguments and chunks[-1].choices[0].finish_reason == "length"
 
 
-def test_openai_required_tool_choice_is_400(oai):
-    with pytest.raises(openai.BadRequestError, match="constrained decoding"):
-        oai.chat.completions.create(model="smol", messages=OPENAI_EXAMPLE, tools=OPENAI_TOOLS, max_tokens=5,
-                                    tool_choice="required")
+def test_openai_required_tool_choice_forces_a_call(oai):
+    reply = oai.chat.completions.create(model="smol", messages=OPENAI_EXAMPLE, tools=OPENAI_TOOLS, max_tokens=40,
+                                        tool_choice="required", parallel_tool_calls=False, temperature=0)
+    calls = reply.choices[0].message.tool_calls
+    assert reply.choices[0].finish_reason == "tool_calls" and calls and calls[0].function.name == "get_weather"
+    assert isinstance(json.loads(calls[0].function.arguments).get("city"), str)

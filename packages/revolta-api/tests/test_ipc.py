@@ -52,3 +52,19 @@ def test_engine_errors_cross_the_process_boundary_with_their_type_and_fields():
             assert type(rebuilt) is type(exc) and rebuilt.param == exc.param
     rebuilt = rebuild_error(error_info(PromptTooLongError(600, 512)))
     assert (rebuilt.prompt_len, rebuilt.max_model_len) == (600, 512)
+
+
+def test_structured_output_constraints_and_their_errors_cross_intact():
+    from revolta_api.structured import forced_tool_calls
+    from revolta_engine.errors import StructuredOutputError
+    from revolta_engine.structured_outputs import StructuredOutputsParams
+
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    for so in (StructuredOutputsParams(json={"type": "object", "properties": {"a": {"type": "integer"}}}),
+               StructuredOutputsParams(json="{}", disable_any_whitespace=True),
+               StructuredOutputsParams(choice=["a", "b"]), forced_tool_calls(tools, parser="hermes")):
+        data = msgspec.msgpack.encode(AddRequest("r1", [1], SamplingParams(structured_outputs=so)))
+        back = msgspec.msgpack.Decoder(InputMessage).decode(data)
+        assert back.params.structured_outputs == so
+    error = rebuild_error(error_info(StructuredOutputError("the regex cannot be compiled", param="x.regex")))
+    assert isinstance(error, StructuredOutputError) and error.param == "x.regex"

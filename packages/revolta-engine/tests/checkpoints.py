@@ -128,6 +128,7 @@ def make_tiny_checkpoint(
     dtype: torch.dtype = torch.float32,
     with_tokenizer: bool = True,
     name: str | None = None,
+    vocab_size: int | None = None,
     **config_overrides: Any,
 ) -> Path:
     """Write a tiny random ``arch`` checkpoint under ``tmp_path`` and return its directory.
@@ -135,7 +136,8 @@ def make_tiny_checkpoint(
     ``shards == 1`` without ``subfolder``: transformers' own ``save_pretrained`` (one model.safetensors).
     Otherwise the tensors are split into ``shards`` files named like transformers names them, placed in
     ``subfolder`` when given, and listed in ``model.safetensors.index.json`` with their relative paths.
-    ``config_overrides`` are set on the config (e.g. ``rope_scaling``).
+    ``config_overrides`` are set on the config (e.g. ``rope_scaling``). ``vocab_size`` (default: the
+    tokenizer's) may exceed the tokenizer, as padded embeddings do.
     """
     root = Path(tmp_path) / (
         name
@@ -145,7 +147,7 @@ def make_tiny_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
     tokenizer = make_tokenizer(add_bos=arch == "llama")
     config = make_tiny_config(
-        arch, len(tokenizer), tie_word_embeddings=tie_word_embeddings, **config_overrides
+        arch, vocab_size or len(tokenizer), tie_word_embeddings=tie_word_embeddings, **config_overrides
     )
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config).to(dtype).eval()

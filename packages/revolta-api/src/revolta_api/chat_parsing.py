@@ -36,18 +36,21 @@ class ChatParsing:
         return self.reasoning_parser is not None
 
     def output_parser(self, tokenizer: Any, *, prompt_ids: list[int], tools: list[dict] | None,
-                      thinking: bool | None, stop: list[str] | None) -> ChatOutputParser:
-        """A fresh parser for one choice of one request."""
+                      thinking: bool | None, stop: list[str] | None, tool_call_parser: str | None = None
+                      ) -> ChatOutputParser:
+        """A fresh parser for one choice of one request (``tool_call_parser`` overrides the server's, for calls
+        forced in a format of the API's choosing)."""
+        tool_call_parser = tool_call_parser or self.tool_call_parser
         reasoning = tool_parser = None
         if self.reasoning_parser is not None:
             from revolta_api.reasoning import get_reasoning_parser
 
             reasoning = get_reasoning_parser(self.reasoning_parser)(tokenizer, prompt_ids=prompt_ids,
                                                                     thinking=thinking)
-        if self.tool_call_parser is not None and tools:
+        if tool_call_parser is not None and tools:
             from revolta_api.tool_parsers import get_tool_parser
 
-            tool_parser = get_tool_parser(self.tool_call_parser)(tokenizer, tools)
+            tool_parser = get_tool_parser(tool_call_parser)(tokenizer, tools)
         return ChatOutputParser(reasoning=reasoning, tools=tool_parser,
                                 stop=list(stop or []) if self.stops_after_reasoning else [])
 

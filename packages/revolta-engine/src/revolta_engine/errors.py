@@ -31,6 +31,13 @@ class PromptTooLongError(InvalidRequestError):
         self.max_model_len = max_model_len
 
 
+class StructuredOutputError(InvalidRequestError):
+    """A structured output constraint is malformed or cannot be compiled (bad schema, regex or grammar).
+
+    Only the request that carries it fails; the engine keeps serving.
+    """
+
+
 class ModelLoadError(RevoltaError):
     """A model could not be loaded: missing path, unreadable checkpoint, missing or unread tensor."""
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from revolta_engine.errors import InvalidRequestError
+from revolta_engine.structured_outputs import StructuredOutputsParams
 
 
 class RequestOutputKind(IntEnum):
@@ -22,7 +23,8 @@ class SamplingParams:
 
     ``temperature == 0`` means greedy. ``seed`` makes the request's samples reproducible whatever else
     runs in the same batch. ``stop`` strings end the output at the earliest match and are excluded unless
-    ``include_stop_str_in_output``. ``ignore_eos`` keeps generating past EOS (EOS is not masked).
+    ``include_stop_str_in_output``. ``ignore_eos`` keeps generating past EOS (EOS is not masked). ``structured_outputs`` constrains the output
+    to a JSON schema, regex, choice or grammar (a token mask applied before sampling).
     """
 
     n: int = 1
@@ -46,6 +48,7 @@ class SamplingParams:
     spaces_between_special_tokens: bool = True
     allowed_token_ids: list[int] | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    structured_outputs: StructuredOutputsParams | None = None
     extra_args: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -92,6 +95,10 @@ class SamplingParams:
             raise bad("stop", "must not contain empty strings")
         if self.seed is not None and not isinstance(self.seed, int):
             raise bad("seed", f"must be an integer, got {self.seed!r}")
+        if self.structured_outputs is not None:
+            if not isinstance(self.structured_outputs, StructuredOutputsParams):
+                raise bad("structured_outputs", "must be a StructuredOutputsParams")
+            self.structured_outputs.validate()
 
     @property
     def greedy(self) -> bool:

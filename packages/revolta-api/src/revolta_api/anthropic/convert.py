@@ -7,6 +7,8 @@ from typing import Any
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest, TextBlock, ToolResultBlock
 from revolta_api.chat_parsing import ChatParsing
 from revolta_api.errors import bad_request
+from revolta_api.openai.chat_tools import ToolPlan
+from revolta_api.structured import FORCED_TOOLS_PARSER, forced_tool_calls
 from revolta_engine.sampling_params import SamplingParams
 
 
@@ -73,27 +75,33 @@ def chat_messages(body: CountTokensRequest) -> list[dict[str, Any]]:
     return out
 
 
-def chat_tools(body: CountTokensRequest, parsing: ChatParsing) -> list[dict[str, Any]] | None:
-    """Tools as chat templates expect them (OpenAI function format); None when none may be called.
+def chat_tools(body: CountTokensRequest, parsing: ChatParsing) -> ToolPlan:
+    """Tools as chat templates expect them (OpenAI function format), the parser that reads their calls, and for
+    tool_choice ``any``/``tool`` the constraint that forces the output to be calls (constrained decoding, in the
+    format of the server's tool-call parser, Hermes when none is configured).
 
-    400 when the server cannot honour the tool choice: ``any``/``tool`` need constrained decoding (not offered
-    yet), and ``auto`` needs a tool call parser (``--enable-auto-tool-choice --tool-call-parser``).
+    400 for ``auto`` without a tool call parser (``--enable-auto-tool-choice --tool-call-parser``).
     """
     if not body.tools or (body.tool_choice is not None and body.tool_choice.type == "none"):
-        return None
-    if body.tool_choice is not None and body.tool_choice.type == "tool":
-        names = {t.name for t in body.tools}
-        if body.tool_choice.name not in names:
-            raise bad_request(f"tool_choice names the tool {body.tool_choice.name!r}, which is not in tools "
-                              f"({', '.join(sorted(names))}).", param="tool_choice.name")
-    if body.tool_choice is not None and body.tool_choice.type in ("any", "tool"):
-        raise bad_request(f"tool_choice {body.tool_choice.type!r} needs constrained decoding, which this server "
-                          "does not offer yet; use tool_choice 'auto'.", param="tool_choice")
+        return ToolPlan()
+    tools = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                               "parameters": t.input_schema}} for t in body.tools]
+    choice = body.tool_choice
+    if choice is not None and choice.type in ("any", "tool"):
+        name = None
+        if choice.type == "tool":
+            names = {t.name for t in body.tools}
+            if choice.name not in names:
+                raise bad_request(f"tool_choice names the tool {choice.name!r}, which is not in tools "
+                                  f"({', '.join(sorted(names))}).", param="tool_choice.name")
+            name = choice.name
+        parser = parsing.tool_call_parser or FORCED_TOOLS_PARSER
+        return ToolPlan(tools, parser, forced_tool_calls(tools, parser=parser, name=name,
+                                                         parallel=not choice.disable_parallel_tool_use))
     if not (parsing.enable_auto_tool_choice and parsing.tool_call_parser):
         raise bad_request("tools need the server started with --enable-auto-tool-choice and --tool-call-parser.",
                           param="tools")
-    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                              "parameters": t.input_schema}} for t in body.tools]
+    return ToolPlan(tools, parsing.tool_call_parser)
 
 
 def thinking_enabled(body: CountTokensRequest) -> bool | None:

@@ -16,7 +16,7 @@ from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest
 from revolta_api.chat_output import ChatOutputParser, OutputEvent
 from revolta_api.chat_parsing import ChatParsing, get_parsing
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import ApiError, to_api_error
+from revolta_api.errors import ApiError, bad_request, to_api_error
 from revolta_api.openai.serving import check_prompt_ids
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
@@ -26,7 +26,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import check_anthropic_structured_output
+from revolta_api.structured import after_reasoning, anthropic_structured_outputs
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -52,7 +52,7 @@ def _render(state: ServerState, parsing: ChatParsing, body: CountTokensRequest) 
     if thinking is not None:
         kwargs["enable_thinking"] = thinking
     prompt = state.renderer.render(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
-                                   tools=convert.chat_tools(body, parsing), template_kwargs=kwargs)
+                                   tools=convert.chat_tools(body, parsing).tools, template_kwargs=kwargs)
     prompt_ids = tokenize_prompt(state.client.tokenizer, prompt)
     check_prompt_ids(prompt_ids, state.client.info.max_model_len, state.client.info.vocab_size, param="messages")
     return prompt_ids
@@ -75,12 +75,18 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     state = get_state(request)
     state.check_model(body.model)
     state.note_unknown_fields("/v1/messages", body.unknown_fields())
-    check_anthropic_structured_output(body.model_extra or {})
+    structured = anthropic_structured_outputs(body.model_extra or {})
     parsing = get_parsing(request)
     prompt_ids = _render(state, parsing, body)
     params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,
                                      engine_stops=not parsing.stops_after_reasoning)
     call = _MessageCall(state, parsing, body, prompt_ids, params)
+    if call.plan.forced is not None and structured is not None:
+        raise bad_request("tool_choice 'any' or 'tool' already constrains the output; it cannot be combined with "
+                          "output_config.format.", param="tool_choice")
+    constraint = call.plan.forced or structured
+    if constraint is not None:
+        params.structured_outputs = after_reasoning(constraint, call.parser.reasoning)
     if body.stream:
         stream, = await prime_streams(request, [state.client.generate(call.id, prompt_ids, params)])
         return sse_response(call.stream(stream))
@@ -105,12 +111,12 @@ class _MessageCall:
         self.prompt_ids = prompt_ids
         self.params = params
         self.id = "msg_" + uuid.uuid4().hex[:24]
-        tools = convert.chat_tools(body, parsing)
+        self.plan = convert.chat_tools(body, parsing)
         choice = body.tool_choice
         self.single_call = bool(choice and choice.disable_parallel_tool_use)
         self.parser: ChatOutputParser = parsing.output_parser(
-            state.client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=convert.thinking_enabled(body),
-            stop=body.stop_sequences)
+            state.client.tokenizer, prompt_ids=prompt_ids, tools=self.plan.tools,
+            thinking=convert.thinking_enabled(body), stop=body.stop_sequences, tool_call_parser=self.plan.parser)
         self.blocks = BlockAssembler()
         self.output_tokens = 0
         self.finish_reason: str | None = None

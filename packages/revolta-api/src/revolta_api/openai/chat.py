@@ -34,7 +34,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import check_openai_structured_output
+from revolta_api.structured import after_reasoning
 from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
 router = APIRouter()
@@ -49,9 +49,9 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     if body.top_logprobs and not body.logprobs:
         raise bad_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
     client = state.client
-    check_openai_structured_output(body.model_extra or {})
     parsing = get_parsing(request)
-    tools = request_tools(body, parsing)
+    plan = request_tools(body, parsing)
+    tools = plan.tools
     messages = template_messages(body)
     prompt = state.renderer.render(
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
@@ -63,14 +63,21 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         body, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
         requested_max=body.max_completion_tokens or body.max_tokens,
         logprobs=(body.top_logprobs or 0) if body.logprobs else None)
+    if plan.forced is not None:
+        if params.structured_outputs is not None:
+            raise bad_request("tool_choice 'required' or a named function already constrains the output; it cannot "
+                              "be combined with response_format or structured_outputs.", param="tool_choice")
+        params.structured_outputs = plan.forced
     request_id = random_id("chatcmpl", body.request_id)
     call = _ChatCall(state, body, request_id, prompt_ids, params)
     if tools or parsing.reasoning_parser:
         thinking = (body.chat_template_kwargs or {}).get("enable_thinking")
         call.choices = [ChoiceOutput(parsing.output_parser(
             client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=None if thinking is None else
-            bool(thinking), stop=params.stop), single_call=body.parallel_tool_calls is False)
-            for _ in range(params.n)]
+            bool(thinking), stop=params.stop, tool_call_parser=plan.parser),
+            single_call=body.parallel_tool_calls is False) for _ in range(params.n)]
+        if params.structured_outputs is not None:
+            params.structured_outputs = after_reasoning(params.structured_outputs, call.choices[0].parser.reasoning)
         if parsing.stops_after_reasoning:
             params.stop = []  # matched on the content by the parsers, never inside the thinking
     if body.stream:

@@ -3,31 +3,74 @@ output (``reasoning`` / ``reasoning_content``, ``tool_calls``) built from the sh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from revolta_api.chat_output import ChatOutputParser, OutputEvent, fold_tool_calls
 from revolta_api.chat_parsing import ChatParsing
 from revolta_api.errors import bad_request
+from revolta_api.structured import FORCED_TOOLS_PARSER, forced_tool_calls
 from revolta_api.tool_parsers.arguments import arguments_object
 from revolta_engine.outputs import CompletionOutput
+from revolta_engine.structured_outputs import StructuredOutputsParams
 
 
-def request_tools(body: Any, parsing: ChatParsing) -> list[dict[str, Any]] | None:
-    """The tools the model may call (None: no tool calling); 400 for a choice this server cannot honour."""
+@dataclass
+class ToolPlan:
+    """The tools a chat request offers, the parser that reads their calls, and (tool_choice required or
+    named) the constraint that forces the output to be those calls."""
+
+    tools: list[dict[str, Any]] | None = None
+    parser: str | None = None
+    forced: StructuredOutputsParams | None = None
+
+
+def tool_names(tools: list[Any], param: str = "tools") -> list[str]:
+    """The function names of OpenAI-format ``tools``; 400 for a tool without one."""
+    names = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise bad_request(f"{param}[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}.",
+                              param=f"{param}[{i}]")
+        names.append(function["name"])
+    return names
+
+
+def request_tools(body: Any, parsing: ChatParsing) -> ToolPlan:
+    """How the request's tools are offered and read; 400 for a tool choice this server cannot honour.
+
+    ``required`` and a named function are enforced by constrained decoding: the output is calls in the format
+    of the server's tool-call parser (Hermes ``<tool_call>`` JSON when none is configured).
+    """
     tools = getattr(body, "tools", None)
     choice = getattr(body, "tool_choice", None)
     if not tools or choice == "none":
-        return None
-    if choice in ("required",) or isinstance(choice, dict):
-        raise bad_request("tool_choice 'required' or a named function needs constrained decoding, which this "
-                          "server does not offer yet; use tool_choice 'auto'.", param="tool_choice")
+        return ToolPlan()
+    names = tool_names(tools)
+    if choice == "required" or isinstance(choice, dict):
+        name = None
+        if isinstance(choice, dict):
+            function = choice.get("function")
+            if choice.get("type") != "function" or not isinstance(function, dict) \
+                    or not isinstance(function.get("name"), str):
+                raise bad_request("a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}.",
+                                  param="tool_choice")
+            name = function["name"]
+            if name not in names:
+                raise bad_request(f"tool_choice names the function {name!r}, which is not in tools "
+                                  f"({', '.join(names)}).", param="tool_choice.function.name")
+        parser = parsing.tool_call_parser or FORCED_TOOLS_PARSER
+        forced = forced_tool_calls(tools, parser=parser, name=name,
+                                   parallel=getattr(body, "parallel_tool_calls", None) is not False)
+        return ToolPlan(tools, parser, forced)
     if choice not in (None, "auto"):
         raise bad_request(f"tool_choice must be 'none', 'auto', 'required' or a named function, not {choice!r}.",
                           param="tool_choice")
     if not (parsing.enable_auto_tool_choice and parsing.tool_call_parser):
         raise bad_request("'auto' tool choice needs the server started with --enable-auto-tool-choice and "
                           "--tool-call-parser.", param="tools")
-    return tools
+    return ToolPlan(tools, parsing.tool_call_parser)
 
 
 def template_messages(body: Any) -> list[dict[str, Any]]:

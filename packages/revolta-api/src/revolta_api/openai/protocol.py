@@ -81,6 +81,19 @@ class SamplingFields(OpenAIBaseModel):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     request_id: str | None = Field(None, max_length=256)
+    # structured output (read by revolta_api.structured): OpenAI's, vLLM's, and vLLM's older names
+    response_format: dict[str, Any] | None = None
+    structured_outputs: dict[str, Any] | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+
+    def structured_fields(self) -> dict[str, Any]:
+        """The structured output fields the request set."""
+        names = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
+                 "guided_grammar")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
 class ChatCompletionRequest(SamplingFields):

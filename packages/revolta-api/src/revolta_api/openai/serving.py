@@ -8,6 +8,7 @@ from typing import Any
 
 from revolta_api.errors import bad_request
 from revolta_api.openai.protocol import SamplingFields
+from revolta_api.structured import openai_structured_outputs
 from revolta_engine.errors import PromptTooLongError
 from revolta_engine.outputs import PositionLogprobs
 from revolta_engine.sampling_params import SamplingParams
@@ -34,7 +35,10 @@ def check_prompt_ids(token_ids: list[int], max_model_len: int, vocab_size: int, 
 
 def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int, requested_max: int | None,
                     logprobs: int | None, prompt_logprobs: int | None = None) -> SamplingParams:
-    """Build the engine's ``SamplingParams``; max_tokens is capped to what fits after the prompt (as vLLM does)."""
+    """Build the engine's ``SamplingParams``; max_tokens is capped to what fits after the prompt (as vLLM does).
+
+    A structured output constraint (``response_format``, ``structured_outputs``, ``guided_*``) is carried along.
+    """
     room = max_model_len - prompt_len
     max_tokens = room if requested_max is None else min(requested_max, room)
     extra: dict[str, Any] = {}
@@ -53,7 +57,8 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
         ignore_eos=req.ignore_eos, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
         presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
         skip_special_tokens=req.skip_special_tokens,
-        spaces_between_special_tokens=req.spaces_between_special_tokens, extra_args=extra, **kwargs)
+        spaces_between_special_tokens=req.spaces_between_special_tokens, extra_args=extra,
+        structured_outputs=openai_structured_outputs(req.structured_fields()), **kwargs)
 
 
 def clamp_logprob(value: float) -> float:

@@ -51,6 +51,9 @@ def typed_value(text: str, schema: dict[str, Any] | None) -> Any:
     value = value[:-1] if value.endswith("\n") else value
     kinds = _types(schema)
     stripped = value.strip()
+    options = (schema or {}).get("enum", [(schema or {})["const"]] if "const" in (schema or {}) else None)
+    if isinstance(options, list) and stripped in options:
+        return stripped  # a listed string, whatever whitespace surrounds it (constrained decoding allows some)
     if "null" in kinds and stripped.lower() in ("null", "none"):
         return None
     if "string" in kinds or (not kinds and stripped == ""):

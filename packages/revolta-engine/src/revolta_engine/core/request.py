@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import enum
 import time
+from typing import TYPE_CHECKING
 
 from revolta_engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from revolta_engine.sample.structured import GrammarState
 
 
 class RequestStatus(enum.Enum):
@@ -65,6 +69,8 @@ class Request:
         self.stop_reason: int | str | None = None
         self.block_hashes: list[bytes] = []
         self.num_preemptions = 0
+        # structured output: the grammar matcher, which has accepted exactly output_token_ids
+        self.grammar: GrammarState | None = None
 
     @property
     def num_prompt_tokens(self) -> int:

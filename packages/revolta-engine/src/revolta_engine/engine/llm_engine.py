@@ -24,6 +24,7 @@ from revolta_engine.errors import InvalidRequestError, PromptTooLongError
 from revolta_engine.loader import load_checkpoint
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sample.sampler import Sampler, SamplingRow
+from revolta_engine.sample.structured import GrammarBackend
 from revolta_engine.sampling_params import SamplingParams
 from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache, resolve_kv_cache_dtype
 from revolta_engine.worker.model_runner import ModelRunner
@@ -137,6 +138,7 @@ class LLMEngine:
         pad_slot = state_slots.num_slots if state_slots is not None else -1
         self._maybe_capture_graphs(kv_caches, max_seqs, block_size, state_caches, pad_slot)
         self.sampler = Sampler()
+        self.grammars = GrammarBackend(self.tokenizer, int(self.text_config.vocab_size), self.eos_token_ids)
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self._host_tokens = HostTokenCopy(max_seqs, self.device)
         self._inflight: InFlightStep | None = None
@@ -227,11 +229,15 @@ class LLMEngine:
                 f"the prompt needs {need_blocks} KV blocks but the cache holds only "
                 f"{self.kv.pool.num_usable_blocks}", param="prompt")
         max_tokens = params.max_tokens or (self.max_model_len - len(ids))
+        # Compiled here, before anything is queued: a constraint that cannot compile fails this request only.
+        grammar = self.grammars.compile(params.structured_outputs) if params.structured_outputs else None
         arrival = arrival_time if arrival_time is not None else time.monotonic()
         states = []
         for i in range(params.n):
             child_id = request_id if params.n == 1 else f"{i}_{request_id}"
             req = Request(child_id, ids, params, max_tokens, self.eos_token_ids, arrival)
+            if grammar is not None:
+                req.grammar = self.grammars.new_state(grammar)  # one matcher per sequence
             states.append(CompletionState(i, req, self.tokenizer))
         parent = ParentRequestState(request_id, text, ids, params, states, arrival)
         self.parents[request_id] = parent
@@ -322,6 +328,16 @@ class LLMEngine:
                     self.children.pop(state.request.request_id, None)
         return outputs
 
+    def _advance_grammar(self, req: Request, token: int) -> None:
+        """Feed the sampled token to the request's matcher; the request ends when its grammar does."""
+        grammar = req.grammar
+        assert grammar is not None
+        if not grammar.accept(token):
+            logger.error("request %s: the grammar rejected sampled token %d; stopping it", req.request_id, token)
+            req.status = RequestStatus.FINISHED_STOPPED
+        elif grammar.terminated and not req.status.finished:
+            req.status = RequestStatus.FINISHED_STOPPED  # e.g. ignore_eos: the grammar's end is still the end
+
     def _launch(self, sched) -> InFlightStep:
         """Run the model and the sampler on the scheduled batch without waiting for the device."""
         now = time.monotonic()
@@ -340,10 +356,12 @@ class LLMEngine:
             req = s.request
             p = req.sampling_params
             blocked = []
-            if req.num_output_tokens + req.num_pending_tokens < p.min_tokens:
+            # A grammar that is complete decides the end itself: min_tokens must not block its EOS.
+            if (req.num_output_tokens + req.num_pending_tokens < p.min_tokens
+                    and not (req.grammar is not None and req.grammar.can_end)):
                 blocked = sorted((set() if p.ignore_eos else self.eos_token_ids) | set(p.stop_token_ids or []))
             rows.append(SamplingRow(p, req.prompt_token_ids, req.output_token_ids,
-                                    self.children[req.request_id][2] or self.generator, blocked))
+                                    self.children[req.request_id][2] or self.generator, blocked, req.grammar))
         kept_logits = pending = None
         if rows:
             tokens = self.sampler.sample(logits, rows)
@@ -379,6 +397,8 @@ class LLMEngine:
             req.append_token(token)
             self.stats.num_generation_tokens += 1
             req.check_token_stop(self.max_model_len)
+            if req.grammar is not None:
+                self._advance_grammar(req, token)
             state.on_token(token, logprobs[j])
             parent.note_token()
             if req.status.finished:
@@ -387,5 +407,7 @@ class LLMEngine:
 
 
 def _needs_host_tokens(params: SamplingParams) -> bool:
-    """Sampling that reads the previously sampled tokens on the host (penalties) keeps the loop synchronous."""
-    return bool(params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty)
+    """Sampling that reads the previously sampled tokens on the host (penalties, a grammar's next mask) keeps
+    the loop synchronous."""
+    return bool(params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
+                or params.structured_outputs is not None)

@@ -7,11 +7,15 @@ tokens whatever else shares its batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from revolta_engine.sample.penalties import apply_penalties
 from revolta_engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from revolta_engine.sample.structured import GrammarMask, GrammarState
 
 
 @dataclass
@@ -23,6 +27,7 @@ class SamplingRow:
     output_ids: list[int]
     generator: torch.Generator | None
     blocked_ids: list[int]  # EOS / stop ids masked while min_tokens is not reached
+    grammar: GrammarState | None = None  # structured output: tokens the grammar forbids are masked
 
 
 @dataclass
@@ -79,7 +84,11 @@ def _device_tensor(data: list, dtype: torch.dtype, device: torch.device) -> torc
 
 
 class Sampler:
-    """Penalties, allowed/blocked tokens, temperature, top-k/top-p/min-p, then greedy or random draw."""
+    """Grammar masks, penalties, allowed/blocked tokens, temperature, top-k/top-p/min-p, then a greedy or
+    random draw. The grammar mask is applied to the logits in place first, so logprobs describe the
+    distribution the token was actually drawn from (as in vLLM)."""
+
+    _grammar_mask: GrammarMask | None = None
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
         tokens = self.sample(logits, rows)
@@ -87,7 +96,14 @@ class Sampler:
         return SamplerOutput(token_ids, self.logprobs(logits, token_ids, rows))
 
     def sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
-        """Token ids (int64, on the logits' device) of every row; waits for the device only for penalties."""
+        """Token ids (int64, on the logits' device) of every row; waits for the device only for penalties
+        and grammars. Grammar masks are applied to ``logits`` in place."""
+        if any(r.grammar is not None for r in rows):
+            if self._grammar_mask is None:
+                from revolta_engine.sample.structured import GrammarMask
+
+                self._grammar_mask = GrammarMask()
+            self._grammar_mask(logits, rows)
         params = [r.params for r in rows]
         penalties = any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params)
         masks = any(r.params.allowed_token_ids or r.blocked_ids for r in rows)
