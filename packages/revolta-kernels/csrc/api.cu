@@ -34,6 +34,13 @@ inline int threads_for(int n) {
   while (t < n && t < 1024) t *= 2;
   return t;
 }
+
+// Elementwise kernels split each row into column chunks so one decoding row still spreads over many SMs.
+constexpr int kElementwiseThreads = 256;
+inline unsigned chunks_of(int n, int per_block) {
+  const int c = (n + per_block - 1) / per_block;
+  return static_cast<unsigned>(c < 1 ? 1 : (c > 65535 ? 65535 : c));
+}
 }  // namespace revolta
 
 using namespace revolta;
@@ -110,7 +117,8 @@ int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, con
 
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  REVOLTA_DTYPE_DISPATCH(dtype, silu_and_mul_kernel<T><<<rows, threads_for(d / 2), 0, stream>>>(
+  const dim3 grid(rows, chunks_of(d, kElementwiseThreads));
+  REVOLTA_DTYPE_DISPATCH(dtype, silu_and_mul_kernel<T><<<grid, kElementwiseThreads, 0, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(x), d))
   return cudaGetLastError();
 }
@@ -121,9 +129,9 @@ int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void
                              long long q_head_stride, long long k_tok_stride, long long k_head_stride,
                              int neox, int dtype, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
-  const int threads = threads_for((num_heads + num_kv_heads) * head_dim / 2);
+  const dim3 grid(num_tokens, chunks_of((num_heads + num_kv_heads) * head_dim, kElementwiseThreads));
 #define REVOLTA_ROPE(CS)                                                                              \
-  rotary_kernel<T, CS><<<num_tokens, threads, 0, stream>>>(                                           \
+  rotary_kernel<T, CS><<<grid, kElementwiseThreads, 0, stream>>>(                                           \
       static_cast<T*>(q_out), static_cast<T*>(k_out), static_cast<const T*>(q), static_cast<const T*>(k), \
       positions, static_cast<const CS*>(cos_sin), num_heads, num_kv_heads, head_dim, rot_dim,         \
       q_tok_stride, q_head_stride, k_tok_stride, k_head_stride, neox != 0)

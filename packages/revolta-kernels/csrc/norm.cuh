@@ -1,27 +1,44 @@
-// RMSNorm, fused residual-add + RMSNorm and SiLU-and-mul: one block per row, fp32 math, any of
-// fp16/bf16/fp32 storage. These are memory-bound; the reads are coalesced and each row is read twice
-// (second read from L1/L2).
+// RMSNorm and fused residual-add + RMSNorm: one block per row, fp32 math, any of fp16/bf16/fp32 storage.
+// A row of up to kNormRegs * blockDim.x elements is kept in registers between the sum of squares and the
+// scaling, so it is read from memory once (longer rows re-read the rest). SiLU-and-mul is elementwise over a
+// (row, column chunk) grid so one decoding row still spreads over many SMs.
 #pragma once
 
 #include "common.cuh"
 
 namespace revolta {
 
+constexpr int kNormRegs = 8;
+
 template <typename T>
 __global__ void rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w,
                                 float eps, int hidden, bool zero_centered) {
   __shared__ float scratch[32];
   const size_t base = static_cast<size_t>(blockIdx.x) * hidden;
+  float cached[kNormRegs];
   float ss = 0.f;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+#pragma unroll
+  for (int j = 0; j < kNormRegs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    cached[j] = i < hidden ? to_float(x[base + i]) : 0.f;
+    ss += cached[j] * cached[j];
+  }
+  for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
     const float v = to_float(x[base + i]);
     ss += v * v;
   }
   ss = block_sum(ss, scratch);
   const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float wv = to_float(w[i]);
-    if (zero_centered) wv += 1.f;
+#pragma unroll
+  for (int j = 0; j < kNormRegs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < hidden) {
+      const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
+      out[base + i] = from_float<T>(cached[j] * inv * wv);
+    }
+  }
+  for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
+    const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
     out[base + i] = from_float<T>(to_float(x[base + i]) * inv * wv);
   }
 }
@@ -33,8 +50,20 @@ __global__ void fused_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ r
                                           const T* __restrict__ w, float eps, int hidden, bool zero_centered) {
   __shared__ float scratch[32];
   const size_t base = static_cast<size_t>(blockIdx.x) * hidden;
+  float cached[kNormRegs];
   float ss = 0.f;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+#pragma unroll
+  for (int j = 0; j < kNormRegs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    cached[j] = 0.f;
+    if (i < hidden) {
+      const T s = from_float<T>(to_float(x[base + i]) + to_float(residual[base + i]));
+      residual_out[base + i] = s;
+      cached[j] = to_float(s);
+    }
+    ss += cached[j] * cached[j];
+  }
+  for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
     const T s = from_float<T>(to_float(x[base + i]) + to_float(residual[base + i]));
     residual_out[base + i] = s;
     const float v = to_float(s);
@@ -42,18 +71,25 @@ __global__ void fused_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ r
   }
   ss = block_sum(ss, scratch);
   const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-    float wv = to_float(w[i]);
-    if (zero_centered) wv += 1.f;
+#pragma unroll
+  for (int j = 0; j < kNormRegs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < hidden) {
+      const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
+      out[base + i] = from_float<T>(cached[j] * inv * wv);
+    }
+  }
+  for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
+    const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
     out[base + i] = from_float<T>(to_float(residual_out[base + i]) * inv * wv);
   }
 }
 
-// out[r, i] = silu(x[r, i]) * x[r, d + i]
+// out[r, i] = silu(x[r, i]) * x[r, d + i]; grid = (rows, column chunks of blockDim.x)
 template <typename T>
 __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ x, int d) {
   const size_t in = static_cast<size_t>(blockIdx.x) * 2 * d, o = static_cast<size_t>(blockIdx.x) * d;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+  for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < d; i += gridDim.y * blockDim.x) {
     const float g = to_float(x[in + i]);
     const float u = to_float(x[in + d + i]);
     out[o + i] = from_float<T>(g / (1.f + expf(-g)) * u);

@@ -1,5 +1,5 @@
 // Rotary position embedding, neox (halves) and gpt-j (interleaved pairs) styles, partial rotary
-// (channels past rot_dim are copied). One block per token; inputs may be strided views (e.g. slices of a
+// (channels past rot_dim are copied). Grid = (token, chunk of its q+k channels); inputs may be strided views (e.g. slices of a
 // fused qkv tensor), outputs are contiguous [T, heads, head_dim].
 #pragma once
 
@@ -38,7 +38,7 @@ __global__ void rotary_kernel(T* __restrict__ q_out, T* __restrict__ k_out, cons
   const int t = blockIdx.x;
   const CS* cs = cos_sin + positions[t] * rot_dim;
   const int nq = num_heads * head_dim, nk = num_kv_heads * head_dim;
-  for (int idx = threadIdx.x; idx < nq + nk; idx += blockDim.x) {
+  for (int idx = blockIdx.y * blockDim.x + threadIdx.x; idx < nq + nk; idx += gridDim.y * blockDim.x) {
     if (idx < nq) {
       const int h = idx / head_dim, d = idx % head_dim;
       const T* src = q + t * q_tok_stride + h * q_head_stride;
