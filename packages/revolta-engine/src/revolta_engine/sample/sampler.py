@@ -95,6 +95,7 @@ class Sampler:
         token_ids = tokens.tolist()
         return SamplerOutput(token_ids, self.logprobs(logits, token_ids, rows))
 
+    @torch.inference_mode()  # the logits come from an inference-mode forward; grammar masks edit them in place
     def sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
         """Token ids (int64, on the logits' device) of every row; waits for the device only for penalties
         and grammars. Grammar masks are applied to ``logits`` in place."""
@@ -136,6 +137,7 @@ class Sampler:
                 tokens[i] = (probs[j] / e).argmax()
         return tokens
 
+    @torch.inference_mode()
     def logprobs(self, logits: torch.Tensor, token_ids: list[int],
                  rows: list[SamplingRow]) -> list[tuple[float, int, list[int], list[float]] | None]:
         """Logprobs (of the raw logits) of the sampled tokens for the rows that asked for them."""
