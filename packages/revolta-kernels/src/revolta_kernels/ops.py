@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from revolta_kernels import reference as ref
+from revolta_kernels.reference import cpu_fast
 from revolta_kernels.reference.decode_attention import paged_attention_chunks, paged_attention_short_queries
 
 LIB = "revolta"
@@ -161,8 +162,9 @@ paged_attention_prefill = _attention_schema(
 class _CpuShortcut:
     """A registered op that CPU tensors reach without the dispatcher.
 
-    On the CPU the op's implementation is the plain-torch reference anyway, and the dispatcher's
-    per-call cost is a noticeable share of a small model's decode step. Attribute access
+    On the CPU the op's implementation is plain torch anyway (the reference, or its leaner float32 form in
+    :mod:`revolta_kernels.reference.cpu_fast`), and the dispatcher's per-call cost is a noticeable share
+    of a small model's decode step. Attribute access
     (``register_kernel``, ``register_fake``, ...) goes to the registered op.
     """
 
@@ -180,10 +182,10 @@ class _CpuShortcut:
         return getattr(self.op, name)
 
 
-rms_norm = _CpuShortcut(rms_norm, ref.rms_norm)  # type: ignore[assignment]
-fused_add_rms_norm = _CpuShortcut(fused_add_rms_norm, ref.fused_add_rms_norm)  # type: ignore[assignment]
-silu_and_mul = _CpuShortcut(silu_and_mul, ref.silu_and_mul)  # type: ignore[assignment]
-rotary_embedding = _CpuShortcut(rotary_embedding, ref.rotary_embedding)  # type: ignore[assignment]
+rms_norm = _CpuShortcut(rms_norm, cpu_fast.rms_norm)  # type: ignore[assignment]
+fused_add_rms_norm = _CpuShortcut(fused_add_rms_norm, cpu_fast.fused_add_rms_norm)  # type: ignore[assignment]
+silu_and_mul = _CpuShortcut(silu_and_mul, cpu_fast.silu_and_mul)  # type: ignore[assignment]
+rotary_embedding = _CpuShortcut(rotary_embedding, cpu_fast.rotary_embedding)  # type: ignore[assignment]
 paged_attention_decode = _CpuShortcut(paged_attention_decode, paged_attention_short_queries)
 paged_attention_prefill = _CpuShortcut(paged_attention_prefill, paged_attention_chunks)
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from revolta_engine.layers.cpu_layout import use_cpu_decode_layout
 from revolta_engine.models.registry import resolve_model_class
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,9 @@ def load_model(config: PretrainedConfig, weights, max_position: int, dtype: torc
         fill_dummy_weights(model, seed)
     else:
         model.load_weights(weights)  # type: ignore[operator]
+    if device.type == "cpu":
+        restored = use_cpu_decode_layout(model)
+        logger.debug("%d weight matrices stored input-major for CPU decode", restored)
     n_params = sum(p.numel() for p in model.parameters())
     logger.info("Loaded %s (%.1fM parameters, %s) on %s in %.1f s", type(model).__name__, n_params / 1e6,
                 str(dtype).removeprefix("torch."), device, time.perf_counter() - start)

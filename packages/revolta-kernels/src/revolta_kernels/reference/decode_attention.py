@@ -31,6 +31,30 @@ def _compute_dtype(query: torch.Tensor) -> torch.dtype:
     return torch.float32 if query.device.type == "cpu" else query.dtype
 
 
+def _single_token(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                  block_tables: torch.Tensor, ctx_len: int, scale: float, k_scales: torch.Tensor | None,
+                  v_scales: torch.Tensor | None) -> torch.Tensor:
+    """One sequence, one new token (batch-1 decode): it sees its whole context, so slicing replaces every mask."""
+    _, num_heads, head_dim = query.shape
+    num_kv_heads, block_size = key_cache.shape[1], key_cache.shape[2]
+    dtype = _compute_dtype(query)
+    n_blocks = (ctx_len + block_size - 1) // block_size
+    ids = block_tables[0, :n_blocks]
+
+    def context(cache: torch.Tensor, scales: torch.Tensor | None) -> torch.Tensor:  # [1, Hk, ctx_len, D]
+        if cache.dtype != dtype:
+            return _gather(cache, scales, block_tables, n_blocks, dtype)[:, :, :ctx_len]
+        blocks = cache.index_select(0, ids)  # [n_blocks, Hk, block_size, D]
+        if n_blocks > 1:
+            blocks = blocks.transpose(0, 1).reshape(num_kv_heads, n_blocks * block_size, head_dim)
+        return blocks.view(1, num_kv_heads, -1, head_dim)[:, :, :ctx_len]
+
+    q = query.to(dtype).view(1, num_heads, 1, head_dim)
+    out = F.scaled_dot_product_attention(q, context(key_cache, k_scales), context(value_cache, v_scales),
+                                         scale=scale, enable_gqa=num_heads != num_kv_heads)
+    return out.view(1, num_heads, head_dim).to(query.dtype)
+
+
 def paged_attention_short_queries(
     query: torch.Tensor,
     key_cache: torch.Tensor,
@@ -48,18 +72,15 @@ def paged_attention_short_queries(
     num_seqs = block_tables.shape[0]
     block_size = key_cache.shape[2]
     dtype = _compute_dtype(query)
+    if num_seqs == 1 and num_tokens == 1:
+        return _single_token(query, key_cache, value_cache, block_tables, int(context_lens[0]), scale,
+                             k_scales, v_scales)
     ctx = context_lens.long()
     qsl = query_start_loc.long()
     q_lens = qsl[1:] - qsl[:-1]
     n_blocks = int((ctx.max() + block_size - 1) // block_size)
     k = _gather(key_cache, k_scales, block_tables, n_blocks, dtype)  # [B, Hk, L, D]
     v = _gather(value_cache, v_scales, block_tables, n_blocks, dtype)
-    if num_seqs == 1 and num_tokens == 1:
-        # One sequence, one new token: it sees its whole context, so slicing replaces every mask.
-        ctx_len = int(ctx[0])
-        out = F.scaled_dot_product_attention(query.to(dtype).view(1, num_heads, 1, head_dim), k[:, :, :ctx_len],
-                                             v[:, :, :ctx_len], scale=scale, enable_gqa=num_heads != k.shape[1])
-        return out.view(1, num_heads, head_dim).to(query.dtype)
     # Slots past each context hold whatever memory held before (possibly NaN); zero them so masked
     # positions contribute exactly nothing.
     valid = (torch.arange(k.shape[2], device=query.device).unsqueeze(0) < ctx.unsqueeze(1)).view(num_seqs, 1, -1, 1)
