@@ -1,4 +1,5 @@
 // The extern "C" entry points: argument checks that need no device access, dtype dispatch, launch.
+#include <cstdlib>
 #include <cstring>
 
 #include "revolta_kernels.h"
@@ -20,6 +21,20 @@ int g_decode_variant = 0, g_prefill_variant = 0;
 constexpr int kMaxDevices = 64;
 int g_frag_ok[kMaxDevices] = {};  // set by revolta_frag_layout_probe, per device
 }  // namespace
+
+bool pdl_enabled() {
+  static int cached[kMaxDevices] = {};  // 0 = unknown, 1 = off, 2 = on
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
+  if (cached[dev] == 0) {
+    const char* env = std::getenv("REVOLTA_PDL");
+    int major = 0;
+    const bool ok = !(env && env[0] == '0') &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    cached[dev] = ok ? 2 : 1;
+  }
+  return cached[dev] == 2;
+}
 
 int decode_variant() { return g_decode_variant; }
 int prefill_variant() { return g_prefill_variant; }
@@ -100,27 +115,27 @@ int revolta_set_attention_variant(int decode, int prefill) {
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
                      int zero_centered, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  REVOLTA_DTYPE_DISPATCH(dtype, rms_norm_kernel<T><<<rows, threads_for(hidden / 4), 0, stream>>>(
-      static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(w), eps, hidden, zero_centered != 0))
-  return cudaGetLastError();
+  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(rms_norm_kernel<T>, rows, threads_for(hidden / 4), 0, stream,
+      static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(w), eps, hidden, zero_centered != 0)) return e)
+  return cudaSuccess;
 }
 
 int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, const void* residual,
                                const void* w, int rows, int hidden, float eps, int zero_centered, int dtype,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  REVOLTA_DTYPE_DISPATCH(dtype, fused_add_rms_norm_kernel<T><<<rows, threads_for(hidden / 4), 0, stream>>>(
+  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(fused_add_rms_norm_kernel<T>, rows, threads_for(hidden / 4), 0, stream,
       static_cast<T*>(out), static_cast<T*>(residual_out), static_cast<const T*>(x),
-      static_cast<const T*>(residual), static_cast<const T*>(w), eps, hidden, zero_centered != 0))
-  return cudaGetLastError();
+      static_cast<const T*>(residual), static_cast<const T*>(w), eps, hidden, zero_centered != 0)) return e)
+  return cudaSuccess;
 }
 
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const dim3 grid(rows, chunks_of(d, kElementwiseThreads));
-  REVOLTA_DTYPE_DISPATCH(dtype, silu_and_mul_kernel<T><<<grid, kElementwiseThreads, 0, stream>>>(
-      static_cast<T*>(out), static_cast<const T*>(x), d))
-  return cudaGetLastError();
+  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(silu_and_mul_kernel<T>, grid, kElementwiseThreads, 0, stream,
+      static_cast<T*>(out), static_cast<const T*>(x), d)) return e)
+  return cudaSuccess;
 }
 
 int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void* k, const int64_t* positions,
@@ -131,13 +146,13 @@ int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void
   if (num_tokens == 0) return cudaSuccess;
   const dim3 grid(num_tokens, chunks_of((num_heads + num_kv_heads) * head_dim, kElementwiseThreads));
 #define REVOLTA_ROPE(CS)                                                                              \
-  rotary_kernel<T, CS><<<grid, kElementwiseThreads, 0, stream>>>(                                           \
+  if (cudaError_t e = launch(rotary_kernel<T, CS>, grid, kElementwiseThreads, 0, stream,                   \
       static_cast<T*>(q_out), static_cast<T*>(k_out), static_cast<const T*>(q), static_cast<const T*>(k), \
       positions, static_cast<const CS*>(cos_sin), num_heads, num_kv_heads, head_dim, rot_dim,         \
-      q_tok_stride, q_head_stride, k_tok_stride, k_head_stride, neox != 0)
+      q_tok_stride, q_head_stride, k_tok_stride, k_head_stride, neox != 0)) return e
   REVOLTA_DTYPE_DISPATCH(dtype, if (cos_sin_is_f32) { REVOLTA_ROPE(float); } else { REVOLTA_ROPE(T); })
 #undef REVOLTA_ROPE
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 int revolta_reshape_and_cache(const void* key, const void* value, void* key_cache, void* value_cache,
@@ -148,10 +163,10 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
   if (num_tokens == 0) return cudaSuccess;
   const int threads = num_kv_heads >= 4 ? 256 : 64 * num_kv_heads;
 #define REVOLTA_CACHE(KIND)                                                                          \
-  reshape_and_cache_kernel<T, KIND><<<num_tokens, threads, 0, stream>>>(                             \
+  if (cudaError_t e = launch(reshape_and_cache_kernel<T, KIND>, num_tokens, threads, 0, stream,     \
       static_cast<const T*>(key), static_cast<const T*>(value), key_cache, value_cache, k_scales,    \
       v_scales, slots, num_kv_heads, head_dim, block_size, k_tok_stride, k_head_stride, v_tok_stride, \
-      v_head_stride)
+      v_head_stride)) return e
   REVOLTA_DTYPE_DISPATCH(dtype, switch (cache_kind) {
     case CACHE_SAME: REVOLTA_CACHE(CACHE_SAME); break;
     case CACHE_I8: REVOLTA_CACHE(CACHE_I8); break;
@@ -160,7 +175,7 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
     default: return cudaErrorInvalidValue;
   })
 #undef REVOLTA_CACHE
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 const char* revolta_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }

@@ -17,6 +17,8 @@ __global__ void reshape_and_cache_kernel(const T* __restrict__ key, const T* __r
                                          const int64_t* __restrict__ slots, int num_kv_heads, int head_dim,
                                          int block_size, long long k_tok_stride, long long k_head_stride,
                                          long long v_tok_stride, long long v_head_stride) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
+  pdl_trigger();
   const int t = blockIdx.x;
   const int64_t slot = slots[t];
   if (slot < 0) return;

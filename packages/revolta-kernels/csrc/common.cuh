@@ -4,6 +4,7 @@
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include "pdl.cuh"
 #if defined(__CUDACC_RTC__)
 // NVRTC has no C library headers; these are the widths every CUDA target uses.
 typedef signed char int8_t;

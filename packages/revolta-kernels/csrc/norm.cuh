@@ -13,6 +13,8 @@ constexpr int kNormRegs = 8;
 template <typename T>
 __global__ void rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w,
                                 float eps, int hidden, bool zero_centered) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
+  pdl_trigger();
   __shared__ float scratch[32];
   const size_t base = static_cast<size_t>(blockIdx.x) * hidden;
   float cached[kNormRegs];
@@ -48,6 +50,8 @@ template <typename T>
 __global__ void fused_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ residual_out,
                                           const T* __restrict__ x, const T* __restrict__ residual,
                                           const T* __restrict__ w, float eps, int hidden, bool zero_centered) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
+  pdl_trigger();
   __shared__ float scratch[32];
   const size_t base = static_cast<size_t>(blockIdx.x) * hidden;
   float cached[kNormRegs];
@@ -88,6 +92,8 @@ __global__ void fused_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ r
 // out[r, i] = silu(x[r, i]) * x[r, d + i]; grid = (rows, column chunks of blockDim.x)
 template <typename T>
 __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ x, int d) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
+  pdl_trigger();
   const size_t in = static_cast<size_t>(blockIdx.x) * 2 * d, o = static_cast<size_t>(blockIdx.x) * d;
   for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < d; i += gridDim.y * blockDim.x) {
     const float g = to_float(x[in + i]);

@@ -35,6 +35,8 @@ __global__ void rotary_kernel(T* __restrict__ q_out, T* __restrict__ k_out, cons
                               const CS* __restrict__ cos_sin, int num_heads, int num_kv_heads, int head_dim,
                               int rot_dim, long long q_tok_stride, long long q_head_stride,
                               long long k_tok_stride, long long k_head_stride, bool neox) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
+  pdl_trigger();
   const int t = blockIdx.x;
   const CS* cs = cos_sin + positions[t] * rot_dim;
   const int nq = num_heads * head_dim, nk = num_kv_heads * head_dim;
