@@ -156,6 +156,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="kernels_bench.json")
     parser.add_argument("--sweep", action="store_true", help="also time every kernel variant (kernels_sweep.py)")
+    parser.add_argument(
+        "--prefill-only", action="store_true", help="only the prefill case (and with --sweep its variants)"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
@@ -178,6 +181,8 @@ def main() -> None:
         ("1x128K fp16 split-K", 1, 131072, torch.float16),
         ("1x128K int8 split-K", 1, 131072, torch.int8),
     ]
+    if args.prefill_only:
+        decode_cases = []
     for name, n, ctx, dt in decode_cases:
         r = bench_decode(name, n, ctx, dt, copy_bw)
         results["decode"].append(r)
@@ -187,9 +192,10 @@ def main() -> None:
             flush=True,
         )
         torch.cuda.empty_cache()
-    dec = {r["case"]: r for r in results["decode"]}
-    results["int8_speedup_32x4K"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
-    print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
+    if decode_cases:
+        dec = {r["case"]: r for r in results["decode"]}
+        results["int8_speedup_32x4K"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
+        print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
     r = bench_prefill(8192, mm)
     results["prefill"].append(r)
     print(
@@ -201,7 +207,7 @@ def main() -> None:
     if args.sweep:
         import kernels_sweep
 
-        results["sweep"] = kernels_sweep.run(copy_bw, mm)
+        results["sweep"] = kernels_sweep.run(copy_bw, mm, prefill_only=args.prefill_only)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

@@ -5,13 +5,13 @@
 namespace revolta {
 namespace {
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false>
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false, bool SPLIT = false>
 cudaError_t prefill_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, 1);
-  return launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB, QREG>, C::NT, C::SMEM_BYTES,
+  return launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB, QREG, SPLIT>, C::NT, C::SMEM_BYTES,
                          configured, grid, p, stream, occ);
 }
 
@@ -31,6 +31,13 @@ cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, c
       case 8: return prefill_frag_cfg<D, KIND, 8, 1, 64, false, 1, true>(p, num_seqs, max_query_len, stream, occ);
       case 9: return prefill_frag_cfg<D, KIND, 8, 1, 32, true, 1, true>(p, num_seqs, max_query_len, stream, occ);
       case 10: return prefill_frag_cfg<D, KIND, 4, 1, 32, true, 2, true>(p, num_seqs, max_query_len, stream, occ);
+      // K and V staged separately (SPLIT): V_i loaded during Q K_i^T, K_{i+1} during the softmax and P V_i
+      case 11: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 12: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 13: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 14: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 15: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 16: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
       default: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
     }
   }

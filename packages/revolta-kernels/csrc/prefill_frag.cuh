@@ -9,7 +9,9 @@
 // tiles that cross the causal diagonal are masked; a warp skips tiles entirely after its last row, and
 // the O rescale is skipped when no row maximum moved. Output goes through the warp's own Q rows in
 // shared memory so the global stores are 16 bytes wide. QREG keeps the warp's Q fragments in registers
-// instead of reloading them from shared memory for every key tile.
+// instead of reloading them from shared memory for every key tile. SPLIT stages K and V separately (V_i
+// while S = Q K_i^T runs, K_{i+1} while the softmax and P V_i run), so only half a tile's staging
+// registers are live at a time.
 #pragma once
 
 #include <mma.h>
@@ -39,7 +41,12 @@ struct PrefillFragCfg {
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
 __device__ const int prefill_frag_smem_bytes = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>::SMEM_BYTES;
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG>
+template <bool B>
+struct PrefillBool {
+  static constexpr bool value = B;
+};
+
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * WM, MINB)
 paged_prefill_frag_kernel(const AttnParams p) {
   using namespace nvcuda;
@@ -120,47 +127,47 @@ paged_prefill_frag_kernel(const AttnParams p) {
   const int head_tok = kvh * p.block_size, bmask = p.block_size - 1;
   uint4 stK[C::NCH], stV[C::NCH];
   float scK[C::NCH], scV[C::NCH];
-  auto load_tile = [&](int k0) {
-    int bid[C::NCH];  // all block-table reads first, so their latencies overlap
+  // Keys past kend (the last tile's tail) are read as key kend - 1: a valid cache entry, so its finite
+  // scores are masked like any key past the diagonal and P = 0 multiplies a finite V (no zero fill, no
+  // branches around the loads).
+  auto load_part = [&](int k0, auto with_k, auto with_v) {
+    constexpr bool LK = decltype(with_k)::value, LV = decltype(with_v)::value;
+    int bid[C::NCH], kp[C::NCH];  // all block-table reads first, so their latencies overlap
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
-      const int kp = k0 + tk0 + n * C::TSTEP;
-      bid[n] = kp < kend ? __ldg(btab + (kp >> p.block_shift)) : 0;
+      kp[n] = min(k0 + tk0 + n * C::TSTEP, kend - 1);
+      bid[n] = __ldg(btab + (kp[n] >> p.block_shift));
     }
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
-      const int kp = k0 + tk0 + n * C::TSTEP;
-      stK[n] = make_uint4(0, 0, 0, 0);
-      stV[n] = make_uint4(0, 0, 0, 0);
-      scK[n] = 0.f;
-      scV[n] = 0.f;
-      if (kp < kend) {
-        const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp & bmask));
-        const size_t off = tok * (D * C::ESZ) + cbyte;
+      const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp[n] & bmask));
+      const size_t off = tok * (D * C::ESZ) + cbyte;
+      if constexpr (LK) {
         stK[n] = __ldg(reinterpret_cast<const uint4*>(kc + off));
+        scK[n] = KIND == KV_I8 ? __ldg(p.k_scales + tok) : 0.f;
+      }
+      if constexpr (LV) {
         stV[n] = __ldg(reinterpret_cast<const uint4*>(vc + off));
-        if (KIND == KV_I8) {
-          scK[n] = __ldg(p.k_scales + tok);
-          scV[n] = __ldg(p.v_scales + tok);
-        }
+        scV[n] = KIND == KV_I8 ? __ldg(p.v_scales + tok) : 0.f;
       }
     }
   };
-  auto store_tile = [&](int buf) {
+  auto load_tile = [&](int k0) { load_part(k0, PrefillBool<true>(), PrefillBool<true>()); };
+  auto store_part = [&](int buf, auto with_k, auto with_v) {
     __half* sK = sKV + buf * 2 * BN * C::LDK;
     __half* sV = sK + BN * C::LDK;
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
       const int soff = (tk0 + n * C::TSTEP) * C::LDK + cbyte / C::ESZ;
-      store_chunk<KIND>(sK + soff, stK[n], scK[n]);
-      store_chunk<KIND>(sV + soff, stV[n], scV[n]);
+      if constexpr (decltype(with_k)::value) store_chunk<KIND>(sK + soff, stK[n], scK[n]);
+      if constexpr (decltype(with_v)::value) store_chunk<KIND>(sV + soff, stV[n], scV[n]);
     }
   };
+  auto store_tile = [&](int buf) { store_part(buf, PrefillBool<true>(), PrefillBool<true>()); };
 
-  auto compute = [&](int buf, int k0) {
+  // S = Q K^T of one key tile into acc.
+  auto compute_s = [&](int buf, FragAcc (&acc)[RF][NJ]) {
     const __half* sK = sKV + buf * 2 * BN * C::LDK;
-    const __half* sV = sK + BN * C::LDK;
-    FragAcc acc[RF][NJ];
 #pragma unroll
     for (int f = 0; f < RF; ++f)
 #pragma unroll
@@ -180,6 +187,11 @@ paged_prefill_frag_kernel(const AttnParams p) {
         for (int f = 0; f < RF; ++f) wmma::mma_sync(acc[f][j], QREG ? qf[QREG ? f : 0][QREG ? kk : 0] : a[QREG ? 0 : f], b, acc[f][j]);
       }
     }
+  };
+
+  // Online softmax on acc, then O += P V of the same tile.
+  auto softmax_pv = [&](int buf, int k0, FragAcc (&acc)[RF][NJ]) {
+    const __half* sV = sKV + buf * 2 * BN * C::LDK + BN * C::LDK;
 
     // Online softmax on the accumulators: element e is row g + 8 ((e >> 1) & 1), key 16 j + 2t + (e & 1)
     // + 8 (e >> 2). Scores stay unscaled until the exponent (max commutes with the positive scale).
@@ -246,10 +258,37 @@ paged_prefill_frag_kernel(const AttnParams p) {
       }
     }
   };
+  auto compute = [&](int buf, int k0) {
+    FragAcc acc[RF][NJ];
+    compute_s(buf, acc);
+    softmax_pv(buf, k0, acc);
+  };
 
   const int ntiles = (kend + BN - 1) / BN;
-  load_tile(0);
-  if constexpr (DBUF) {
+  if constexpr (SPLIT) {
+    // K and V staged separately, so only one of them is in registers at a time: V of tile i is loaded
+    // while S = Q K_i^T is computed, K of tile i + 1 while the softmax and P V_i run. One K and one V
+    // buffer; barrier 1 publishes V_i and retires K_i, barrier 2 publishes K_{i+1} and retires V_i.
+    const PrefillBool<true> yes;
+    const PrefillBool<false> no;
+    load_part(0, yes, no);
+    store_part(0, yes, no);
+    __syncthreads();
+    for (int it = 0; it < ntiles; ++it) {
+      const int k0 = it * BN;
+      const bool active = k0 <= whi;
+      load_part(k0, no, yes);
+      FragAcc acc[RF][NJ];
+      if (active) compute_s(0, acc);
+      store_part(0, no, yes);  // V_{i-1}'s readers all passed the previous barrier 2
+      __syncthreads();
+      if (it + 1 < ntiles) load_part(k0 + BN, yes, no);
+      if (active) softmax_pv(0, k0, acc);
+      if (it + 1 < ntiles) store_part(0, yes, no);  // K_i's readers all passed barrier 1
+      __syncthreads();
+    }
+  } else if constexpr (DBUF) {
+    load_tile(0);
     store_tile(0);
     __syncthreads();
     if (ntiles > 1) load_tile(BN);
@@ -263,6 +302,7 @@ paged_prefill_frag_kernel(const AttnParams p) {
       __syncthreads();
     }
   } else {
+    load_tile(0);
     for (int it = 0; it < ntiles; ++it) {
       const int k0 = it * BN;
       store_tile(0);

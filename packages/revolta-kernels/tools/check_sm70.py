@@ -105,6 +105,10 @@ def kernels() -> list[Kernel]:
                                        (8, 1, 32, "true", 1, "true"), (4, 1, 32, "true", 2, "true")):
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
         ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
+    for wm, bn, mb, split in ((8, 32, 1, "true"), (8, 48, 1, "false"), (8, 48, 1, "true"), (4, 64, 2, "true"),
+                              (4, 48, 2, "true"), (4, 32, 2, "true")):
+        name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{' split' if split == 'true' else ''}"
+        ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for t, tn in DTYPES.items():
         ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
@@ -135,12 +139,12 @@ def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, 
 
 
 def _prefill_frag(
-    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str
+    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str, split: str = "false"
 ) -> Kernel:
     args = f"{d}, {kind}, {wm}, {rf}, {bn}, {dbuf}"
     return Kernel(
         name,
-        f"&revolta::paged_prefill_frag_kernel<{args}, {minb}, {qreg}>",
+        f"&revolta::paged_prefill_frag_kernel<{args}, {minb}, {qreg}, {split}>",
         True,
         f"&revolta::prefill_frag_smem_bytes<{args}>",
     )
