@@ -47,6 +47,7 @@ PREFILL_VARIANTS = [
     ("frag 4 warps x 2x16 rows, 64 keys, split, 2 blocks/SM", 14),
     ("frag 4 warps x 2x16 rows, 48 keys, split, 2 blocks/SM", 15),
     ("frag 4 warps x 2x16 rows, 32 keys, split, 2 blocks/SM", 16),
+    ("frag 4 warps x 2x16 rows, 32 keys, 1 buffer, 2 blocks/SM", 17),
 ]
 
 

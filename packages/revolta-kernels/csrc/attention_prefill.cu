@@ -38,6 +38,7 @@ cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, c
       case 14: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
       case 15: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
       case 16: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 17: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2>(p, num_seqs, max_query_len, stream, occ);
       default: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
     }
   }

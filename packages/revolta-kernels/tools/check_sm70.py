@@ -106,7 +106,8 @@ def kernels() -> list[Kernel]:
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
         ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
     for wm, bn, mb, split in ((8, 32, 1, "true"), (8, 48, 1, "false"), (8, 48, 1, "true"), (4, 64, 2, "true"),
-                              (4, 48, 2, "true"), (4, 32, 2, "true")):
+                              (4, 48, 2, "true"), (4, 32, 2, "true"),
+                              (4, 32, 2, "false")):
         name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{' split' if split == 'true' else ''}"
         ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
