@@ -29,4 +29,14 @@ if [ -n "${PROFILE_VARIANTS:-}" ] && command -v ncu >/dev/null; then
     --section LaunchStats python3 kernels_profile.py --prefill-variants "$PROFILE_VARIANTS" >"$OUT/prefill_ncu.txt" 2>&1
   echo "ncu rc=$?"
   grep -E "paged_prefill|Duration|Compute \(SM\) Th|L1/TEX Cache Th|Registers Per|Achieved Occ|Warp Cycles Per Issued|Issued Ipc|Local Memory Spilling Req" "$OUT/prefill_ncu.txt" | head -70
+  M=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
+  for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected selected \
+           dispatch_stall no_instruction branch_resolving lg_throttle; do
+    M="$M,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
+  timeout "${T_NCU2:-60}" ncu --clock-control none --kernel-name regex:"paged_prefill" --launch-count 8 --metrics "$M" \
+    python3 kernels_profile.py --prefill-variants "$PROFILE_VARIANTS" >"$OUT/prefill_ncu_stalls.txt" 2>&1
+  echo "ncu stalls rc=$?"
+  grep -vE "^==PROF==|^\s*$|Warning" "$OUT/prefill_ncu_stalls.txt" | grep -E "paged_prefill|hmma|inst_exec|stalled" | \
+    sed -E 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | head -80
 fi
