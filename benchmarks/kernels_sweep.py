@@ -48,6 +48,10 @@ PREFILL_VARIANTS = [
     ("frag 4 warps x 2x16 rows, 48 keys, split, 2 blocks/SM", 15),
     ("frag 4 warps x 2x16 rows, 32 keys, split, 2 blocks/SM", 16),
     ("frag 4 warps x 2x16 rows, 32 keys, 1 buffer, 2 blocks/SM", 17),
+    ("frag 4 warps x 2x16 rows, 64 keys, split in halves, 2 blocks/SM", 18),
+    ("frag 4 warps x 2x16 rows, 48 keys, split in halves, 2 blocks/SM", 19),
+    ("frag 4 warps x 2x16 rows, 32 keys, split in halves, 2 blocks/SM", 20),
+    ("frag 8 warps x 2x16 rows, 32 keys, split in halves", 21),
 ]
 
 

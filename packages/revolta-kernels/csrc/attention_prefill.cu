@@ -5,7 +5,7 @@
 namespace revolta {
 namespace {
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false, bool SPLIT = false>
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false, int SPLIT = 0>
 cudaError_t prefill_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
   static bool configured = false;
@@ -32,13 +32,18 @@ cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, c
       case 9: return prefill_frag_cfg<D, KIND, 8, 1, 32, true, 1, true>(p, num_seqs, max_query_len, stream, occ);
       case 10: return prefill_frag_cfg<D, KIND, 4, 1, 32, true, 2, true>(p, num_seqs, max_query_len, stream, occ);
       // K and V staged separately (SPLIT): V_i loaded during Q K_i^T, K_{i+1} during the softmax and P V_i
-      case 11: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 11: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, 1>(p, num_seqs, max_query_len, stream, occ);
       case 12: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1>(p, num_seqs, max_query_len, stream, occ);
-      case 13: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1, false, true>(p, num_seqs, max_query_len, stream, occ);
-      case 14: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
-      case 15: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
-      case 16: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
+      case 13: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 14: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 15: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 16: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, 1>(p, num_seqs, max_query_len, stream, occ);
       case 17: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      // SPLIT 2: K and V each staged in two halves
+      case 18: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 19: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 20: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 21: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, 2>(p, num_seqs, max_query_len, stream, occ);
       default: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
     }
   }

@@ -46,7 +46,7 @@ struct PrefillBool {
   static constexpr bool value = B;
 };
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG, bool SPLIT = false>
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG, int SPLIT = 0>
 __global__ void __launch_bounds__(32 * WM, MINB)
 paged_prefill_frag_kernel(const AttnParams p) {
   using namespace nvcuda;
@@ -130,16 +130,19 @@ paged_prefill_frag_kernel(const AttnParams p) {
   // Keys past kend (the last tile's tail) are read as key kend - 1: a valid cache entry, so its finite
   // scores are masked like any key past the diagonal and P = 0 multiplies a finite V (no zero fill, no
   // branches around the loads).
-  auto load_part = [&](int k0, auto with_k, auto with_v) {
+  // Chunks [lo, hi) of this thread (chunk n holds key row tk0 + n * TSTEP).
+  auto load_part = [&](int k0, auto with_k, auto with_v, int lo, int hi) {
     constexpr bool LK = decltype(with_k)::value, LV = decltype(with_v)::value;
     int bid[C::NCH], kp[C::NCH];  // all block-table reads first, so their latencies overlap
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
+      if (n < lo || n >= hi) continue;
       kp[n] = min(k0 + tk0 + n * C::TSTEP, kend - 1);
       bid[n] = __ldg(btab + (kp[n] >> p.block_shift));
     }
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
+      if (n < lo || n >= hi) continue;
       const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp[n] & bmask));
       const size_t off = tok * (D * C::ESZ) + cbyte;
       if constexpr (LK) {
@@ -152,21 +155,22 @@ paged_prefill_frag_kernel(const AttnParams p) {
       }
     }
   };
-  auto load_tile = [&](int k0) { load_part(k0, PrefillBool<true>(), PrefillBool<true>()); };
-  auto store_part = [&](int buf, auto with_k, auto with_v) {
+  auto load_tile = [&](int k0) { load_part(k0, PrefillBool<true>(), PrefillBool<true>(), 0, C::NCH); };
+  auto store_part = [&](int buf, auto with_k, auto with_v, int lo, int hi) {
     __half* sK = sKV + buf * 2 * BN * C::LDK;
     __half* sV = sK + BN * C::LDK;
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
+      if (n < lo || n >= hi) continue;
       const int soff = (tk0 + n * C::TSTEP) * C::LDK + cbyte / C::ESZ;
       if constexpr (decltype(with_k)::value) store_chunk<KIND>(sK + soff, stK[n], scK[n]);
       if constexpr (decltype(with_v)::value) store_chunk<KIND>(sV + soff, stV[n], scV[n]);
     }
   };
-  auto store_tile = [&](int buf) { store_part(buf, PrefillBool<true>(), PrefillBool<true>()); };
+  auto store_tile = [&](int buf) { store_part(buf, PrefillBool<true>(), PrefillBool<true>(), 0, C::NCH); };
 
-  // S = Q K^T of one key tile into acc.
-  auto compute_s = [&](int buf, FragAcc (&acc)[RF][NJ]) {
+  // S = Q K^T of one key tile into acc; mid() runs halfway through the head dimension.
+  auto compute_s = [&](int buf, FragAcc (&acc)[RF][NJ], auto mid) {
     const __half* sK = sKV + buf * 2 * BN * C::LDK;
 #pragma unroll
     for (int f = 0; f < RF; ++f)
@@ -174,6 +178,7 @@ paged_prefill_frag_kernel(const AttnParams p) {
       for (int j = 0; j < NJ; ++j) wmma::fill_fragment(acc[f][j], 0.f);
 #pragma unroll
     for (int kk = 0; kk < ND; ++kk) {
+      if (kk == ND / 2) mid();
       FragA a[QREG ? 1 : RF];
       if constexpr (!QREG) {
 #pragma unroll
@@ -189,8 +194,8 @@ paged_prefill_frag_kernel(const AttnParams p) {
     }
   };
 
-  // Online softmax on acc, then O += P V of the same tile.
-  auto softmax_pv = [&](int buf, int k0, FragAcc (&acc)[RF][NJ]) {
+  // Online softmax on acc, then O += P V of the same tile; mid() runs halfway through the keys.
+  auto softmax_pv = [&](int buf, int k0, FragAcc (&acc)[RF][NJ], auto mid) {
     const __half* sV = sKV + buf * 2 * BN * C::LDK + BN * C::LDK;
 
     // Online softmax on the accumulators: element e is row g + 8 ((e >> 1) & 1), key 16 j + 2t + (e & 1)
@@ -242,6 +247,7 @@ paged_prefill_frag_kernel(const AttnParams p) {
     // O += P V with P's matrix_a fragments made from the accumulators in place.
 #pragma unroll
     for (int kk = 0; kk < NJ; ++kk) {
+      if (kk == NJ / 2) mid();
       FragA pa[RF];
 #pragma unroll
       for (int f = 0; f < RF; ++f) {
@@ -260,31 +266,52 @@ paged_prefill_frag_kernel(const AttnParams p) {
   };
   auto compute = [&](int buf, int k0) {
     FragAcc acc[RF][NJ];
-    compute_s(buf, acc);
-    softmax_pv(buf, k0, acc);
+    auto none = [] {};
+    compute_s(buf, acc, none);
+    softmax_pv(buf, k0, acc, none);
   };
 
   const int ntiles = (kend + BN - 1) / BN;
-  if constexpr (SPLIT) {
+  if constexpr (SPLIT > 0) {
     // K and V staged separately, so only one of them is in registers at a time: V of tile i is loaded
     // while S = Q K_i^T is computed, K of tile i + 1 while the softmax and P V_i run. One K and one V
     // buffer; barrier 1 publishes V_i and retires K_i, barrier 2 publishes K_{i+1} and retires V_i.
+    // SPLIT 2 stages each in two halves (the second half loaded once the first is stored, midway
+    // through the MMAs), halving the staging registers again.
     const PrefillBool<true> yes;
     const PrefillBool<false> no;
-    load_part(0, yes, no);
-    store_part(0, yes, no);
+    constexpr int H = SPLIT > 1 ? C::NCH / 2 : C::NCH;
+    static_assert(SPLIT == 1 || C::NCH % 2 == 0, "halves need an even chunk count");
+    load_part(0, yes, no, 0, C::NCH);
+    store_part(0, yes, no, 0, C::NCH);
     __syncthreads();
     for (int it = 0; it < ntiles; ++it) {
       const int k0 = it * BN;
-      const bool active = k0 <= whi;
-      load_part(k0, no, yes);
+      const bool active = k0 <= whi, more = it + 1 < ntiles;
+      load_part(k0, no, yes, 0, H);
+      auto vmid = [&] {
+        if constexpr (SPLIT > 1) {
+          store_part(0, no, yes, 0, H);  // V_{i-1}'s readers all passed the previous barrier 2
+          load_part(k0, no, yes, H, C::NCH);
+        }
+      };
       FragAcc acc[RF][NJ];
-      if (active) compute_s(0, acc);
-      store_part(0, no, yes);  // V_{i-1}'s readers all passed the previous barrier 2
+      if (active) compute_s(0, acc, vmid);
+      else vmid();
+      store_part(0, no, yes, SPLIT > 1 ? H : 0, C::NCH);
       __syncthreads();
-      if (it + 1 < ntiles) load_part(k0 + BN, yes, no);
-      if (active) softmax_pv(0, k0, acc);
-      if (it + 1 < ntiles) store_part(0, yes, no);  // K_i's readers all passed barrier 1
+      if (more) load_part(k0 + BN, yes, no, 0, H);
+      auto kmid = [&] {
+        if constexpr (SPLIT > 1) {
+          if (more) {
+            store_part(0, yes, no, 0, H);  // K_i's readers all passed barrier 1
+            load_part(k0 + BN, yes, no, H, C::NCH);
+          }
+        }
+      };
+      if (active) softmax_pv(0, k0, acc, kmid);
+      else kmid();
+      if (more) store_part(0, yes, no, SPLIT > 1 ? H : 0, C::NCH);
       __syncthreads();
     }
   } else if constexpr (DBUF) {

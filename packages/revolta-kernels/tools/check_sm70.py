@@ -105,10 +105,11 @@ def kernels() -> list[Kernel]:
                                        (8, 1, 32, "true", 1, "true"), (4, 1, 32, "true", 2, "true")):
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
         ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
-    for wm, bn, mb, split in ((8, 32, 1, "true"), (8, 48, 1, "false"), (8, 48, 1, "true"), (4, 64, 2, "true"),
-                              (4, 48, 2, "true"), (4, 32, 2, "true"),
-                              (4, 32, 2, "false")):
-        name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{' split' if split == 'true' else ''}"
+    # SPLIT: 0 K and V staged together, 1 separately, 2 separately in halves
+    for wm, bn, mb, split in ((8, 32, 1, 1), (8, 48, 1, 0), (8, 48, 1, 1), (4, 64, 2, 1), (4, 48, 2, 1),
+                              (4, 32, 2, 1), (4, 32, 2, 0), (4, 64, 2, 2), (4, 48, 2, 2), (4, 32, 2, 2),
+                              (8, 32, 1, 2)):
+        name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{f' split{split}' if split else ''}"
         ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for t, tn in DTYPES.items():
@@ -140,7 +141,7 @@ def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, 
 
 
 def _prefill_frag(
-    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str, split: str = "false"
+    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str, split: int = 0
 ) -> Kernel:
     args = f"{d}, {kind}, {wm}, {rf}, {bn}, {dbuf}"
     return Kernel(
