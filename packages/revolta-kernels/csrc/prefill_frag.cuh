@@ -200,29 +200,51 @@ paged_prefill_frag_kernel(const AttnParams p) {
 
     // Online softmax on the accumulators: element e is row g + 8 ((e >> 1) & 1), key 16 j + 2t + (e & 1)
     // + 8 (e >> 2). Scores stay unscaled until the exponent (max commutes with the positive scale).
-    const bool diag = k0 + BN - 1 > wlo;
-    float alpha[RF][2];
-    bool moved = false;
+    // Only tiles that cross the diagonal are masked (a warp-uniform branch).
+    if (k0 + BN - 1 > wlo) {
+#pragma unroll
+      for (int f = 0; f < RF; ++f)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (k0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 2) > pos[f][(e >> 1) & 1]) acc[f][j].x[e] = -INFINITY;
+    }
+    // Row maxima as pairwise trees (short dependency chains; fmax is exact in any order). The running
+    // maximum m_run is only moved (and O rescaled) when some row of the warp exceeds it by more than
+    // 2^8: with a stale maximum every P = 2^(s - m_run) <= 256, far inside fp16, and O, l stay exact in
+    // fp32, so most tiles skip the rescale of O entirely.
+    float mcand[RF][2];
+    bool need = false;
 #pragma unroll
     for (int f = 0; f < RF; ++f)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
+        float v[4 * NJ];
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int e = (q & 1) + 2 * h + 4 * (q >> 1);
-            if (diag && k0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 2) > pos[f][h]) acc[f][j].x[e] = -INFINITY;
-            mx = fmaxf(mx, acc[f][j].x[e]);
-          }
+          for (int q = 0; q < 4; ++q) v[4 * j + q] = acc[f][j].x[(q & 1) + 2 * h + 4 * (q >> 1)];
+#pragma unroll
+        for (int w = 1; w < 4 * NJ; w *= 2)
+#pragma unroll
+          for (int i = 0; i + w < 4 * NJ; i += 2 * w) v[i] = fmaxf(v[i], v[i + w]);
+        float mx = v[0];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[f][h], mx * qk_scale);
+        mcand[f][h] = fmaxf(m_run[f][h], mx * qk_scale);
+        need |= mcand[f][h] > m_run[f][h] + 8.f;  // true on a row's first unmasked tile (m_run = -inf)
+      }
+    const bool rescale = __any_sync(0xffffffffu, need);
+    float alpha[RF][2];
+#pragma unroll
+    for (int f = 0; f < RF; ++f)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = rescale ? mcand[f][h] : m_run[f][h];
         const float msub = m_new == -INFINITY ? 0.f : m_new;  // keeps -inf - -inf out of exp2
         alpha[f][h] = fast_exp2(m_run[f][h] - msub);
-        moved |= m_new != m_run[f][h];
-        float sum = 0.f;
+        float v[4 * NJ];
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -230,12 +252,16 @@ paged_prefill_frag_kernel(const AttnParams p) {
             const int e = (q & 1) + 2 * h + 4 * (q >> 1);
             const float pr = fast_exp2(fmaf(acc[f][j].x[e], qk_scale, -msub));
             acc[f][j].x[e] = pr;
-            sum += pr;
+            v[4 * j + q] = pr;
           }
-        l_run[f][h] = l_run[f][h] * alpha[f][h] + sum;
+#pragma unroll
+        for (int w = 1; w < 4 * NJ; w *= 2)
+#pragma unroll
+          for (int i = 0; i + w < 4 * NJ; i += 2 * w) v[i] += v[i + w];
+        l_run[f][h] = rescale ? l_run[f][h] * alpha[f][h] + v[0] : l_run[f][h] + v[0];
         m_run[f][h] = m_new;
       }
-    if (__any_sync(0xffffffffu, moved)) {
+    if (rescale) {
 #pragma unroll
       for (int f = 0; f < RF; ++f)
 #pragma unroll
