@@ -32,7 +32,7 @@ DECODE_VARIANTS = [
 PREFILL_VARIANTS = [
     ("generic (prefill.cuh)", 1),
     ("auto (frag where the probe passes)", 0),
-    ("frag default: 8 warps x 2x16 rows, 32 keys", 6),
+    ("frag default: 8 warps x 2x16 rows, 48 keys, K/V split staging", 6),
     ("frag 4 warps x 2x16 rows, 32 keys, 2 buffers", 2),
     ("frag 8 warps x 16 rows, 64 keys", 3),
     ("frag 8 warps x 16 rows, 32 keys, 2 buffers", 4),
@@ -52,6 +52,7 @@ PREFILL_VARIANTS = [
     ("frag 4 warps x 2x16 rows, 48 keys, split in halves, 2 blocks/SM", 19),
     ("frag 4 warps x 2x16 rows, 32 keys, split in halves, 2 blocks/SM", 20),
     ("frag 8 warps x 2x16 rows, 32 keys, split in halves", 21),
+    ("frag 8 warps x 2x16 rows, 32 keys (default before run 2)", 22),
 ]
 
 

@@ -15,10 +15,11 @@ cudaError_t prefill_frag_cfg(const AttnParams& p, int num_seqs, int max_query_le
                          configured, grid, p, stream, occ);
 }
 
-// Frag prefill configurations. fp16 KV at d128 (the 8K benchmark): 8 warps x 2 x 16 rows, 32-key tiles, one
-// buffer (229 TFLOP/s on an H200 against 202 for 4 warps with two buffers, device run 2's sweep).
-// Everything else keeps 4 warps x 2 x 16 rows with two buffers (the configuration the GPU tests ran;
-// 8 warps would leave one-byte d64 tiles smaller than one 16-byte chunk per thread).
+// Frag prefill configurations. fp16 KV at d128 (the 8K benchmark): 8 warps x 2 x 16 rows, 48-key tiles, K and
+// V staged separately (variant 13 of the sweep: 300 / 292 TFLOP/s on an H200 in the two sweep passes of
+// benchmarks/results/prefill/run2_*, against 274 for the previous default, 8 warps x 32-key tiles, now
+// variant 22). Everything else keeps 4 warps x 2 x 16 rows with two buffers (the configuration the GPU
+// tests ran; 8 warps would leave one-byte d64 tiles smaller than one 16-byte chunk per thread).
 template <int D, int KIND>
 cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   if constexpr (D == 128 && KIND == KV_F16) {
@@ -44,7 +45,8 @@ cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, c
       case 19: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
       case 20: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
       case 21: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, 2>(p, num_seqs, max_query_len, stream, occ);
-      default: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 22: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      default: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1, false, 1>(p, num_seqs, max_query_len, stream, occ);
     }
   }
   return prefill_frag_cfg<D, KIND, 4, 2, 32, true, 1>(p, num_seqs, max_query_len, stream, occ);

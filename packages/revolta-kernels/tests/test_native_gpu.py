@@ -206,7 +206,7 @@ def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
 
 # fp16/d128 prefill tuning configurations (attention_prefill.cu, variants 3+; the benchmark sweep times
 # them): each must stay correct wherever the frag kernels run, so that any of them can become the default.
-PREFILL_FRAG_VARIANTS = list(range(3, 22))
+PREFILL_FRAG_VARIANTS = list(range(3, 23))
 PREFILL_D128_CASES = [0, 1, 4, *range(len(PREFILL_CASES), len(PREFILL_CASES) + 2)]
 PREFILL_EXTRA = [
     ([1500], [1500], 32, 8, 128, 16),  # several key tiles of every size, ragged last tile

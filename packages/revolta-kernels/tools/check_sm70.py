@@ -91,8 +91,9 @@ def kernels() -> list[Kernel]:
                     for rows8 in ("true", "false"):
                         ks.append(_decode_frag(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
                                                d, kind, 4, 2, 2, rows8, "true"))
-                cfg = (8, 2, 32, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
-                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false"))
+                cfg = (8, 2, 48, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
+                split = 1 if (d, kind) == (128, 0) else 0
+                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false", split))
         ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
     # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
     for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
@@ -106,7 +107,7 @@ def kernels() -> list[Kernel]:
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
         ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
     # SPLIT: 0 K and V staged together, 1 separately, 2 separately in halves
-    for wm, bn, mb, split in ((8, 32, 1, 1), (8, 48, 1, 0), (8, 48, 1, 1), (4, 64, 2, 1), (4, 48, 2, 1),
+    for wm, bn, mb, split in ((8, 32, 1, 1), (8, 48, 1, 0), (8, 32, 1, 0), (4, 64, 2, 1), (4, 48, 2, 1),
                               (4, 32, 2, 1), (4, 32, 2, 0), (4, 64, 2, 2), (4, 48, 2, 2), (4, 32, 2, 2),
                               (8, 32, 1, 2)):
         name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{f' split{split}' if split else ''}"
