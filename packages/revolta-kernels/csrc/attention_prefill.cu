@@ -5,13 +5,24 @@
 namespace revolta {
 namespace {
 
+// launch_or_query (attention_launch.cuh) with the launch through revolta::launch (programmatic dependent
+// launch on sm_90+; both prefill kernels call pdl_wait() before anything else).
+template <typename Kernel>
+cudaError_t prefill_launch_or_query(Kernel kernel, int threads, int smem, bool& configured, dim3 grid,
+                                    const AttnParams& p, cudaStream_t stream, int* occupancy) {
+  cudaError_t e = prepare(kernel, smem, configured);
+  if (e != cudaSuccess) return e;
+  if (occupancy) return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kernel, threads, smem);
+  return launch(kernel, grid, dim3(threads), smem, stream, p);
+}
+
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false, int SPLIT = 0>
 cudaError_t prefill_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, 1);
-  return launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB, QREG, SPLIT>, C::NT, C::SMEM_BYTES,
+  return prefill_launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB, QREG, SPLIT>, C::NT, C::SMEM_BYTES,
                          configured, grid, p, stream, occ);
 }
 
@@ -64,7 +75,7 @@ cudaError_t prefill_one(const AttnParams& p, int num_seqs, int max_query_len, cu
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;  // an occupancy query passes no shapes
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, 1);
-  return launch_or_query(paged_prefill_kernel<D, KIND, WM, RF, BN, true>, C::NT, C::SMEM_BYTES, configured, grid, p,
+  return prefill_launch_or_query(paged_prefill_kernel<D, KIND, WM, RF, BN, true>, C::NT, C::SMEM_BYTES, configured, grid, p,
                          stream, occ);
 }
 

@@ -16,6 +16,7 @@
 
 #include <mma.h>
 #include "attention.cuh"
+#include "pdl.cuh"
 #include "frag_layout.cuh"
 
 namespace revolta {
@@ -49,6 +50,10 @@ struct PrefillBool {
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG, int SPLIT = 0>
 __global__ void __launch_bounds__(32 * WM, MINB)
 paged_prefill_frag_kernel(const AttnParams p) {
+  // Programmatic dependent launch (pdl.cuh): everything this kernel reads (q, the caches, the block
+  // tables and lengths) may come from the kernels before it, so it waits first, on every path.
+  pdl_wait();
+  pdl_trigger();
   using namespace nvcuda;
   using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
   constexpr int NJ = BN / 16, ND = D / 16;
