@@ -1,15 +1,34 @@
-"""Linear layers. Weights are stored ``[out_features, in_features]`` like torch and HF."""
+"""Linear layers. Weights are stored ``[out_features, in_features]`` like torch and HF.
+
+On CUDA, calls of at most ``DENSE_GEMV_MAX_M`` rows (decode) on fp16 weights without bias run revolta-kernels'
+skinny fp16 GEMV (``revolta::dense_linear``: PDL launch, weight stream issued before the wait on the previous
+kernel) instead of cuBLAS; larger calls keep cuBLAS. ``REVOLTA_DENSE_GEMV_MAX_M`` (default 8, 0 = always
+cuBLAS) sets the threshold (see packages/revolta-kernels/NOTES.md for the measurement behind it). The MLP's
+down projection can take the gate_up output directly (:meth:`Linear.forward_silu`: SiLU-and-mul fused into the
+skinny kernels, dense and quantized) at the same sizes; ``REVOLTA_FUSED_SILU=0`` turns that off.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from revolta_kernels import ops, ops_quant
+
 if TYPE_CHECKING:
     from revolta_engine.layers.quant import QuantLinearMethod
+
+SKINNY_MAX_M = 8  # the skinny kernels' row limit
+DENSE_GEMV_MAX_M = min(int(os.environ.get("REVOLTA_DENSE_GEMV_MAX_M", "8")), SKINNY_MAX_M)
+FUSED_SILU = os.environ.get("REVOLTA_FUSED_SILU", "1") != "0"
+
+
+def _rows(x: torch.Tensor) -> int:
+    return x.numel() // x.shape[-1] if x.shape[-1] else 0
 
 
 class Linear(nn.Module):
@@ -31,10 +50,33 @@ class Linear(nn.Module):
             quant.create_weights(self, in_features, out_features)
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
 
+    def _dense_gemv(self, x: torch.Tensor, max_m: int) -> bool:
+        return (x.is_cuda and self.bias is None and self.weight.dtype == torch.float16
+                and x.dtype == torch.float16 and _rows(x) <= max_m)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant is None:
+            if self._dense_gemv(x, DENSE_GEMV_MAX_M):
+                return ops_quant.dense_linear(x, self.weight, False)
             return F.linear(x, self.weight, self.bias)
         y = self.quant.apply(self, x)
+        return y if self.bias is None else y + self.bias
+
+    def fuses_silu(self, x: torch.Tensor) -> bool:
+        """Whether :meth:`forward_silu` runs one fused kernel for ``x`` (CUDA, at most 8 rows)."""
+        if not FUSED_SILU or not x.is_cuda or x.dtype != torch.float16:
+            return False
+        if self.quant is None:
+            return self._dense_gemv(x, DENSE_GEMV_MAX_M)
+        return _rows(x) <= SKINNY_MAX_M
+
+    def forward_silu(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward(silu_and_mul(x))`` for ``x = [gate, up]``, fused where :meth:`fuses_silu` says so."""
+        if not self.fuses_silu(x):
+            return self.forward(ops.silu_and_mul(x))
+        if self.quant is None:
+            return ops_quant.dense_linear(x, self.weight, True)
+        y = self.quant.apply_silu(self, x)
         return y if self.bias is None else y + self.bias
 
     def load_quantized(self, param_name: str, tensor: torch.Tensor, start: int = 0, size: int | None = None) -> None:

@@ -70,7 +70,10 @@ class LlamaMLP(nn.Module):
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_up_proj(x)))
+        y = self.gate_up_proj(x)
+        if self.down_proj.fuses_silu(y):  # decode on CUDA: SiLU-and-mul inside the down projection's kernel
+            return self.down_proj.forward_silu(y)
+        return self.down_proj(self.act(y))
 
 
 class LlamaDecoderLayer(nn.Module):
