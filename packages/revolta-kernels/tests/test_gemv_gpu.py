@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import revolta_kernels
 from revolta_kernels import native_quant, ops_quant

@@ -34,6 +34,7 @@ _SIGNATURES: dict[str, list] = {
                                _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv_tune": [_c_int],
+    "revolta_set_pdl": [_c_int],
 }
 SKINNY_MAX_M = 8  # rows the skinny kernels (quantized and dense) take; above: tensor-core GEMM / cuBLAS
 _MIN_WORKSPACE = 4 << 20
@@ -114,6 +115,14 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
                                         gemv_prefetch_kb))
     check(native.LIB.revolta_dense_gemv_tune(gemv_prefetch_kb))
     _epoch += 1
+
+
+def set_pdl(on: bool) -> bool:
+    """Programmatic dependent launch for later launches of every native kernel (benchmarks' A/B; captured
+    graphs keep what they were captured with). ``on`` restores the default (REVOLTA_PDL, sm_90+); returns
+    whether PDL is now on for the current device."""
+    assert native.LIB is not None
+    return bool(native.LIB.revolta_set_pdl(1 if on else 0))
 
 
 def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> dict[str, int]:
