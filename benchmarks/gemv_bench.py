@@ -16,6 +16,10 @@ step reading each layer once). Three settings, each captured separately with PDL
   down fused with SiLU-and-mul), fp16 with the skinny fp16 GEMV (down fused), and fp16 with cuBLAS plus the
   separate silu_and_mul kernel (the engine before this change).
 
+Sweeps (PDL on): the AWQ kernel's L2 prefetch budget on three chains, and the fp16 GEMV's block shape
+(warps, rows per block); the sections after them use the best of each (``quant_tune`` / ``dense_tune`` in
+the JSON: what REVOLTA_QUANT_TUNE / REVOLTA_DENSE_GEMV_TUNE take, for the engine runs).
+
 % of copy = bytes / time / copy bandwidth, bytes = weights (packed int4 + scales + zeros for AWQ) +
 activations in + output.
 """
@@ -176,6 +180,57 @@ def dense_section(copy_gbs: float) -> list:
     return rows
 
 
+def prefetch_sweep(copy_gbs: float) -> dict:
+    """AWQ M=1 chains (K x N then N x K), PDL on, for several L2 prefetch budgets (whole grid, KB)."""
+    res: dict = {}
+    for k, n in ((4096, 4096), (4096, 14336), (5120, 27648)):
+        c = max(copies(awq_bytes(k, n)), 8)
+        fwd, back = [awq_weights(k, n) for _ in range(c)], [awq_weights(n, k) for _ in range(c)]
+        st = {"h": torch.randn(1, k, device="cuda").half()}
+        calls = []
+        for wf, wb in zip(fwd, back, strict=True):
+            calls.append(lambda wf=wf, st=st: st.__setitem__("y", ops_quant.quant_matmul(st["h"], *wf, 4, 128, 0)))
+            calls.append(lambda wb=wb, st=st: st.__setitem__("h", ops_quant.quant_matmul(st["y"], *wb, 4, 128, 0)))
+        row = {}
+        for kb in (0, 4096, 16384, 65536):
+            native_quant.tune(gemv_prefetch_kb=kb)
+            us = graph_us(calls)
+            row[str(kb)] = {"us": us, "frac_copy": (awq_bytes(k, n) + awq_bytes(n, k)) / 2 / us / 1e3 / copy_gbs}
+        res[f"{k}x{n}"] = row
+        print(f"AWQ chain {k}x{n}: prefetch KB -> % of copy: "
+              + ", ".join(f"{kb}: {100 * v['frac_copy']:.1f}" for kb, v in row.items()), flush=True)
+    native_quant.tune()
+    best = max(("0", "4096", "16384", "65536"),
+               key=lambda kb: statistics.geometric_mean(r[kb]["frac_copy"] for r in res.values()))
+    res["best_prefetch_kb"] = int(best)
+    return res
+
+
+def dense_sweep(copy_gbs: float) -> dict:
+    """fp16 GEMV block shapes (warps, rows per block) at M = 1 and 4, PDL on, back-to-back calls."""
+    res: dict = {}
+    ws = {(n, k): [(torch.randn(n, k, device="cuda") * 0.02).half() for _ in range(max(copies(n * k * 2), 4))]
+          for n, k, _ in DENSE_SHAPES}
+    for warps in (4, 8):
+        for rows in (4, 8):
+            native_quant.dense_tune(warps, rows)
+            row = {}
+            for m in (1, 4):
+                for (n, k), wl in ws.items():
+                    x = torch.randn(m, k, device="cuda").half()
+                    us = graph_us([lambda w=w, x=x: ops_quant.dense_linear(x, w, False) for w in wl * 2])
+                    row[f"m{m}_{n}x{k}"] = (n * k * 2 + m * (n + k) * 2) / us / 1e3 / copy_gbs
+            row["m1_geomean"] = statistics.geometric_mean(v for key, v in row.items() if key.startswith("m1_"))
+            res[f"{warps},{rows}"] = row
+            print(f"fp16 gemv warps {warps} rows {rows}: % of copy " + " ".join(f"{key} {100 * v:.0f}"
+                                                                            for key, v in row.items()), flush=True)
+    best = max(res, key=lambda key: res[key]["m1_geomean"])
+    res["best"] = best
+    native_quant.dense_tune(*(int(v) for v in best.split(",")))
+    ws.clear()
+    return res
+
+
 def llama8b_section(copy_gbs: float) -> dict:
     """32 layers of (qkv, o, gate_up, down) chained at batch 1, each output feeding the next projection."""
     res: dict = {}
@@ -238,7 +293,7 @@ def llama8b_section(copy_gbs: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", help="write the results as JSON here")
-    ap.add_argument("--sections", default="awq,dense,llama8b")
+    ap.add_argument("--sections", default="awq,prefetch,dense_sweep,dense,llama8b")
     args = ap.parse_args()
     assert revolta_kernels.native_available(), revolta_kernels.native_status()
     copy_gbs = copy_bandwidth()
@@ -249,6 +304,14 @@ def main() -> None:
     try:
         if "awq" in sections:
             result["awq_m1"] = awq_section(copy_gbs)
+        if "prefetch" in sections:
+            result["awq_prefetch_sweep"] = pf = prefetch_sweep(copy_gbs)
+            # what REVOLTA_QUANT_TUNE takes (built-in launch plan, the best prefetch budget)
+            result["quant_tune"] = f"0,0,1,-1,-1,{pf['best_prefetch_kb']}"
+            native_quant.tune(gemv_prefetch_kb=pf["best_prefetch_kb"])
+        if "dense_sweep" in sections:
+            result["fp16_gemv_sweep"] = ds = dense_sweep(copy_gbs)
+            result["dense_tune"] = ds["best"]  # what REVOLTA_DENSE_GEMV_TUNE takes
         if "dense" in sections:
             result["fp16_gemv"] = dense_section(copy_gbs)
         if "llama8b" in sections:

@@ -25,6 +25,10 @@ grep -E "^(FAILED|ERROR)|max excess" "$OUT/tests.log" | head -15
 timeout 75 python3 benchmarks/gemv_bench.py --out "$OUT/gemv_bench.json" >"$OUT/gemv_bench.log" 2>&1
 echo "[${SECONDS}s] gemv bench rc=$?"; grep -vE "^\s*$" "$OUT/gemv_bench.log" | tail -14
 
+# The sweeps' choices (prefetch budget, fp16 GEMV block shape) for the engine runs; built-in defaults if absent.
+export REVOLTA_QUANT_TUNE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('quant_tune', ''))" "$OUT/gemv_bench.json" 2>/dev/null)
+export REVOLTA_DENSE_GEMV_TUNE=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('dense_tune', ''))" "$OUT/gemv_bench.json" 2>/dev/null)
+echo "engine runs with REVOLTA_QUANT_TUNE='$REVOLTA_QUANT_TUNE' REVOLTA_DENSE_GEMV_TUNE='$REVOLTA_DENSE_GEMV_TUNE'"
 E2E="python3 benchmarks/gpu_e2e.py --decode-only --concurrency 1 --prefill-len 1024"
 : >"$OUT/e2e.log"
 timeout 45 $E2E --config benchmarks/configs/llama-3.1-8b --out "$OUT/e2e_fp16.json" >>"$OUT/e2e.log" 2>&1

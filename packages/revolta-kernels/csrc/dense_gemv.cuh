@@ -34,9 +34,6 @@ struct DenseGemvParams {
 
 constexpr int kDenseChunk = 256;  // K elements per warp-wide 16-byte load
 
-// Rows per block: fewer at large M to bound registers (MT x ROWS fp32 sums plus the activations).
-__host__ __device__ constexpr int dense_gemv_rows(int mt) { return mt >= 8 ? 4 : 8; }
-
 template <int MT, int ROWS, int WARPS, bool ACT>
 __global__ void __launch_bounds__(WARPS * 32) dense_gemv_kernel(DenseGemvParams p) {
   __shared__ float red[WARPS][MT * ROWS];

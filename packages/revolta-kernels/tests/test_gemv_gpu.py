@@ -81,6 +81,20 @@ def test_dense_gemv_leading_dims_unaligned_and_fallbacks():
     torch.testing.assert_close(ops_quant.dense_linear(x.float(), w.float(), False), x.float() @ w.float().t())
 
 
+@pytest.mark.parametrize(("warps", "rows"), [(4, 4), (4, 8), (8, 4), (8, 8)])
+@pytest.mark.parametrize(("m", "k", "n", "silu"), [(1, 4096, 4096, False), (2, 14336, 4096, True), (4, 264, 1001, False),
+                                                   (8, 4104, 7, True), (3, 2048, 6144, True)])
+def test_dense_gemv_block_shapes(warps, rows, m, k, n, silu):
+    try:
+        native_quant.dense_tune(warps, rows)
+        assert native_quant.dense_plan(m) == {"warps": warps, "rows_per_block": 4 if m > 4 else rows}
+        x, w = dense_case(m, k, n, silu, seed=warps * rows + m)
+        poison(m * n)
+        assert_dense_close(ops_quant.dense_linear(x, w, silu), x, w, silu)
+    finally:
+        native_quant.dense_tune()
+
+
 @pytest.mark.parametrize("prefetch_kb", [0, 64, -1])
 def test_dense_and_quant_prefetch_settings(prefetch_kb):
     try:

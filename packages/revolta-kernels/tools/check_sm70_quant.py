@@ -42,10 +42,11 @@ def kernels() -> list[Kernel]:
                                          f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
                                          f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
     for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
-        rows = 4 if mt >= 8 else 8
-        for act in ("false", "true"):
-            ks.append(Kernel(f"dense gemv m<={mt} r{rows}{' silu' * (act == 'true')}",
-                             f"&revolta::dense_gemv_kernel<{mt}, {rows}, 8, {act}>", False, None))
+        for rows in (4,) if mt >= 8 else (4, 8):
+            for warps in (4, 8):
+                for act in ("false", "true"):
+                    ks.append(Kernel(f"dense gemv m<={mt} r{rows} w{warps}{' silu' * (act == 'true')}",
+                                     f"&revolta::dense_gemv_kernel<{mt}, {rows}, {warps}, {act}>", False, None))
     return ks
 
 

@@ -33,7 +33,8 @@ _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                                _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
-    "revolta_dense_gemv_tune": [_c_int],
+    "revolta_dense_gemv_tune": [_c_int, _c_int, _c_int],
+    "revolta_dense_gemv_plan": [_c_int, ctypes.POINTER(_c_int)],
     "revolta_set_pdl": [_c_int],
 }
 SKINNY_MAX_M = 8  # rows the skinny kernels (quantized and dense) take; above: tensor-core GEMM / cuBLAS
@@ -113,8 +114,29 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     assert native.LIB is not None
     check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer,
                                         gemv_prefetch_kb))
-    check(native.LIB.revolta_dense_gemv_tune(gemv_prefetch_kb))
+    _dense_tuning[0] = gemv_prefetch_kb
+    check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1
+
+
+_dense_tuning = [-1, 0, 0]  # prefetch KB, warps per block, rows per block (see revolta_dense_gemv_tune)
+
+
+def dense_tune(warps: int = 0, rows: int = 0) -> None:
+    """Block shape of the skinny fp16 GEMV (warps 4 or 8, weight rows per block 4 or 8; 0 = default 8 / 8).
+    ``REVOLTA_DENSE_GEMV_TUNE="warps,rows"`` applies the same at import (benchmarks hand a swept choice to the
+    engine that way)."""
+    assert native.LIB is not None
+    _dense_tuning[1:] = [warps, rows]
+    check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
+
+
+def dense_plan(m: int) -> dict[str, int]:
+    """The skinny fp16 GEMV's block shape for ``m`` rows."""
+    assert native.LIB is not None
+    info = (ctypes.c_int * 2)()
+    check(native.LIB.revolta_dense_gemv_plan(m, info))
+    return {"warps": info[0], "rows_per_block": info[1]}
 
 
 def set_pdl(on: bool) -> bool:
@@ -221,4 +243,7 @@ def register() -> bool:
         values = [int(v) for v in spec.split(",")]
         tune(*values)
         logger.info("quantized GEMM launch parameters overridden by REVOLTA_QUANT_TUNE=%s", spec)
+    if spec := os.environ.get("REVOLTA_DENSE_GEMV_TUNE"):
+        dense_tune(*[int(v) for v in spec.split(",")])
+        logger.info("fp16 GEMV block shape overridden by REVOLTA_DENSE_GEMV_TUNE=%s", spec)
     return True
