@@ -13,11 +13,13 @@ step reading each layer once). Three settings, each captured separately with PDL
   the realistic decode dependency;
 - ``llama8b``: the linears of Llama-3.1-8B's 32 distinct layers at batch 1 in decode order (qkv 6144x4096,
   o 4096x4096, gate_up 28672x4096, down 4096x14336 as [N x K]), chained, for AWQ g128 (skinny int4 kernel;
-  down fused with SiLU-and-mul), fp16 with the skinny fp16 GEMV (down fused), and fp16 with cuBLAS plus the
-  separate silu_and_mul kernel (the engine before this change).
+  down with and without the fused SiLU-and-mul), fp16 with the skinny fp16 GEMV (down fused, or after the
+  separate silu_and_mul kernel as the engine runs it), and fp16 with cuBLAS plus the separate silu_and_mul
+  kernel (the engine before this change). The dense section also times lm_head (128256 x 4096) at M = 1, 2.
 
-Sweeps (PDL on): the AWQ kernel's L2 prefetch budget on three chains, and the fp16 GEMV's block shape
-(warps, rows per block); the sections after them use the best of each (``quant_tune`` / ``dense_tune`` in
+Sweeps (PDL on): the AWQ kernel's split-K slot share (fill all resident block slots, or half so the next
+kernel's blocks fit beside) and L2 prefetch budget on four chains, and the fp16 GEMV's block shape (warps,
+rows per block); the sections after them use the best of each (``quant_tune`` / ``dense_tune`` in
 the JSON: what REVOLTA_QUANT_TUNE / REVOLTA_DENSE_GEMV_TUNE take, for the engine runs).
 
 % of copy = bytes / time / copy bandwidth, bytes = weights (packed int4 + scales + zeros for AWQ) +
@@ -150,12 +152,12 @@ def awq_section(copy_gbs: float) -> list:
 
 def dense_section(copy_gbs: float) -> list:
     rows = []
-    for n, k, name in DENSE_SHAPES:
+    for n, k, name in [*DENSE_SHAPES, (128256, 4096, "lm_head")]:
         nb = n * k * 2
         c = max(copies(nb), 4)
         ws = [(torch.randn(n, k, device="cuda") * 0.02).half() for _ in range(c)]
         row: dict = {"name": name, "N": n, "K": k, "weight_bytes": nb}
-        for m in (1, 2, 4, 8):
+        for m in (1, 2) if name == "lm_head" else (1, 2, 4, 8):
             x = torch.randn(m, k, device="cuda").half()
             gemv = both_pdl(lambda x=x, ws=ws: [lambda w=w: ops_quant.dense_linear(x, w, False) for w in ws * 2])
             native_quant.set_pdl(True)
@@ -173,17 +175,21 @@ def dense_section(copy_gbs: float) -> list:
         r1 = row["m1"]
         print(f"fp16 {name:8s} {n:6d}x{k:6d} M=1: cuBLAS {r1['cublas_us']:6.1f} us ({100 * r1['cublas_frac_copy']:.0f}%), "
               f"gemv {r1['gemv_us']['nopdl']:6.1f} (no PDL) / {r1['gemv_us']['pdl']:6.1f} us "
-              f"({100 * r1['gemv_pdl_frac_copy']:.0f}%); M=8: cuBLAS {row['m8']['cublas_us']:.1f}, "
-              f"gemv {row['m8']['gemv_us']['pdl']:.1f} us" + (f"; fused silu M=1 {row['m1_silu']}" if "m1_silu" in row else ""),
+              f"({100 * r1['gemv_pdl_frac_copy']:.0f}%); M=2: cuBLAS {row['m2']['cublas_us']:.1f}, "
+              f"gemv {row['m2']['gemv_us']['pdl']:.1f} us" + (f"; fused silu M=1 {row['m1_silu']}" if "m1_silu" in row else ""),
               flush=True)
         del ws
     return rows
 
 
-def prefetch_sweep(copy_gbs: float) -> dict:
-    """AWQ M=1 chains (K x N then N x K), PDL on, for several L2 prefetch budgets (whole grid, KB)."""
+QUANT_SWEEP = [(share, kb) for share in (1, 2) for kb in (0, 4096)]  # (slot share, L2 prefetch KB)
+
+
+def quant_sweep(copy_gbs: float) -> dict:
+    """AWQ M=1 chains (K x N then N x K), PDL on, for each split-K slot share (1 = fill every resident block
+    slot, 2 = half: room for the next kernel's blocks) and L2 prefetch budget (whole grid, KB)."""
     res: dict = {}
-    for k, n in ((4096, 4096), (4096, 14336), (5120, 27648)):
+    for k, n in ((4096, 4096), (4096, 14336), (5120, 27648), (4096, 6144)):
         c = max(copies(awq_bytes(k, n)), 8)
         fwd, back = [awq_weights(k, n) for _ in range(c)], [awq_weights(n, k) for _ in range(c)]
         st = {"h": torch.randn(1, k, device="cuda").half()}
@@ -192,17 +198,20 @@ def prefetch_sweep(copy_gbs: float) -> dict:
             calls.append(lambda wf=wf, st=st: st.__setitem__("y", ops_quant.quant_matmul(st["h"], *wf, 4, 128, 0)))
             calls.append(lambda wb=wb, st=st: st.__setitem__("h", ops_quant.quant_matmul(st["y"], *wb, 4, 128, 0)))
         row = {}
-        for kb in (0, 4096, 16384, 65536):
-            native_quant.tune(gemv_prefetch_kb=kb)
+        for share, kb in QUANT_SWEEP:
+            native_quant.tune(gemv_prefetch_kb=kb, gemv_share=share)
             us = graph_us(calls)
-            row[str(kb)] = {"us": us, "frac_copy": (awq_bytes(k, n) + awq_bytes(n, k)) / 2 / us / 1e3 / copy_gbs}
+            row[f"{share},{kb}"] = {"us": us, "frac_copy": (awq_bytes(k, n) + awq_bytes(n, k)) / 2 / us / 1e3 / copy_gbs,
+                                    "splits": [native_quant.plan(1, n, k, 4, 128, torch.device("cuda"))["splits"],
+                                               native_quant.plan(1, k, n, 4, 128, torch.device("cuda"))["splits"]]}
         res[f"{k}x{n}"] = row
-        print(f"AWQ chain {k}x{n}: prefetch KB -> % of copy: "
-              + ", ".join(f"{kb}: {100 * v['frac_copy']:.1f}" for kb, v in row.items()), flush=True)
+        print(f"AWQ chain {k}x{n} + back: (share, prefetch KB) -> % of copy: "
+              + ", ".join(f"({key}): {100 * v['frac_copy']:.1f} (splits {v['splits']})" for key, v in row.items()),
+              flush=True)
     native_quant.tune()
-    best = max(("0", "4096", "16384", "65536"),
-               key=lambda kb: statistics.geometric_mean(r[kb]["frac_copy"] for r in res.values()))
-    res["best_prefetch_kb"] = int(best)
+    best = max((f"{a},{b}" for a, b in QUANT_SWEEP),
+               key=lambda key: statistics.geometric_mean(r[key]["frac_copy"] for r in res.values()))
+    res["best_share_prefetch"] = best
     return res
 
 
@@ -273,17 +282,23 @@ def llama8b_section(copy_gbs: float) -> dict:
                 calls += [lambda w=qkv: st.__setitem__("a", ops_quant.dense_linear(st["h"], w, False)),
                           lambda w=o: st.__setitem__("h", ops_quant.dense_linear(st["a"][:, :4096].contiguous(), w,
                                                                                   False)),
-                          lambda w=gu: st.__setitem__("g", ops_quant.dense_linear(st["h"], w, False)),
-                          lambda w=down: st.__setitem__("h", ops_quant.dense_linear(st["g"], w, True))]
+                          lambda w=gu: st.__setitem__("g", ops_quant.dense_linear(st["h"], w, False))]
+                if kind == "gemv_fused":
+                    calls.append(lambda w=down: st.__setitem__("h", ops_quant.dense_linear(st["g"], w, True)))
+                else:
+                    calls.append(lambda w=down: st.__setitem__(
+                        "h", ops_quant.dense_linear(ops.silu_and_mul(st["g"]), w, False)))
         return calls
 
     dense_bytes = 32 * sum(n * k * 2 for n, k, _ in DENSE_SHAPES)
     native_quant.set_pdl(True)
     res["fp16_cublas_separate_silu_ms"] = graph_us(dense_calls("cublas")) * 128 / 1e3
-    res["fp16_gemv_fused_ms"] = {key: us * 128 / 1e3 for key, us in both_pdl(lambda: dense_calls("gemv")).items()}
+    res["fp16_gemv_fused_ms"] = {key: us * 128 / 1e3 for key, us in both_pdl(lambda: dense_calls("gemv_fused")).items()}
+    res["fp16_gemv_separate_silu_ms"] = {key: us * 128 / 1e3
+                                         for key, us in both_pdl(lambda: dense_calls("gemv_sep")).items()}
     res["fp16_bytes"] = dense_bytes
     res["awq_fused_pdl_frac_copy"] = awq_bytes_all / (res["awq_fused_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs
-    res["fp16_gemv_pdl_frac_copy"] = dense_bytes / (res["fp16_gemv_fused_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs
+    res["fp16_gemv_pdl_frac_copy"] = dense_bytes / (res["fp16_gemv_separate_silu_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs
     res["fp16_cublas_frac_copy"] = dense_bytes / (res["fp16_cublas_separate_silu_ms"] * 1e-3) / 1e9 / copy_gbs
     d.clear()
     print("llama8b linears, 32 layers, batch 1 (ms per step):", json.dumps(res), flush=True)
@@ -293,7 +308,7 @@ def llama8b_section(copy_gbs: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", help="write the results as JSON here")
-    ap.add_argument("--sections", default="awq,prefetch,dense_sweep,dense,llama8b")
+    ap.add_argument("--sections", default="quant_sweep,awq,dense_sweep,dense,llama8b")
     args = ap.parse_args()
     assert revolta_kernels.native_available(), revolta_kernels.native_status()
     copy_gbs = copy_bandwidth()
@@ -302,13 +317,14 @@ def main() -> None:
     print(f"copy bandwidth {copy_gbs:.0f} GB/s; PDL available: {result['pdl_available']}", flush=True)
     sections = args.sections.split(",")
     try:
+        if "quant_sweep" in sections:
+            result["awq_share_prefetch_sweep"] = qs = quant_sweep(copy_gbs)
+            share, kb = (int(v) for v in qs["best_share_prefetch"].split(","))
+            # what REVOLTA_QUANT_TUNE takes (built-in launch plan, the best share and prefetch budget)
+            result["quant_tune"] = f"0,0,1,-1,-1,{kb},{share}"
+            native_quant.tune(gemv_prefetch_kb=kb, gemv_share=share)
         if "awq" in sections:
             result["awq_m1"] = awq_section(copy_gbs)
-        if "prefetch" in sections:
-            result["awq_prefetch_sweep"] = pf = prefetch_sweep(copy_gbs)
-            # what REVOLTA_QUANT_TUNE takes (built-in launch plan, the best prefetch budget)
-            result["quant_tune"] = f"0,0,1,-1,-1,{pf['best_prefetch_kb']}"
-            native_quant.tune(gemv_prefetch_kb=pf["best_prefetch_kb"])
         if "dense_sweep" in sections:
             result["fp16_gemv_sweep"] = ds = dense_sweep(copy_gbs)
             result["dense_tune"] = ds["best"]  # what REVOLTA_DENSE_GEMV_TUNE takes

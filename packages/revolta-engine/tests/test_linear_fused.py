@@ -24,6 +24,7 @@ def test_forward_silu_on_cpu_is_the_composition():
     x = torch.randn(3, 128)
     assert not layer.fuses_silu(x)
     torch.testing.assert_close(layer.forward_silu(x), layer(ops.silu_and_mul(x)))
+    torch.testing.assert_close(linear_mod.dense_matmul(x[:, :64], layer.weight), layer(x[:, :64]))
 
 
 def _quant_layer(k: int, n: int, device: str) -> Linear:
@@ -58,7 +59,8 @@ def test_cuda_dense_paths_match_cublas(m):
     torch.testing.assert_close(layer(x), ref, rtol=5e-3, atol=5e-3)
     g = torch.randn(m, 8192, device="cuda").half()
     down = _dense(4096, 1024, "cuda", torch.float16)
-    assert down.fuses_silu(g) == (m <= linear_mod.DENSE_GEMV_MAX_M and linear_mod.FUSED_SILU)
+    assert down.fuses_silu(g) == (m <= linear_mod.DENSE_GEMV_MAX_M and linear_mod.FUSED_SILU_DENSE)
+    torch.testing.assert_close(linear_mod.dense_matmul(x, layer.weight), ref, rtol=5e-3, atol=5e-3)
     torch.testing.assert_close(down.forward_silu(g), torch.nn.functional.linear(ops.silu_and_mul(g), down.weight),
                                rtol=5e-3, atol=5e-3)
 

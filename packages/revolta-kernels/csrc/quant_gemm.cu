@@ -2,6 +2,8 @@
 // device access, the launch plan (K splits from the kernel's occupancy), launch on the caller's stream.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "quant_gemm.cuh"
 
 using namespace revolta;
@@ -13,14 +15,20 @@ constexpr int kMaxDevices = 16;
 
 // Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.
 struct Tuning {
-  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1, gemv_prefetch_kb = -1;
+  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1, gemv_prefetch_kb = -1,
+      gemv_share = 0;
 };
 // Built-in choice = the best of the H200 sweep (8 warps, 8 rows per step, one-wave floor split, deferred
 // scale: benchmarks/results/h200_gemv_quant_bench.json); 4 rows per step where K or the group needs it.
 constexpr int kGemvDefaultWarps = 8, kGemvDefaultDefer = 1;
 // Bytes of weights the whole grid prefetches to L2 before its PDL wait (split evenly over the blocks):
 // enough to cover the launch and first-load latency, far below the 40-60 MB L2 of the GPUs that have PDL.
-constexpr int kGemvDefaultPrefetchKB = 16 * 1024;
+// H200 run 1 of this change: 0 / 4 MB / 16 MB / 64 MB on chained M=1 calls gave 67 / 66 / 59 / 57% of copy
+// (4096x14336 + back) and 83 / 83 / 79 / 65% (5120x27648 + back): off by default.
+constexpr int kGemvDefaultPrefetchKB = 0;
+// Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
+// next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
+constexpr int kGemvDefaultShare = 1;
 Tuning g_tune;
 
 int current_device() {
@@ -117,7 +125,8 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
     pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
     pl.blocks_per_sm = gemv_blocks_per_sm(bits, pl.mt, pl.warps, u, pl.defer != 0, pl.smem);
     if (g_tune.gemv_waves >= 1) {
-      const int slots = pl.blocks_per_sm * num_sms * g_tune.gemv_waves;
+      const int share = g_tune.gemv_share >= 1 ? g_tune.gemv_share : kGemvDefaultShare;
+      const int slots = std::max(1, pl.blocks_per_sm * num_sms * g_tune.gemv_waves / share);
       rps = split_rows(rows, pl.tiles >= slots ? 1 : slots / pl.tiles, u, cap);
     } else {
       const long long slots = static_cast<long long>(pl.blocks_per_sm) * num_sms;
@@ -253,9 +262,11 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // skinny warps per block (4, 8), rows per step (4, 8), split policy (waves of resident blocks >= 1, or 0 for
 // whole balanced waves), GEMM variant (0-4),
 // skinny scale per weight (0) or deferred to the fp32 flush (1), skinny L2 prefetch budget of the whole grid
-// before the PDL wait in KB (0 = none, -1 = default).
+// before the PDL wait in KB (0 = none, -1 = default), share of the resident block slots the split-K plan fills
+// (1 = all, 2 = half, 0 = default).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
-                       int gemv_prefetch_kb) {
+                       int gemv_prefetch_kb, int gemv_share) {
+  g_tune.gemv_share = gemv_share;
   g_tune.gemv_defer = gemv_defer;
   g_tune.gemv_prefetch_kb = gemv_prefetch_kb;
   g_tune.gemv_warps = gemv_warps;

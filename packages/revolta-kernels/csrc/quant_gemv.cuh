@@ -18,8 +18,8 @@
 // allocation: CUDA-graph capturable with a workspace the caller owns (counters zeroed once).
 //
 // Programmatic dependent launch (pdl.cuh; sm_90+, no-ops before): weights, scales and zeros are read-only
-// (no kernel writes them), so before pdl_wait() each warp issues its first step's loads into registers and
-// the block prefetches the first `prefetch_rows` packed rows of its slice to L2; everything that touches x,
+// (no kernel writes them), so before pdl_wait() each warp issues its first two steps' loads into registers
+// (and, if asked, the block prefetches `prefetch_rows` more packed rows to L2); everything that touches x,
 // the output, the partials or the counters comes after the wait, which returns only once the previous
 // kernel on the stream has completed and flushed. Two skinny launches in flight therefore never share the
 // workspace: the later one touches it only after the earlier one has finished.
@@ -89,11 +89,22 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
       for (int u = 0; u < U; ++u) wnext[u] = make_uint4(0, 0, 0, 0);
     }
   };
-  // Before the PDL wait (read-only data only): the first step's weights into registers, then an L2
-  // prefetch of the block's next packed rows (4 lines of 128 bytes per row of the tile).
-  if (warp < steps) fetch(warp);
+  // Before the PDL wait (read-only data only): the first two steps' weights into registers (the double
+  // buffer: step `warp` in w0, step `warp + WARPS` in wnext), then an optional L2 prefetch of the block's
+  // next packed rows (4 lines of 128 bytes per row of the tile; off by default: it measured slower).
+  uint4 w0[U];
+  uint2 s0 = make_uint2(0, 0);
+  uint32_t z0 = 0;
+  if (warp < steps) {
+    fetch(warp);
+#pragma unroll
+    for (int u = 0; u < U; ++u) w0[u] = wnext[u];
+    s0 = snext;
+    z0 = znext;
+    if (warp + WARPS < steps) fetch(warp + WARPS);
+  }
   {
-    const int first = min(steps, WARPS) * U;  // rows the first fetches already requested
+    const int first = min(steps, 2 * WARPS) * U;  // rows the first fetches already requested
     const int pf_rows = min(p.prefetch_rows, nrows - first);
     const int tile_n0 = tile * kGemvTile;
     for (int idx = tid; idx < pf_rows * 4; idx += WARPS * 32) {
@@ -146,14 +157,8 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
-  for (int s = warp; s < steps; s += WARPS) {
-    uint4 w[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) w[u] = wnext[u];
-    const uint2 sv = snext;
-    const uint32_t zw = znext;
-    if (s + WARPS < steps) fetch(s + WARPS);
-
+  // One step: U packed rows of this lane's 4 columns (weights w, the group's scales sv and zeros zw).
+  auto step = [&](const uint4 (&w)[U], const uint2 sv, const uint32_t zw, const int s) {
     const __half* sh = reinterpret_cast<const __half*>(&sv);
     ColQuant cq[4];
     float sf[4];  // DEFER: the scale applied at the flush
@@ -196,6 +201,18 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
             }
           }
       }
+    }
+  };
+  if (warp < steps) {
+    step(w0, s0, z0, warp);  // its loads were issued before the PDL wait, as were those of the next step
+    for (int s = warp + WARPS; s < steps; s += WARPS) {
+      uint4 w[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) w[u] = wnext[u];
+      const uint2 sv = snext;
+      const uint32_t zw = znext;
+      if (s + WARPS < steps) fetch(s + WARPS);
+      step(w, sv, zw, s);
     }
   }
 

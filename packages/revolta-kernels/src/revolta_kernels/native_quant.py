@@ -29,7 +29,7 @@ _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                                _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
@@ -100,20 +100,21 @@ def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
 
 
 def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
-         gemv_defer: int = -1, gemv_prefetch_kb: int = -1) -> None:
+         gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0) -> None:
     """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
 
     Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
     split-K plan fills, scale per weight (0) or deferred to the fp32 flush (1); tensor-core GEMM: tile
     variant 0-4 (see csrc/quant_gemm.cu); ``gemv_prefetch_kb``: weights the whole skinny grid prefetches to L2
-    before its PDL wait (0 none, -1 the default 16 MB; the dense fp16 GEMV takes the same setting).
-    ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb]"`` in the environment applies the same
-    at import (benchmarks pass a swept choice to a fresh process that way).
+    before its PDL wait (0 none, -1 the default: none; the dense fp16 GEMV takes the same setting);
+    ``gemv_share``: 1 = the split-K plan fills every resident block slot, 2 = half of them (room for the next
+    PDL-launched kernel), 0 = default. ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share]"``
+    in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
     global _epoch
     assert native.LIB is not None
     check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer,
-                                        gemv_prefetch_kb))
+                                        gemv_prefetch_kb, gemv_share))
     _dense_tuning[0] = gemv_prefetch_kb
     check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1
