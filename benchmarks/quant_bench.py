@@ -9,6 +9,10 @@ as a decode step that reads every layer once does. ``--sweep`` first times every
 then reports the table with the best of each (``tune`` in the JSON, for REVOLTA_QUANT_TUNE). ``llama8b_linear_decode`` times the seven projections
 of Llama-3.1-8B's 32 distinct layers at batch 1 (merged q/k/v and gate/up, AWQ g128) against the same fp16
 matmuls: the weight-bound part of a decode step (attention, norms and lm_head excluded).
+
+The skinny kernel is launched with programmatic dependent launch on sm_90+ (REVOLTA_PDL=0 turns it off for
+the whole process), so the graphs here measure back-to-back PDL launches. ``benchmarks/gemv_bench.py`` reports
+the same shapes with PDL off and on, isolated and as chains of dependent calls, and the fp16 skinny GEMV.
 """
 
 from __future__ import annotations

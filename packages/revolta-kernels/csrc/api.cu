@@ -22,8 +22,13 @@ constexpr int kMaxDevices = 64;
 int g_frag_ok[kMaxDevices] = {};  // set by revolta_frag_layout_probe, per device
 }  // namespace
 
+namespace {
+int g_pdl_cached[kMaxDevices] = {};  // 0 = unknown, 1 = off, 2 = on
+int g_pdl_force = -1;                // revolta_set_pdl: -1 = REVOLTA_PDL and the device decide, 0 = off
+}  // namespace
+
 bool pdl_enabled() {
-  static int cached[kMaxDevices] = {};  // 0 = unknown, 1 = off, 2 = on
+  int* cached = g_pdl_cached;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
   if (cached[dev] == 0) {
@@ -33,7 +38,7 @@ bool pdl_enabled() {
                     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
     cached[dev] = ok ? 2 : 1;
   }
-  return cached[dev] == 2;
+  return cached[dev] == 2 && g_pdl_force != 0;
 }
 
 int decode_variant() { return g_decode_variant; }
@@ -103,6 +108,14 @@ int revolta_frag_layout_probe(int* ok, int* maps) {
   if (maps) memcpy(maps, host + 1, (n - 1) * sizeof(int));
   if (dev >= 0 && dev < kMaxDevices) g_frag_ok[dev] = host[0] ? 1 : 0;
   return cudaSuccess;
+}
+
+// PDL for later launches (A/B benchmarks; graphs keep what they captured): 0 = off, 1 (or any other
+// value) = as REVOLTA_PDL and the device say (on for sm_90+ unless REVOLTA_PDL=0). Returns the new state
+// for the current device (1 = on).
+int revolta_set_pdl(int mode) {
+  g_pdl_force = mode == 0 ? 0 : -1;
+  return pdl_enabled() ? 1 : 0;
 }
 
 int revolta_set_attention_variant(int decode, int prefill) {

@@ -34,10 +34,26 @@ struct QuantGemmParams {
   float* partial;           // skinny split-K: [splits, M, N] fp32 partial sums (splits > 1)
   int* counters;            // skinny split-K: one arrival counter per 128-column tile, zero between launches
   int M, N, K, group_size, zero_offset, rows_per_split;
+  // Skinny kernel only (the GEMM ignores them; 0 there): elements between rows of x (K, or 2K with act),
+  // act = 1: x rows hold [gate (K), up (K)] and the kernel multiplies by silu(gate) * up (rounded to fp16,
+  // as revolta::silu_and_mul), and packed rows per block prefetched to L2 before the PDL wait.
+  int x_stride, act, prefetch_rows;
 };
 
 __device__ __forceinline__ __half2 u2h(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }
 __device__ __forceinline__ uint32_t h2u(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
+
+// Prefetch the 128-byte line at `p` into L2 (no register result; sm_70 has it).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// silu(g) * u in fp32, rounded to fp16 (the same rounding as revolta::silu_and_mul), on 2 halves at once.
+__device__ __forceinline__ uint32_t silu_mul_h2(uint32_t g, uint32_t u) {
+  const float2 gf = __half22float2(u2h(g)), uf = __half22float2(u2h(u));
+  return h2u(__floats2half2_rn(gf.x / (1.f + expf(-gf.x)) * uf.x, gf.y / (1.f + expf(-gf.y)) * uf.y));
+}
+
 
 // Per-column constants of one group: (1024 + z) in both halves, -(64 + z) (int4's x16 pairs) and the scale.
 struct ColQuant {

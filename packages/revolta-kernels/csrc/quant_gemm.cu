@@ -2,6 +2,8 @@
 // device access, the launch plan (K splits from the kernel's occupancy), launch on the caller's stream.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "quant_gemm.cuh"
 
 using namespace revolta;
@@ -13,11 +15,20 @@ constexpr int kMaxDevices = 16;
 
 // Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.
 struct Tuning {
-  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1;
+  int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1, gemv_prefetch_kb = -1,
+      gemv_share = 0;
 };
 // Built-in choice = the best of the H200 sweep (8 warps, 8 rows per step, one-wave floor split, deferred
 // scale: benchmarks/results/h200_gemv_quant_bench.json); 4 rows per step where K or the group needs it.
 constexpr int kGemvDefaultWarps = 8, kGemvDefaultDefer = 1;
+// Bytes of weights the whole grid prefetches to L2 before its PDL wait (split evenly over the blocks):
+// enough to cover the launch and first-load latency, far below the 40-60 MB L2 of the GPUs that have PDL.
+// H200 run 1 of this change: 0 / 4 MB / 16 MB / 64 MB on chained M=1 calls gave 67 / 66 / 59 / 57% of copy
+// (4096x14336 + back) and 83 / 83 / 79 / 65% (5120x27648 + back): off by default.
+constexpr int kGemvDefaultPrefetchKB = 0;
+// Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
+// next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
+constexpr int kGemvDefaultShare = 1;
 Tuning g_tune;
 
 int current_device() {
@@ -28,7 +39,7 @@ int current_device() {
 
 // ---- skinny GEMM plan ----
 struct GemvPlan {
-  int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles;
+  int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles, prefetch_rows;
 };
 
 template <int BITS, int MT, int W, int U>
@@ -114,7 +125,8 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
     pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
     pl.blocks_per_sm = gemv_blocks_per_sm(bits, pl.mt, pl.warps, u, pl.defer != 0, pl.smem);
     if (g_tune.gemv_waves >= 1) {
-      const int slots = pl.blocks_per_sm * num_sms * g_tune.gemv_waves;
+      const int share = g_tune.gemv_share >= 1 ? g_tune.gemv_share : kGemvDefaultShare;
+      const int slots = std::max(1, pl.blocks_per_sm * num_sms * g_tune.gemv_waves / share);
       rps = split_rows(rows, pl.tiles >= slots ? 1 : slots / pl.tiles, u, cap);
     } else {
       const long long slots = static_cast<long long>(pl.blocks_per_sm) * num_sms;
@@ -136,6 +148,10 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms) {
   pl.rows_per_split = rps;
   pl.splits = (rows + rps - 1) / rps;
   pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
+  const long long pf_bytes = static_cast<long long>(g_tune.gemv_prefetch_kb >= 0 ? g_tune.gemv_prefetch_kb
+                                                                                 : kGemvDefaultPrefetchKB) * 1024;
+  const long long per_block = pf_bytes / (static_cast<long long>(pl.tiles) * pl.splits) / (kGemvTile * 4);
+  pl.prefetch_rows = static_cast<int>(per_block < rps ? per_block : rps);
   return pl;
 }
 
@@ -146,30 +162,27 @@ long long gemv_workspace_bytes(const GemvPlan& pl, int M, int N) {
   return kGemvCounterBytes + static_cast<long long>(pl.splits) * M * N * 4;
 }
 
+// Launched with programmatic dependent launch where available (pdl.cuh; the kernel keeps its contract).
 template <int BITS, int MT, int W, int U>
-void launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   const dim3 grid(pl.tiles, pl.splits);
-  if (pl.defer) {
-    quant_gemv_kernel<BITS, MT, W, U, true><<<grid, W * 32, pl.smem, stream>>>(p);
-  } else {
-    quant_gemv_kernel<BITS, MT, W, U, false><<<grid, W * 32, pl.smem, stream>>>(p);
-  }
+  if (pl.defer) return launch(quant_gemv_kernel<BITS, MT, W, U, true>, grid, dim3(W * 32), pl.smem, stream, p);
+  return launch(quant_gemv_kernel<BITS, MT, W, U, false>, grid, dim3(W * 32), pl.smem, stream, p);
 }
 template <int BITS, int MT>
-void launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+cudaError_t launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   if (pl.warps == 8) {
-    pl.rows_step == 8 ? launch_gemv<BITS, MT, 8, 8>(p, pl, stream) : launch_gemv<BITS, MT, 8, 4>(p, pl, stream);
-  } else {
-    pl.rows_step == 8 ? launch_gemv<BITS, MT, 4, 8>(p, pl, stream) : launch_gemv<BITS, MT, 4, 4>(p, pl, stream);
+    return pl.rows_step == 8 ? launch_gemv<BITS, MT, 8, 8>(p, pl, stream) : launch_gemv<BITS, MT, 8, 4>(p, pl, stream);
   }
+  return pl.rows_step == 8 ? launch_gemv<BITS, MT, 4, 8>(p, pl, stream) : launch_gemv<BITS, MT, 4, 4>(p, pl, stream);
 }
 template <int BITS>
-void launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   switch (pl.mt) {
-    case 1: launch_gemv_wu<BITS, 1>(p, pl, stream); break;
-    case 2: launch_gemv_wu<BITS, 2>(p, pl, stream); break;
-    case 4: launch_gemv_wu<BITS, 4>(p, pl, stream); break;
-    default: launch_gemv_wu<BITS, 8>(p, pl, stream); break;
+    case 1: return launch_gemv_wu<BITS, 1>(p, pl, stream);
+    case 2: return launch_gemv_wu<BITS, 2>(p, pl, stream);
+    case 4: return launch_gemv_wu<BITS, 4>(p, pl, stream);
+    default: return launch_gemv_wu<BITS, 8>(p, pl, stream);
   }
 }
 
@@ -229,14 +242,15 @@ int revolta_quant_gemm_workspace(int M, int N, int K, int bits, int group_size, 
 
 // The launch the call would make, for benchmark reports: info[0] = 0 skinny / 1 tensor-core GEMM; skinny:
 // info[1..7] = splits, rows per split, warps per block, rows per step, blocks per SM, column tiles, deferred
-// scale; GEMM: info[1] = variant.
+// scale, L2-prefetched packed rows per block, PDL on; GEMM: info[1] = variant. `info` holds 10 ints.
 int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sms, int* info) {
   if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
-  for (int i = 0; i < 8; ++i) info[i] = 0;
+  for (int i = 0; i < 10; ++i) info[i] = 0;
   if (M <= kSkinnyMaxM) {
     const GemvPlan pl = plan_gemv(M > 0 ? M : 1, N, K, bits, group_size, num_sms);
-    const int v[8] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer};
-    for (int i = 0; i < 8; ++i) info[i] = v[i];
+    const int v[10] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer,
+                       pl.prefetch_rows, pdl_enabled() ? 1 : 0};
+    for (int i = 0; i < 10; ++i) info[i] = v[i];
   } else {
     info[0] = 1;
     info[1] = gemm_variant();
@@ -247,9 +261,14 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // Overrides of the launch parameters for sweeps (process-wide; 0 or -1 restores the built-in choice):
 // skinny warps per block (4, 8), rows per step (4, 8), split policy (waves of resident blocks >= 1, or 0 for
 // whole balanced waves), GEMM variant (0-4),
-// skinny scale per weight (0) or deferred to the fp32 flush (1).
-int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer) {
+// skinny scale per weight (0) or deferred to the fp32 flush (1), skinny L2 prefetch budget of the whole grid
+// before the PDL wait in KB (0 = none, -1 = default), share of the resident block slots the split-K plan fills
+// (1 = all, 2 = half, 0 = default).
+int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
+                       int gemv_prefetch_kb, int gemv_share) {
+  g_tune.gemv_share = gemv_share;
   g_tune.gemv_defer = gemv_defer;
+  g_tune.gemv_prefetch_kb = gemv_prefetch_kb;
   g_tune.gemv_warps = gemv_warps;
   g_tune.gemv_rows = gemv_rows;
   g_tune.gemv_waves = gemv_waves >= 0 ? gemv_waves : 1;
@@ -257,16 +276,20 @@ int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_v
   return cudaSuccess;
 }
 
-// out[M, N] (fp16) = x[M, K] (fp16) @ W. Needs K % 32 == 0, N % 8 == 0, group_size % 32 == 0 dividing K,
-// 16-byte aligned x, qweight and scales; `workspace` of revolta_quant_gemm_workspace() bytes.
-int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
-                       void* workspace, long long workspace_bytes, int M, int N, int K, int bits, int group_size,
-                       int zero_offset, int num_sms, cudaStream_t stream) {
+// out[M, N] (fp16) = a[M, K] (fp16) @ W, where a = x (act 0: x is [M, K]) or a = silu(gate) * up (act 1,
+// M <= 8 only: x is [M, 2K] = [gate, up], the gate_up projection's output). Needs K % 32 == 0, N % 8 == 0,
+// group_size % 32 == 0 dividing K, 16-byte aligned x, qweight and scales; `workspace` of
+// revolta_quant_gemm_workspace() bytes.
+int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
+                           void* workspace, long long workspace_bytes, int M, int N, int K, int bits,
+                           int group_size, int zero_offset, int num_sms, int act, cudaStream_t stream) {
   if (M == 0 || N == 0) return cudaSuccess;
-  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
+  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0 || (act != 0 && act != 1)) return cudaErrorInvalidValue;
+  if (act && M > kSkinnyMaxM) return cudaErrorInvalidValue;
   QuantGemmParams p{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
                     static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
-                    static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0};
+                    static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0,
+                    act ? 2 * K : K, act, 0};
   if (M <= kSkinnyMaxM) {
     const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms);
     const long long need = gemv_workspace_bytes(pl, M, N);
@@ -276,11 +299,19 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
       p.partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + kGemvCounterBytes);
     }
     p.rows_per_split = pl.rows_per_split;
-    bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
-    return cudaGetLastError();
+    p.prefetch_rows = pl.prefetch_rows;
+    const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
+    return e != cudaSuccess ? e : cudaGetLastError();
   }
   const cudaError_t e = bits == 4 ? launch_gemm<4>(p, gemm_variant(), stream) : launch_gemm<8>(p, gemm_variant(), stream);
   return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
+                       void* workspace, long long workspace_bytes, int M, int N, int K, int bits, int group_size,
+                       int zero_offset, int num_sms, cudaStream_t stream) {
+  return revolta_quant_gemm_act(out, x, qweight, scales, qzeros, workspace, workspace_bytes, M, N, K, bits,
+                                group_size, zero_offset, num_sms, 0, stream);
 }
 
 }  // extern "C"

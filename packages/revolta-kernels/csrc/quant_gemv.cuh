@@ -16,8 +16,19 @@
 // and the last block of a column tile to arrive (an atomic counter per tile) sums the slices in split
 // order - deterministic - writes fp16 and re-arms the counter for the next launch. No host sync, no
 // allocation: CUDA-graph capturable with a workspace the caller owns (counters zeroed once).
+//
+// Programmatic dependent launch (pdl.cuh; sm_90+, no-ops before): weights, scales and zeros are read-only
+// (no kernel writes them), so before pdl_wait() each warp issues its first two steps' loads into registers
+// (and, if asked, the block prefetches `prefetch_rows` more packed rows to L2); everything that touches x,
+// the output, the partials or the counters comes after the wait, which returns only once the previous
+// kernel on the stream has completed and flushed. Two skinny launches in flight therefore never share the
+// workspace: the later one touches it only after the earlier one has finished.
+//
+// act = 1 (fused SiLU-and-mul for the MLP's down projection): x rows are [gate (K), up (K)] of the gate_up
+// output and the staging multiplies silu(gate) * up in fp32, rounded to fp16 as revolta::silu_and_mul.
 #pragma once
 
+#include "pdl.cuh"
 #include "quant_common.cuh"
 
 namespace revolta {
@@ -78,8 +89,31 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
       for (int u = 0; u < U; ++u) wnext[u] = make_uint4(0, 0, 0, 0);
     }
   };
-  // The first step's weights are requested before the activations are staged.
-  if (warp < steps) fetch(warp);
+  // Before the PDL wait (read-only data only): the first two steps' weights into registers (the double
+  // buffer: step `warp` in w0, step `warp + WARPS` in wnext), then an optional L2 prefetch of the block's
+  // next packed rows (4 lines of 128 bytes per row of the tile; off by default: it measured slower).
+  uint4 w0[U];
+  uint2 s0 = make_uint2(0, 0);
+  uint32_t z0 = 0;
+  if (warp < steps) {
+    fetch(warp);
+#pragma unroll
+    for (int u = 0; u < U; ++u) w0[u] = wnext[u];
+    s0 = snext;
+    z0 = znext;
+    if (warp + WARPS < steps) fetch(warp + WARPS);
+  }
+  {
+    const int first = min(steps, 2 * WARPS) * U;  // rows the first fetches already requested
+    const int pf_rows = min(p.prefetch_rows, nrows - first);
+    const int tile_n0 = tile * kGemvTile;
+    for (int idx = tid; idx < pf_rows * 4; idx += WARPS * 32) {
+      const int r = first + (idx >> 2), col = tile_n0 + (idx & 3) * 32;
+      if (col < p.N) prefetch_l2(p.qweight + static_cast<size_t>(r0 + r) * p.N + col);
+    }
+  }
+  pdl_wait();  // x comes from the previous kernel; out / partials / counters may still be in its use
+  pdl_trigger();
 
   // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
   XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
@@ -87,7 +121,15 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
     const int m = idx / nrows, r = idx - m * nrows;
     XRow v;
     if (m < p.M) {
-      const XRow raw = __ldg(reinterpret_cast<const XRow*>(p.x + static_cast<size_t>(m) * p.K) + r0 + r);
+      const __half* xrow = p.x + static_cast<size_t>(m) * p.x_stride;
+      XRow raw = __ldg(reinterpret_cast<const XRow*>(xrow) + r0 + r);
+      if (p.act) {
+        const XRow up = __ldg(reinterpret_cast<const XRow*>(xrow + p.K) + r0 + r);
+        uint32_t* rp = reinterpret_cast<uint32_t*>(&raw);
+        const uint32_t* upp = reinterpret_cast<const uint32_t*>(&up);
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) rp[i] = silu_mul_h2(rp[i], upp[i]);
+      }
       if constexpr (PAIRS == 4) {
         v.x = __byte_perm(raw.x, raw.z, 0x5410);
         v.y = __byte_perm(raw.x, raw.z, 0x7632);
@@ -115,14 +157,8 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
-  for (int s = warp; s < steps; s += WARPS) {
-    uint4 w[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) w[u] = wnext[u];
-    const uint2 sv = snext;
-    const uint32_t zw = znext;
-    if (s + WARPS < steps) fetch(s + WARPS);
-
+  // One step: U packed rows of this lane's 4 columns (weights w, the group's scales sv and zeros zw).
+  auto step = [&](const uint4 (&w)[U], const uint2 sv, const uint32_t zw, const int s) {
     const __half* sh = reinterpret_cast<const __half*>(&sv);
     ColQuant cq[4];
     float sf[4];  // DEFER: the scale applied at the flush
@@ -165,6 +201,18 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
             }
           }
       }
+    }
+  };
+  if (warp < steps) {
+    step(w0, s0, z0, warp);  // its loads were issued before the PDL wait, as were those of the next step
+    for (int s = warp + WARPS; s < steps; s += WARPS) {
+      uint4 w[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) w[u] = wnext[u];
+      const uint2 sv = snext;
+      const uint32_t zw = znext;
+      if (s + WARPS < steps) fetch(s + WARPS);
+      step(w, sv, zw, s);
     }
   }
 

@@ -66,3 +66,45 @@ def test_inconsistent_shapes_are_rejected():
     q, z, s = _random_case(64, 16, 4, 32, seed=4)
     with pytest.raises(ValueError, match="inconsistent quantized shapes"):
         rq.dequantize(rq.pack_int32(q, 4, 0), s[:1], rq.pack_int32(z, 4, 1), 4, 32)
+
+
+@pytest.mark.parametrize(("bits", "group"), [(4, 32), (8, 64)])
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_quant_matmul_silu_reference(bits, group, m):
+    # silu_and_mul(x) @ W computed in float64 from the unpacked integers (the activation rounded to x's dtype
+    # first, as revolta::silu_and_mul does).
+    k, n = 128, 40
+    q, z, s = _random_case(k, n, bits, group, seed=m + bits)
+    qweight, qzeros = rq.pack_int32(q, bits, 0), rq.pack_int32(z, bits, 1)
+    x = torch.randn(m, 2 * k, generator=torch.Generator().manual_seed(m)).half()
+    a = (torch.nn.functional.silu(x[:, :k].double()) * x[:, k:].double()).half().double()
+    w64 = (q.double() - z.double().repeat_interleave(group, 0)) * s.double().repeat_interleave(group, 0)
+    got = ops_quant.quant_matmul_silu(x.float(), qweight, s.float(), qzeros, bits, group, 0)
+    assert got.shape == (m, n)
+    torch.testing.assert_close(got.double(), a @ w64, rtol=2e-3, atol=2e-3 * float((a.abs() @ w64.abs()).max()))
+    assert ops_quant.quant_matmul_silu(x.view(1, m, 2 * k).float(), qweight, s.float(), qzeros, bits, group,
+                                       0).shape == (1, m, n)
+
+
+@pytest.mark.parametrize("silu", [False, True])
+def test_dense_linear_reference(silu):
+    gen = torch.Generator().manual_seed(3)
+    k, n = 72, 33
+    w = torch.randn(n, k, generator=gen)
+    x = torch.randn(2, 5, 2 * k if silu else k, generator=gen)
+    a = torch.nn.functional.silu(x[..., :k]) * x[..., k:] if silu else x
+    got = ops_quant.dense_linear(x, w, silu)
+    assert got.shape == (2, 5, n)
+    torch.testing.assert_close(got, a @ w.t(), rtol=1e-5, atol=1e-5)
+
+
+def test_fake_impls_give_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(3, 256, dtype=torch.float16)
+        qw, s, qz = torch.empty(16, 24, dtype=torch.int32), torch.empty(1, 24, dtype=torch.float16), torch.empty(
+            1, 3, dtype=torch.int32)
+        assert ops_quant.quant_matmul_silu(x, qw, s, qz, 4, 128, 0).shape == (3, 24)
+        assert ops_quant.dense_linear(x, torch.empty(10, 128, dtype=torch.float16), True).shape == (3, 10)
+        assert ops_quant.dense_linear(x, torch.empty(10, 256, dtype=torch.float16), False).shape == (3, 10)

@@ -1,4 +1,5 @@
-"""Volta (sm_70) check of the quantized GEMM kernels (csrc/quant_gemm.cuh), like tools/check_sm70.py.
+"""Volta (sm_70) check of the quantized GEMM kernels (csrc/quant_gemm.cuh) and the skinny fp16 GEMV
+(csrc/dense_gemv.cuh), like tools/check_sm70.py.
 
 Compiles every instantiation the library launches with NVRTC 12.9 to compute_70 PTX, assembles it with
 ``ptxas -v`` and disassembles it with cuobjdump (the helpers of check_sm70.py), then fails if the
@@ -40,6 +41,12 @@ def kernels() -> list[Kernel]:
                         ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}{' defer' * (defer == 'true')}",
                                          f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
                                          f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
+    for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
+        for rows in (4,) if mt >= 8 else (4, 8):
+            for warps in (4, 8):
+                for act in ("false", "true"):
+                    ks.append(Kernel(f"dense gemv m<={mt} r{rows} w{warps}{' silu' * (act == 'true')}",
+                                     f"&revolta::dense_gemv_kernel<{mt}, {rows}, {warps}, {act}>", False, None))
     return ks
 
 
@@ -53,7 +60,8 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
             lib.nvrtcGetErrorString.restype = ctypes.c_char_p
             raise SystemExit(f"check_sm70_quant: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
-    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), b'#include "quant_gemm.cuh"\n', b"quant_sm70.cu", 0, None, None),
+    src = b'#include "quant_gemm.cuh"\n#include "dense_gemv.cuh"\n'
+    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"quant_sm70.cu", 0, None, None),
        "nvrtcCreateProgram")
     exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
     for e in exprs:

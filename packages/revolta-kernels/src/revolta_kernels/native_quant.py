@@ -19,7 +19,7 @@ from functools import cache
 
 import torch
 
-from revolta_kernels import native, ops_quant
+from revolta_kernels import native, ops, ops_quant
 from revolta_kernels.native import check
 from revolta_kernels.reference import quant as ref_quant
 
@@ -29,10 +29,15 @@ _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int],
-    "revolta_quant_gemm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
-                           _c_int, _c_int, _ptr],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
+                               _c_int, _c_int, _c_int, _ptr],
+    "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
+    "revolta_dense_gemv_tune": [_c_int, _c_int, _c_int],
+    "revolta_dense_gemv_plan": [_c_int, ctypes.POINTER(_c_int)],
+    "revolta_set_pdl": [_c_int],
 }
+SKINNY_MAX_M = 8  # rows the skinny kernels (quantized and dense) take; above: tensor-core GEMM / cuBLAS
 _MIN_WORKSPACE = 4 << 20
 _workspaces: dict[int, torch.Tensor] = {}
 _outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier still point at them
@@ -95,52 +100,131 @@ def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
 
 
 def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
-         gemv_defer: int = -1) -> None:
+         gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0) -> None:
     """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
 
     Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
     split-K plan fills, scale per weight (0) or deferred to the fp32 flush (1); tensor-core GEMM: tile
-    variant 0-4 (see csrc/quant_gemm.cu). ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer"`` in the
-    environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
+    variant 0-4 (see csrc/quant_gemm.cu); ``gemv_prefetch_kb``: weights the whole skinny grid prefetches to L2
+    before its PDL wait (0 none, -1 the default: none; the dense fp16 GEMV takes the same setting);
+    ``gemv_share``: 1 = the split-K plan fills every resident block slot, 2 = half of them (room for the next
+    PDL-launched kernel), 0 = default. ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share]"``
+    in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
     global _epoch
     assert native.LIB is not None
-    check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer))
+    check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer,
+                                        gemv_prefetch_kb, gemv_share))
+    _dense_tuning[0] = gemv_prefetch_kb
+    check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1
+
+
+_dense_tuning = [-1, 0, 0]  # prefetch KB, warps per block, rows per block (see revolta_dense_gemv_tune)
+
+
+def dense_tune(warps: int = 0, rows: int = 0) -> None:
+    """Block shape of the skinny fp16 GEMV (warps 4 or 8, weight rows per block 4 or 8; 0 = default 8 / 8).
+    ``REVOLTA_DENSE_GEMV_TUNE="warps,rows"`` applies the same at import (benchmarks hand a swept choice to the
+    engine that way)."""
+    assert native.LIB is not None
+    _dense_tuning[1:] = [warps, rows]
+    check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
+
+
+def dense_plan(m: int) -> dict[str, int]:
+    """The skinny fp16 GEMV's block shape for ``m`` rows."""
+    assert native.LIB is not None
+    info = (ctypes.c_int * 2)()
+    check(native.LIB.revolta_dense_gemv_plan(m, info))
+    return {"warps": info[0], "rows_per_block": info[1]}
+
+
+def set_pdl(on: bool) -> bool:
+    """Programmatic dependent launch for later launches of every native kernel (benchmarks' A/B; captured
+    graphs keep what they were captured with). ``on`` restores the default (REVOLTA_PDL, sm_90+); returns
+    whether PDL is now on for the current device."""
+    assert native.LIB is not None
+    return bool(native.LIB.revolta_set_pdl(1 if on else 0))
 
 
 def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> dict[str, int]:
     """The launch a call with these sizes makes (kernel, K splits, block shape), for benchmark reports."""
     assert native.LIB is not None
-    info = (ctypes.c_int * 8)()
+    info = (ctypes.c_int * 10)()
     index = _index(device)
     with torch.cuda.device(index):
         check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, _sm_count(index), info))
     if info[0] == 1:
         return {"kernel": "gemm", "variant": info[1]}
-    keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer")
+    keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer",
+            "prefetch_rows", "pdl")
     return {"kernel": "skinny", **dict(zip(keys, info[1:], strict=True))}
+
+
+def _rows(x: torch.Tensor, width: int) -> torch.Tensor:
+    """``x`` as contiguous 16-byte aligned ``[rows, width]``."""
+    x2 = x.reshape(-1, width)
+    if not x2.is_contiguous() or x2.data_ptr() % 16:
+        x2 = x2.contiguous().clone()
+    return x2
+
+
+def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k: int, act: int) -> torch.Tensor:
+    assert native.LIB is not None
+    n, m = qweight.shape[1], x2.shape[0]
+    out = torch.empty((m, n), dtype=x2.dtype, device=x2.device)
+    if m:
+        index = _index(x2.device)
+        need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
+        ws = workspace(x2.device, need) if need else None
+        stream = torch.cuda.current_stream(x2.device).cuda_stream
+        check(native.LIB.revolta_quant_gemm_act(
+            out.data_ptr(), x2.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
+            ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
+            m, n, k, bits, group_size, zero_offset, _sm_count(index), act, stream))
+    return out
 
 
 def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset):
     if not native_supports(x, qweight, scales, qzeros, bits, group_size):
         return ref_quant.quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset)
-    assert native.LIB is not None
     k, n = x.shape[-1], qweight.shape[1]
-    x2 = x.reshape(-1, k)
-    if not x2.is_contiguous() or x2.data_ptr() % 16:
-        x2 = x2.contiguous().clone()
-    m = x2.shape[0]
-    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    if m:
-        index = _index(x.device)
-        need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
-        ws = workspace(x.device, need) if need else None
-        stream = torch.cuda.current_stream(x.device).cuda_stream
-        check(native.LIB.revolta_quant_gemm(
-            out.data_ptr(), x2.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
-            ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
-            m, n, k, bits, group_size, zero_offset, _sm_count(index), stream))
+    out = _quant_launch(_rows(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, 0)
+    return out.view(*x.shape[:-1], n)
+
+
+def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset):
+    k2 = x.shape[-1]
+    k, n = k2 // 2, qweight.shape[1]
+    rows = x.numel() // k2 if k2 else 0
+    if k2 % 2 or rows > SKINNY_MAX_M or not native_supports(x[..., :k], qweight, scales, qzeros, bits, group_size):
+        # Larger M (the tensor-core GEMM) or an unsupported call: the two ops one after the other.
+        return ops_quant.quant_matmul(ops.silu_and_mul(x), qweight, scales, qzeros, bits, group_size, zero_offset)
+    out = _quant_launch(_rows(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, 1)
+    return out.view(*x.shape[:-1], n)
+
+
+def dense_supports(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> bool:
+    """Whether the native skinny fp16 GEMV takes this call (at most 8 rows; otherwise F.linear runs)."""
+    k = weight.shape[-1] if weight.dim() == 2 else -1
+    return (
+        x.is_cuda and x.dtype == torch.float16 and weight.dtype == torch.float16 and weight.dim() == 2
+        and weight.is_contiguous() and weight.data_ptr() % 16 == 0 and k % 8 == 0 and k > 0
+        and x.shape[-1] == (2 * k if silu else k) and 0 < x.numel() // x.shape[-1] <= SKINNY_MAX_M
+    )
+
+
+def dense_linear(x, weight, silu):
+    if not dense_supports(x, weight, silu):
+        return torch.nn.functional.linear(ops.silu_and_mul(x) if silu else x, weight)
+    assert native.LIB is not None
+    n, k = weight.shape
+    x2 = _rows(x, x.shape[-1])
+    out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    check(native.LIB.revolta_dense_gemv(out.data_ptr(), x2.data_ptr(), weight.data_ptr(), x2.shape[0], n, k,
+                                        x2.shape[1], int(silu), stream))
     return out.view(*x.shape[:-1], n)
 
 
@@ -154,8 +238,13 @@ def register() -> bool:
         fn.argtypes = argtypes
         fn.restype = _c_int
     ops_quant.quant_matmul.register_kernel("cuda")(quant_matmul)
+    ops_quant.quant_matmul_silu.register_kernel("cuda")(quant_matmul_silu)
+    ops_quant.dense_linear.register_kernel("cuda")(dense_linear)
     if spec := os.environ.get("REVOLTA_QUANT_TUNE"):
         values = [int(v) for v in spec.split(",")]
         tune(*values)
         logger.info("quantized GEMM launch parameters overridden by REVOLTA_QUANT_TUNE=%s", spec)
+    if spec := os.environ.get("REVOLTA_DENSE_GEMV_TUNE"):
+        dense_tune(*[int(v) for v in spec.split(",")])
+        logger.info("fp16 GEMV block shape overridden by REVOLTA_DENSE_GEMV_TUNE=%s", spec)
     return True

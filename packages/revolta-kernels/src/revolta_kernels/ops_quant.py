@@ -1,4 +1,5 @@
-"""Quantized-weight GEMM as a torch custom op (``revolta::quant_matmul``).
+"""Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``), and the
+skinny dense linear ``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -37,3 +38,40 @@ def quant_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.
 @quant_dequantize.register_fake
 def _(qweight, scales, qzeros, bits, group_size, zero_offset):
     return scales.new_empty((qweight.shape[0] * (32 // bits), qweight.shape[1]))
+
+
+def _silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
+    from revolta_kernels.reference.activation import silu_and_mul
+
+    return silu_and_mul(x)
+
+
+@torch.library.custom_op(f"{LIB}::quant_matmul_silu", mutates_args=())
+def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
+                      group_size: int, zero_offset: int) -> torch.Tensor:
+    """``silu_and_mul(x) @ W``: the MLP's down projection straight from the gate_up output ``x[..., 2K]``.
+
+    Reference = ``revolta::silu_and_mul`` (fp32 math, rounded to x's dtype) then :func:`quant_matmul`; the
+    native skinny kernel (M <= 8) applies the activation while staging x, so no separate kernel runs.
+    """
+    return ref_quant.quant_matmul(_silu_and_mul_ref(x), qweight, scales, qzeros, bits, group_size, zero_offset)
+
+
+@quant_matmul_silu.register_fake
+def _(x, qweight, scales, qzeros, bits, group_size, zero_offset):
+    return x.new_empty((*x.shape[:-1], qweight.shape[1]))
+
+
+@torch.library.custom_op(f"{LIB}::dense_linear", mutates_args=())
+def dense_linear(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> torch.Tensor:
+    """``F.linear(a, weight)`` without bias, ``a = silu_and_mul(x)`` if ``silu`` else ``x``.
+
+    The native CUDA kernel is a skinny fp16 GEMV for up to 8 rows (decode), launched with programmatic
+    dependent launch; other calls run ``F.linear`` (cuBLAS on CUDA). Reference = the same composition.
+    """
+    return torch.nn.functional.linear(_silu_and_mul_ref(x) if silu else x, weight)
+
+
+@dense_linear.register_fake
+def _(x, weight, silu):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))

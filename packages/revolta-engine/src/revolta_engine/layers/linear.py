@@ -1,15 +1,50 @@
-"""Linear layers. Weights are stored ``[out_features, in_features]`` like torch and HF."""
+"""Linear layers. Weights are stored ``[out_features, in_features]`` like torch and HF.
+
+On CUDA, calls of at most ``DENSE_GEMV_MAX_M`` rows (decode) on fp16 weights without bias run revolta-kernels'
+skinny fp16 GEMV (``revolta::dense_linear``: PDL launch, weight stream issued before the wait on the previous
+kernel) instead of cuBLAS; larger calls keep cuBLAS. The rule comes from the H200 (benchmarks/gemv_bench.py,
+CUDA graphs, cold weights): at M=1 the GEMV beat cuBLAS on all four Llama-8B projections (qkv 13.7 vs 15.9 us,
+o 9.1 vs 13.7, gate_up 53.6 vs 61.4, down 28.0 vs 32.2), at M=2 on three of four, at M=4 on one, at M=8 on
+none (it is issue-bound there), so the default threshold is 2 (``REVOLTA_DENSE_GEMV_MAX_M``, 0 = always
+cuBLAS). The quantized MLP's down projection takes the gate_up output directly (:meth:`Linear.forward_silu`:
+SiLU-and-mul fused into the skinny int4/int8 kernel's activation staging) at M <= 8; ``REVOLTA_FUSED_SILU=0``
+turns that off. The dense fused variant exists (``dense_linear(silu=True)``) but is off by default
+(``REVOLTA_FUSED_SILU_DENSE=1`` turns it on): every block of the dense GEMV recomputes the activation of the
+whole K, which measured slower (33.2 us) than the separate silu_and_mul kernel plus the GEMV (~29 us).
+"""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from revolta_kernels import ops, ops_quant
+
 if TYPE_CHECKING:
     from revolta_engine.layers.quant import QuantLinearMethod
+
+SKINNY_MAX_M = 8  # the skinny kernels' row limit
+
+
+def _rows(x: torch.Tensor) -> int:
+    return x.numel() // x.shape[-1] if x.shape[-1] else 0
+
+
+DENSE_GEMV_MAX_M = min(int(os.environ.get("REVOLTA_DENSE_GEMV_MAX_M", "2")), SKINNY_MAX_M)
+FUSED_SILU = os.environ.get("REVOLTA_FUSED_SILU", "1") != "0"
+FUSED_SILU_DENSE = FUSED_SILU and os.environ.get("REVOLTA_FUSED_SILU_DENSE", "0") == "1"
+
+
+def dense_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``F.linear(x, weight)`` (no bias) through the skinny fp16 GEMV where the rule above picks it (lm_head)."""
+    if (x.is_cuda and weight.dtype == torch.float16 and x.dtype == torch.float16 and weight.is_contiguous()
+            and _rows(x) <= DENSE_GEMV_MAX_M):
+        return ops_quant.dense_linear(x, weight, False)
+    return F.linear(x, weight)
 
 
 class Linear(nn.Module):
@@ -31,10 +66,33 @@ class Linear(nn.Module):
             quant.create_weights(self, in_features, out_features)
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
 
+    def _dense_gemv(self, x: torch.Tensor, max_m: int) -> bool:
+        return (x.is_cuda and self.bias is None and self.weight.dtype == torch.float16
+                and x.dtype == torch.float16 and _rows(x) <= max_m)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant is None:
+            if self._dense_gemv(x, DENSE_GEMV_MAX_M):
+                return ops_quant.dense_linear(x, self.weight, False)
             return F.linear(x, self.weight, self.bias)
         y = self.quant.apply(self, x)
+        return y if self.bias is None else y + self.bias
+
+    def fuses_silu(self, x: torch.Tensor) -> bool:
+        """Whether :meth:`forward_silu` runs one fused kernel for ``x`` (CUDA, at most 8 rows)."""
+        if not FUSED_SILU or not x.is_cuda or x.dtype != torch.float16:
+            return False
+        if self.quant is None:
+            return FUSED_SILU_DENSE and self._dense_gemv(x, DENSE_GEMV_MAX_M)
+        return _rows(x) <= SKINNY_MAX_M
+
+    def forward_silu(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward(silu_and_mul(x))`` for ``x = [gate, up]``, fused where :meth:`fuses_silu` says so."""
+        if not self.fuses_silu(x):
+            return self.forward(ops.silu_and_mul(x))
+        if self.quant is None:
+            return ops_quant.dense_linear(x, self.weight, True)
+        y = self.quant.apply_silu(self, x)
         return y if self.bias is None else y + self.bias
 
     def load_quantized(self, param_name: str, tensor: torch.Tensor, start: int = 0, size: int | None = None) -> None:

@@ -6,13 +6,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig
 
 from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.attention import PagedAttention
-from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
 from revolta_engine.layers.norm import RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
@@ -70,7 +69,10 @@ class LlamaMLP(nn.Module):
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_up_proj(x)))
+        y = self.gate_up_proj(x)
+        if self.down_proj.fuses_silu(y):  # decode on CUDA: SiLU-and-mul inside the down projection's kernel
+            return self.down_proj.forward_silu(y)
+        return self.down_proj(self.act(y))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -150,7 +152,7 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits of the given hidden states, in float32."""
         weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
-        return F.linear(hidden, weight).float()
+        return dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""

@@ -1,0 +1,92 @@
+// C ABI of the skinny fp16 GEMV (dense_gemv.cuh): shape checks, the launch plan, PDL launch on the caller's
+// stream. No workspace, no allocation: CUDA-graph capturable.
+#include <cuda_runtime.h>
+
+#include "dense_gemv.cuh"
+
+using namespace revolta;
+
+namespace {
+
+constexpr int kDenseMaxM = 8;
+constexpr long long kDenseDefaultPrefetch = 0;  // as the quantized kernel's (measured no better)
+// Bytes of weights the whole grid prefetches to L2 before its PDL wait (as the quantized skinny kernel).
+long long g_dense_prefetch_bytes = kDenseDefaultPrefetch;
+// Block shape: warps per block (4 or 8) and weight rows per block (4 or 8; always 4 at M > 4, for registers).
+// Default = the best of the H200 sweep (8 warps x 4 rows: 87-103% of copy at M=1 on the Llama-8B shapes).
+constexpr int kDenseDefaultWarps = 8, kDenseDefaultRows = 4;
+int g_dense_warps = kDenseDefaultWarps, g_dense_rows = kDenseDefaultRows;
+
+int dense_rows(int mt) { return mt >= 8 ? 4 : g_dense_rows; }
+
+template <int MT, int R, int W, bool ACT>
+cudaError_t launch_dense(const DenseGemvParams& p, cudaStream_t stream) {
+  const int blocks = (p.N + R - 1) / R;
+  return launch(dense_gemv_kernel<MT, R, W, ACT>, dim3(blocks), dim3(W * 32), 0, stream, p);
+}
+
+template <int MT, bool ACT>
+cudaError_t launch_dense_rw(const DenseGemvParams& p, cudaStream_t stream) {
+  const int rows = dense_rows(MT);
+  if constexpr (MT >= 8) {
+    return g_dense_warps == 4 ? launch_dense<MT, 4, 4, ACT>(p, stream) : launch_dense<MT, 4, 8, ACT>(p, stream);
+  } else {
+    if (rows == 4) {
+      return g_dense_warps == 4 ? launch_dense<MT, 4, 4, ACT>(p, stream) : launch_dense<MT, 4, 8, ACT>(p, stream);
+    }
+    return g_dense_warps == 4 ? launch_dense<MT, 8, 4, ACT>(p, stream) : launch_dense<MT, 8, 8, ACT>(p, stream);
+  }
+}
+
+template <bool ACT>
+cudaError_t launch_dense_mt(const DenseGemvParams& p, int mt, cudaStream_t stream) {
+  switch (mt) {
+    case 1: return launch_dense_rw<1, ACT>(p, stream);
+    case 2: return launch_dense_rw<2, ACT>(p, stream);
+    case 4: return launch_dense_rw<4, ACT>(p, stream);
+    default: return launch_dense_rw<8, ACT>(p, stream);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// out[M, N] (fp16) = a[M, K] @ w[N, K]^T (fp16 weights in torch's Linear layout), a = x (act 0; x rows
+// x_stride apart) or silu(gate) * up (act 1; x rows are [gate (K), up (K)]). M <= 8, K % 8 == 0,
+// x_stride % 8 == 0, 16-byte aligned x and w.
+int revolta_dense_gemv(void* out, const void* x, const void* w, int M, int N, int K, int x_stride, int act,
+                       cudaStream_t stream) {
+  if (M == 0 || N == 0) return cudaSuccess;
+  if (M < 0 || M > kDenseMaxM || N < 0 || K <= 0 || K % 8 || x_stride % 8 || (act != 0 && act != 1) ||
+      x_stride < (act ? 2 * K : K))
+    return cudaErrorInvalidValue;
+  const int mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
+  const int rows = dense_rows(mt);
+  const long long blocks = (N + rows - 1) / rows;
+  const long long per_block = g_dense_prefetch_bytes / blocks / (static_cast<long long>(rows) * kDenseChunk * 2);
+  const int chunks = (K + kDenseChunk - 1) / kDenseChunk;
+  DenseGemvParams p{static_cast<const __half*>(x), static_cast<const __half*>(w), static_cast<__half*>(out),
+                    M, N, K, x_stride, act, static_cast<int>(per_block < chunks ? per_block : chunks)};
+  const cudaError_t e = act ? launch_dense_mt<true>(p, mt, stream) : launch_dense_mt<false>(p, mt, stream);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// Overrides for sweeps: L2 prefetch budget of a whole grid before its PDL wait in KB (0 = none, < 0 = the
+// default: none), warps per block (4 or 8; other = default), weight rows per block (4 or 8; other = default).
+int revolta_dense_gemv_tune(int prefetch_kb, int warps, int rows) {
+  g_dense_prefetch_bytes = prefetch_kb < 0 ? kDenseDefaultPrefetch : static_cast<long long>(prefetch_kb) * 1024;
+  g_dense_warps = warps == 4 || warps == 8 ? warps : kDenseDefaultWarps;
+  g_dense_rows = rows == 4 || rows == 8 ? rows : kDenseDefaultRows;
+  return cudaSuccess;
+}
+
+// The block shape a call with M rows uses: info[0] = warps, info[1] = rows per block.
+int revolta_dense_gemv_plan(int M, int* info) {
+  const int mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
+  info[0] = g_dense_warps;
+  info[1] = dense_rows(mt);
+  return cudaSuccess;
+}
+
+}  // extern "C"
