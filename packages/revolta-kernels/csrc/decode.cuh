@@ -63,6 +63,9 @@ paged_decode_kernel(const AttnParams p) {
   int* sRowPos = reinterpret_cast<int*>(sRowL + ROWS);
   int* sRowOut = sRowPos + ROWS;
 
+  // Launched with PDL (pdl.cuh): q, the cache and the metadata come from earlier kernels / copies.
+  pdl_wait();
+  pdl_trigger();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = blockIdx.x / p.num_kv_heads, kvh = blockIdx.x % p.num_kv_heads;
   const int split = blockIdx.z;
@@ -75,8 +78,11 @@ paged_decode_kernel(const AttnParams p) {
   const int ctx = p.context_lens[seq];
   const int last_row = min(R, row0 + ROWS) - 1;
   const int kend_all = ctx - qlen + last_row / group + 1;
-  const int kbeg = split * p.split_tokens;
-  const int kend = min(kend_all, kbeg + p.split_tokens);
+  const int slen = split_len<BN>(kend_all, p.num_splits);
+  const int n_active = max(1, (kend_all + slen - 1) / slen);  // 1: a row tile with no keys writes zeros
+  if (split >= n_active) return;
+  const int kbeg = split * slen;
+  const int kend = min(kend_all, kbeg + slen);
 
   if (tid < ROWS) {
     const int gr = row0 + tid;
@@ -273,19 +279,19 @@ paged_decode_kernel(const AttnParams p) {
     const float L = sRowL[r];
     const float inv = L > 0.f ? kv_unit<KIND>() / L : 0.f;
     acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
-    if (p.num_splits == 1) {
+    if (n_active == 1) {
       __half2* dst = reinterpret_cast<__half2*>(p.out + static_cast<size_t>(orow) * D + d);
       dst[0] = __floats2half2_rn(acc.x, acc.y);
       dst[1] = __floats2half2_rn(acc.z, acc.w);
     } else {
       const size_t prow = static_cast<size_t>(split) * p.num_tokens * p.num_heads + orow;
       *reinterpret_cast<float4*>(p.part_o + prow * D + d) = acc;
-      if (d == 0) {
-        p.part_ml[prow * 2] = sRowM[r];
-        p.part_ml[prow * 2 + 1] = L;
-      }
+      if (d == 0) reinterpret_cast<float2*>(p.part_ml)[prow] = make_float2(sRowM[r], L);
     }
   }
+  if (n_active > 1)
+    merge_splits<D, C::NT>(p, blockIdx.x * gridDim.y + blockIdx.y, n_active, row0, last_row - row0 + 1, q0, kvh,
+                           group);
 }
 
 }  // namespace revolta
