@@ -266,8 +266,8 @@ SPLIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
-@pytest.mark.parametrize("splits", [1, 2, 5, 16, 64])
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+@pytest.mark.parametrize("splits", [1, 3, 16, 64])
 @pytest.mark.parametrize("case_idx", range(len(SPLIT_CASES)))
 def test_decode_splits(case_idx, splits, kv_dtype, attn_variant):
     ctx, ql, h, hkv, d, bs, extra = SPLIT_CASES[case_idx]
