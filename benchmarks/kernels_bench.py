@@ -83,14 +83,16 @@ def decode_bytes(num_seqs, ctx, kv_dtype, h=32, hkv=8, d=128):
     return kv + 2 * num_seqs * h * d * 2
 
 
-def time_decode_graph(args) -> float:
-    """Milliseconds per decode call, timed as CUDA-graph replays."""
+def time_decode_graph(args, calls: int = 1) -> float:
+    """Milliseconds per decode call, timed as CUDA-graph replays of ``calls`` calls each (several calls per
+    replay take the graph's own launch cost out of short kernels' times, as in an engine step)."""
     ops.paged_attention_decode(*args)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_attention_decode(*args)
-    return time_ms(graph.replay, reps=30, inner=10)
+        for _ in range(calls):
+            ops.paged_attention_decode(*args)
+    return time_ms(graph.replay, reps=30, inner=10) / calls
 
 
 def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=16):
@@ -158,20 +160,33 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
         width = max(1024, 4 ** math.ceil(math.log(max(lens) / 1024, 4)) * 1024)  # the engine's graph widths
         args = engine_decode_inputs(lens, h, hkv, d, 16, dt, width)
         nbytes = engine_decode_bytes(lens, dt, h, hkv, d)
-        ms = time_decode_graph(args)
-        r = {"case": name, "mean_ctx": sum(lens) / len(lens), "table_width": width, "ms": ms,
+        ms = time_decode_graph(args, calls=8)
+        ms1 = time_decode_graph(args)
+        r = {"case": name, "mean_ctx": sum(lens) / len(lens), "table_width": width, "ms": ms, "ms_1call": ms1,
              "GB/s": nbytes / ms / 1e6, "frac_copy_bw": nbytes / ms / 1e6 / copy_bw}
-        print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy", flush=True)
+        print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy "
+              f"(8 calls per graph replay; 1 call per replay: {ms1 * 1e3:.1f} us)", flush=True)
         if sweep_splits and native_ops is not None and hasattr(native_ops, "SPLIT_OVERRIDE"):
-            r["splits_us"] = {}
+            r["splits_us"], r["chunks_us"] = {}, {}
             for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48):
                 native_ops.SPLIT_OVERRIDE = s
                 try:
-                    r["splits_us"][s] = time_decode_graph(args) * 1e3
+                    r["splits_us"][s] = time_decode_graph(args, calls=8) * 1e3
                 finally:
                     native_ops.SPLIT_OVERRIDE = None
-            print("    forced splits (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["splits_us"].items()),
+            print("    even splits (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["splits_us"].items()),
                   flush=True)
+            if hasattr(native_ops, "CHUNK_OVERRIDE"):
+                for c in (64, 128, 192, 256, 320, 384, 512, 768):
+                    if c >= max(lens):
+                        continue
+                    native_ops.CHUNK_OVERRIDE = c
+                    try:
+                        r["chunks_us"][c] = time_decode_graph(args, calls=8) * 1e3
+                    finally:
+                        native_ops.CHUNK_OVERRIDE = None
+                print("    fixed chunks (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["chunks_us"].items()),
+                      flush=True)
         out.append(r)
         del args
         torch.cuda.empty_cache()

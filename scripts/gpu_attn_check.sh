@@ -25,8 +25,13 @@ echo "== kernels_bench (branch) rc=$? at $(( $(date +%s) - START )) s"; grep -vE
 
 t=$(( $(left) - 95 )); [ $t -gt 150 ] && t=150
 timeout $t python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --out "$OUT/e2e_new.json" \
-  >"$OUT/e2e_new.log" 2>&1
-echo "== gpu_e2e rc=$? at $(( $(date +%s) - START )) s"; grep -vE "^(Loaded|Captured)" "$OUT/e2e_new.log" | tail -14
+  >/tmp/e2e_new.log 2>&1
+echo "== gpu_e2e rc=$? at $(( $(date +%s) - START )) s"; grep -E "tok_s|rc=|Error|error" /tmp/e2e_new.log | tail -14
+if [ "$(left)" -gt 150 ]; then
+  REVOLTA_PDL=0 timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b \
+    --out "$OUT/e2e_pdl0.json" >/tmp/e2e_pdl0.log 2>&1
+  echo "== gpu_e2e REVOLTA_PDL=0 rc=$? at $(( $(date +%s) - START )) s"; grep -E "tok_s" /tmp/e2e_pdl0.log | tail -6
+fi
 
 t=$(( $(left) - 20 )); [ $t -gt 100 ] && t=100
 timeout $t python3 -m pytest packages/revolta-kernels/tests/test_native_gpu.py \

@@ -35,6 +35,8 @@ struct AttnParams {
   int block_shift;             // log2(block_size); block_size must be a power of two
   int* counters;               // decode with num_splits > 1: one arrival counter per (sequence, KV head,
                                // row tile), zero before the launch; the kernel leaves them zero again
+  int split_tokens;            // decode: > 0 = fixed chunks of that many keys (a multiple of 64) per split;
+                               // 0 = each row tile's context cut evenly into num_splits parts (split_len)
 };
 
 __device__ __forceinline__ int kv_block_index(const AttnParams& p, int kp) { return kp >> p.block_shift; }
@@ -94,10 +96,12 @@ __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {
   }
 }
 
-// Decode split plan. The keys a row tile sees, kend_all of them (its sequence's ACTUAL context, read on the
-// device, so a CUDA graph captured for a wide block table still balances), are cut into p.num_splits parts
-// of whole ALIGN-key units: split s owns [s * len, min(kend_all, (s + 1) * len)). Parts past the end are
-// empty (short contexts use fewer splits); their blocks exit at once.
+// Decode split plan. With p.split_tokens == 0 the keys a row tile sees, kend_all of them (its sequence's
+// ACTUAL context, read on the device, so a CUDA graph captured for a wide block table still balances), are
+// cut into p.num_splits parts of whole ALIGN-key units: split s owns [s * len, min(kend_all, (s + 1) * len)).
+// Parts past the end are empty (short contexts use fewer splits); their blocks exit at once. With
+// p.split_tokens > 0, len = split_tokens (fixed chunks: grids of several waves, where the long first chunks
+// are scheduled before the short tails that fill the last wave).
 template <int ALIGN>
 __device__ __forceinline__ int split_len(int kend_all, int num_splits) {
   const int per = (kend_all + num_splits - 1) / num_splits;
@@ -131,17 +135,29 @@ __device__ __forceinline__ void merge_splits(const AttnParams& p, int tile, int 
     const int r = i / (D / 4), d = (i % (D / 4)) * 4;
     const int gr = row0 + r;
     const size_t orow = static_cast<size_t>(q0 + gr / group) * p.num_heads + kvh * group + gr % group;
-    float M = -INFINITY;
-    for (int s = 0; s < n_active; ++s) M = fmaxf(M, __ldcg(ml + s * sstride + orow).x);
+    // One pass, running maximum, four splits' loads in flight at a time; fixed order (deterministic).
+    float M = -INFINITY, wsum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    float wsum = 0.f;
-    for (int s = 0; s < n_active; ++s) {
-      const float2 x = __ldcg(ml + s * sstride + orow);
-      if (x.x == -INFINITY || x.y <= 0.f) continue;
-      const float w = x.y * exp2f(x.x - M);
-      const float4 o = __ldcg(reinterpret_cast<const float4*>(p.part_o + (s * sstride + orow) * D + d));
-      acc.x += w * o.x; acc.y += w * o.y; acc.z += w * o.z; acc.w += w * o.w;
-      wsum += w;
+    for (int s0 = 0; s0 < n_active; s0 += 4) {
+      float2 x[4];
+      float4 o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const size_t pr = static_cast<size_t>(s0 + j) * sstride + orow;
+        x[j] = s0 + j < n_active ? __ldcg(ml + pr) : make_float2(-INFINITY, 0.f);
+        o[j] = s0 + j < n_active ? __ldcg(reinterpret_cast<const float4*>(p.part_o + pr * D + d))
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (x[j].x == -INFINITY || x[j].y <= 0.f) continue;
+        const float Mn = fmaxf(M, x[j].x);
+        const float a = exp2f(M - Mn), w = x[j].y * exp2f(x[j].x - Mn);  // exp2(-inf) = 0 on the first
+        acc.x = acc.x * a + w * o[j].x; acc.y = acc.y * a + w * o[j].y;
+        acc.z = acc.z * a + w * o[j].z; acc.w = acc.w * a + w * o[j].w;
+        wsum = wsum * a + w;
+        M = Mn;
+      }
     }
     const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
     __half2* dst = reinterpret_cast<__half2*>(p.out + orow * D + d);

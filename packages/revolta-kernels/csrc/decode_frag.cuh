@@ -95,13 +95,13 @@ paged_decode_frag_kernel(const AttnParams p) {
   const int q0 = p.query_start_loc[seq];
   const int qlen = p.query_start_loc[seq + 1] - q0;
   const int R = qlen * group;
+  const int ctx = p.context_lens[seq];  // before the exit: loaded together with query_start_loc
   const int row0 = blockIdx.y * 16;
   if (row0 >= R) return;
-  const int ctx = p.context_lens[seq];
   const int last_row = min(R, row0 + 16) - 1;
   const int kend_all = ctx - qlen + last_row / group + 1;
-  // Splits of whole rounds of the warps' 16-key steps (split_len, attention.cuh).
-  const int slen = split_len<16 * NW>(kend_all, p.num_splits);
+  // Splits of whole rounds of the warps' 16-key steps (split_len, attention.cuh), or fixed chunks.
+  const int slen = p.split_tokens > 0 ? p.split_tokens : split_len<16 * NW>(kend_all, p.num_splits);
   const int n_active = max(1, (kend_all + slen - 1) / slen);  // 1: a row tile with no keys writes zeros
   if (split >= n_active) return;
   const int kbeg = split * slen;

@@ -253,9 +253,9 @@ def test_decode_cuda_graph_replay(ctx, kv_dtype):
 
 
 # Decode split plan (csrc/attention.cuh split_len / merge_splits): the kernel cuts each row tile's ACTUAL
-# context into grid.z parts and merges them in the same launch. Forced split counts from 1 to far more than
-# the context has 64-key units, block tables much wider than the contexts (a CUDA-graph bucket), GQA groups
-# 1..8, 1..8 query tokens, d64/d128/d256.
+# context into grid.z parts (or fixed chunks) and merges them in the same launch. Forced split counts from 1
+# to far more than the context has 64-key units, fixed chunks, block tables much wider than the contexts (a
+# CUDA-graph bucket), GQA groups 1..8, 1..8 query tokens, d64/d128/d256.
 SPLIT_CASES = [
     # ctx lens, q lens, heads, kv heads, head_dim, block_size, extra block-table columns
     ([600], [1], 32, 8, 128, 16, 40),  # Llama-8B batch 1 inside a 1K-token bucket
@@ -267,9 +267,11 @@ SPLIT_CASES = [
 
 
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
-@pytest.mark.parametrize("splits", [1, 3, 16, 64])
+@pytest.mark.parametrize(
+    "plan", [("even", 1), ("even", 3), ("even", 16), ("even", 64), ("chunk", 64), ("chunk", 512)]
+)
 @pytest.mark.parametrize("case_idx", range(len(SPLIT_CASES)))
-def test_decode_splits(case_idx, splits, kv_dtype, attn_variant):
+def test_decode_splits(case_idx, plan, kv_dtype, attn_variant):
     ctx, ql, h, hkv, d, bs, extra = SPLIT_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=300 + case_idx)
     wide = torch.zeros((len(ctx), case.block_tables.shape[1] + extra), dtype=torch.int32, device="cuda")
@@ -280,12 +282,15 @@ def test_decode_splits(case_idx, splits, kv_dtype, attn_variant):
         case.query_start_loc, case.scale, case.k_scales, case.v_scales,
     )
     poison_allocator()
-    native_ops.SPLIT_OVERRIDE = splits
+    if plan[0] == "even":
+        native_ops.SPLIT_OVERRIDE = plan[1]
+    else:
+        native_ops.CHUNK_OVERRIDE = plan[1]
     try:
         got = ops.paged_attention_decode(*case.args())
         again = ops.paged_attention_decode(*case.args())  # the counters re-armed themselves
     finally:
-        native_ops.SPLIT_OVERRIDE = None
+        native_ops.SPLIT_OVERRIDE = native_ops.CHUNK_OVERRIDE = None
     assert rel_err(got, want) < ATTN_TOL
     assert torch.equal(got, again)
 

@@ -45,6 +45,7 @@ class AttnParams(ctypes.Structure):
         ("scale_log2", _c_float),
         ("block_shift", _c_int),
         ("counters", _ptr),
+        ("split_tokens", _c_int),
     ]
 
 
