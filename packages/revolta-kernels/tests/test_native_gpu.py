@@ -143,7 +143,7 @@ DECODE_CASES = [
     # ctx lens, q lens, heads, kv heads, head_dim, block_size
     ([1, 17, 300, 64], [1, 1, 1, 1], 8, 8, 128, 16),
     ([33, 700, 1500], [1, 1, 1], 32, 8, 128, 16),
-    ([5000], [1], 32, 8, 128, 16),  # long context: split-K and the reduce kernel
+    ([5000], [1], 32, 8, 128, 16),  # long context: split-K merged in the kernel
     ([9, 200, 3000], [3, 8, 5], 16, 2, 64, 32),  # speculative verification, causal among new tokens
     ([120, 2048], [2, 4], 8, 1, 256, 16),  # MQA, head_dim 256
     ([77, 513], [8, 1], 32, 1, 128, 32),  # MQA with 8 query tokens: several row tiles
