@@ -290,6 +290,9 @@ def main() -> None:
     parser.add_argument("--engine-only", action="store_true",
                         help="only the engine's decode shapes and the rotary/cache ops (no 4K/128K/prefill cases)")
     parser.add_argument("--no-split-sweep", action="store_true", help="do not time forced split counts")
+    parser.add_argument(
+        "--prefill-only", action="store_true", help="only the prefill case (and with --sweep its variants)"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
@@ -306,8 +309,9 @@ def main() -> None:
         "prefill": [],
     }
     results["pdl_env"] = os.environ.get("REVOLTA_PDL", "")
-    results["engine_decode"] = bench_engine_decode(copy_bw, not args.no_split_sweep)
-    results["rotary_cache"] = bench_rotary_cache()
+    if not args.prefill_only:
+        results["engine_decode"] = bench_engine_decode(copy_bw, not args.no_split_sweep)
+        results["rotary_cache"] = bench_rotary_cache()
     if args.engine_only:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
@@ -319,6 +323,8 @@ def main() -> None:
         ("1x128K fp16 split-K", 1, 131072, torch.float16),
         ("1x128K int8 split-K", 1, 131072, torch.int8),
     ]
+    if args.prefill_only:
+        decode_cases = []
     for name, n, ctx, dt in decode_cases:
         r = bench_decode(name, n, ctx, dt, copy_bw)
         results["decode"].append(r)
@@ -328,9 +334,10 @@ def main() -> None:
             flush=True,
         )
         torch.cuda.empty_cache()
-    dec = {r["case"]: r for r in results["decode"]}
-    results["int8_speedup_32x4K"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
-    print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
+    if decode_cases:
+        dec = {r["case"]: r for r in results["decode"]}
+        results["int8_speedup_32x4K"] = dec["32x4K fp16"]["ms"] / dec["32x4K int8"]["ms"]
+        print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
     r = bench_prefill(8192, mm)
     results["prefill"].append(r)
     print(
@@ -342,7 +349,7 @@ def main() -> None:
     if args.sweep:
         import kernels_sweep
 
-        results["sweep"] = kernels_sweep.run(copy_bw, mm)
+        results["sweep"] = kernels_sweep.run(copy_bw, mm, prefill_only=args.prefill_only)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
 

@@ -32,7 +32,7 @@ DECODE_VARIANTS = [
 PREFILL_VARIANTS = [
     ("generic (prefill.cuh)", 1),
     ("auto (frag where the probe passes)", 0),
-    ("frag default: 8 warps x 2x16 rows, 32 keys", 6),
+    ("frag default: 8 warps x 2x16 rows, 48 keys, K/V split staging", 6),
     ("frag 4 warps x 2x16 rows, 32 keys, 2 buffers", 2),
     ("frag 8 warps x 16 rows, 64 keys", 3),
     ("frag 8 warps x 16 rows, 32 keys, 2 buffers", 4),
@@ -41,6 +41,18 @@ PREFILL_VARIANTS = [
     ("frag 8 warps x 16 rows, 64 keys, Q in registers", 8),
     ("frag 8 warps x 16 rows, 32 keys, 2 buffers, Q in registers", 9),
     ("frag 4 warps x 16 rows, 32 keys, 2 buf, 2 blocks/SM, Q in regs", 10),
+    ("frag 8 warps x 2x16 rows, 32 keys, K/V split staging", 11),
+    ("frag 8 warps x 2x16 rows, 48 keys", 12),
+    ("frag 8 warps x 2x16 rows, 48 keys, K/V split staging", 13),
+    ("frag 4 warps x 2x16 rows, 64 keys, split, 2 blocks/SM", 14),
+    ("frag 4 warps x 2x16 rows, 48 keys, split, 2 blocks/SM", 15),
+    ("frag 4 warps x 2x16 rows, 32 keys, split, 2 blocks/SM", 16),
+    ("frag 4 warps x 2x16 rows, 32 keys, 1 buffer, 2 blocks/SM", 17),
+    ("frag 4 warps x 2x16 rows, 64 keys, split in halves, 2 blocks/SM", 18),
+    ("frag 4 warps x 2x16 rows, 48 keys, split in halves, 2 blocks/SM", 19),
+    ("frag 4 warps x 2x16 rows, 32 keys, split in halves, 2 blocks/SM", 20),
+    ("frag 8 warps x 2x16 rows, 32 keys, split in halves", 21),
+    ("frag 8 warps x 2x16 rows, 32 keys (default before run 2)", 22),
 ]
 
 
@@ -115,15 +127,16 @@ def _fmt(row: dict) -> str:
     )
 
 
-def run(copy_bw: float, mm_rate: float) -> dict:
-    """Every sweep; returns the rows for the benchmark JSON."""
+def run(copy_bw: float, mm_rate: float, prefill_only: bool = False) -> dict:
+    """Every sweep (or only the prefill one); returns the rows for the benchmark JSON."""
     dev = torch.cuda.current_device()
     ok, maps = native_ops.frag_layout_maps(dev)
     print(f"sweep: frag layout probe ok={ok}", flush=True)
     out: dict = {"frag_layout_ok": ok}
     if not ok:
         out["frag_layout_maps"] = maps
-    out["decode_int8"] = sweep_decode(copy_bw, torch.int8)
-    out["decode_fp8e4m3"] = sweep_decode(copy_bw, torch.float8_e4m3fn, DECODE_VARIANTS[:3])
+    if not prefill_only:
+        out["decode_int8"] = sweep_decode(copy_bw, torch.int8)
+        out["decode_fp8e4m3"] = sweep_decode(copy_bw, torch.float8_e4m3fn, DECODE_VARIANTS[:3])
     out["prefill"] = sweep_prefill(mm_rate)
     return out

@@ -5,20 +5,32 @@
 namespace revolta {
 namespace {
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false>
+// launch_or_query (attention_launch.cuh) with the launch through revolta::launch (programmatic dependent
+// launch on sm_90+; both prefill kernels call pdl_wait() before anything else).
+template <typename Kernel>
+cudaError_t prefill_launch_or_query(Kernel kernel, int threads, int smem, bool& configured, dim3 grid,
+                                    const AttnParams& p, cudaStream_t stream, int* occupancy) {
+  cudaError_t e = prepare(kernel, smem, configured);
+  if (e != cudaSuccess) return e;
+  if (occupancy) return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kernel, threads, smem);
+  return launch(kernel, grid, dim3(threads), smem, stream, p);
+}
+
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG = false, int SPLIT = 0>
 cudaError_t prefill_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, 1);
-  return launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB, QREG>, C::NT, C::SMEM_BYTES,
+  return prefill_launch_or_query(paged_prefill_frag_kernel<D, KIND, WM, RF, BN, DBUF, MINB, QREG, SPLIT>, C::NT, C::SMEM_BYTES,
                          configured, grid, p, stream, occ);
 }
 
-// Frag prefill configurations. fp16 KV at d128 (the 8K benchmark): 8 warps x 2 x 16 rows, 32-key tiles, one
-// buffer (229 TFLOP/s on an H200 against 202 for 4 warps with two buffers, device run 2's sweep).
-// Everything else keeps 4 warps x 2 x 16 rows with two buffers (the configuration the GPU tests ran;
-// 8 warps would leave one-byte d64 tiles smaller than one 16-byte chunk per thread).
+// Frag prefill configurations. fp16 KV at d128 (the 8K benchmark): 8 warps x 2 x 16 rows, 48-key tiles, K and
+// V staged separately (variant 13 of the sweep: 300 / 292 TFLOP/s on an H200 in the two sweep passes of
+// benchmarks/results/prefill/run2_*, against 274 for the previous default, 8 warps x 32-key tiles, now
+// variant 22). Everything else keeps 4 warps x 2 x 16 rows with two buffers (the configuration the GPU
+// tests ran; 8 warps would leave one-byte d64 tiles smaller than one 16-byte chunk per thread).
 template <int D, int KIND>
 cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   if constexpr (D == 128 && KIND == KV_F16) {
@@ -31,7 +43,21 @@ cudaError_t prefill_frag(const AttnParams& p, int num_seqs, int max_query_len, c
       case 8: return prefill_frag_cfg<D, KIND, 8, 1, 64, false, 1, true>(p, num_seqs, max_query_len, stream, occ);
       case 9: return prefill_frag_cfg<D, KIND, 8, 1, 32, true, 1, true>(p, num_seqs, max_query_len, stream, occ);
       case 10: return prefill_frag_cfg<D, KIND, 4, 1, 32, true, 2, true>(p, num_seqs, max_query_len, stream, occ);
-      default: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      // K and V staged separately (SPLIT): V_i loaded during Q K_i^T, K_{i+1} during the softmax and P V_i
+      case 11: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 12: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 13: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 14: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 15: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 16: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      case 17: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      // SPLIT 2: K and V each staged in two halves
+      case 18: return prefill_frag_cfg<D, KIND, 4, 2, 64, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 19: return prefill_frag_cfg<D, KIND, 4, 2, 48, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 20: return prefill_frag_cfg<D, KIND, 4, 2, 32, false, 2, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 21: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1, false, 2>(p, num_seqs, max_query_len, stream, occ);
+      case 22: return prefill_frag_cfg<D, KIND, 8, 2, 32, false, 1>(p, num_seqs, max_query_len, stream, occ);
+      default: return prefill_frag_cfg<D, KIND, 8, 2, 48, false, 1, false, 1>(p, num_seqs, max_query_len, stream, occ);
     }
   }
   return prefill_frag_cfg<D, KIND, 4, 2, 32, true, 1>(p, num_seqs, max_query_len, stream, occ);
@@ -49,7 +75,7 @@ cudaError_t prefill_one(const AttnParams& p, int num_seqs, int max_query_len, cu
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;  // an occupancy query passes no shapes
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + C::BM - 1) / C::BM, 1);
-  return launch_or_query(paged_prefill_kernel<D, KIND, WM, RF, BN, true>, C::NT, C::SMEM_BYTES, configured, grid, p,
+  return prefill_launch_or_query(paged_prefill_kernel<D, KIND, WM, RF, BN, true>, C::NT, C::SMEM_BYTES, configured, grid, p,
                          stream, occ);
 }
 

@@ -9,6 +9,7 @@
 
 #include <mma.h>
 #include "attention.cuh"
+#include "pdl.cuh"
 
 namespace revolta {
 
@@ -42,6 +43,10 @@ __device__ const int prefill_smem_bytes = PrefillCfg<D, KIND, WM, RF, BN>::SMEM_
 template <int D, int KIND, int WM, int RF, int BN, bool PREFETCH>
 __global__ void __launch_bounds__(32 * WM)
 paged_prefill_kernel(const AttnParams p) {
+  // Programmatic dependent launch (pdl.cuh): everything this kernel reads (q, the caches, the block
+  // tables and lengths) may come from the kernels before it, so it waits first, on every path.
+  pdl_wait();
+  pdl_trigger();
   using namespace nvcuda;
   using C = PrefillCfg<D, KIND, WM, RF, BN>;
   extern __shared__ __align__(128) unsigned char smem[];

@@ -9,11 +9,14 @@
 // tiles that cross the causal diagonal are masked; a warp skips tiles entirely after its last row, and
 // the O rescale is skipped when no row maximum moved. Output goes through the warp's own Q rows in
 // shared memory so the global stores are 16 bytes wide. QREG keeps the warp's Q fragments in registers
-// instead of reloading them from shared memory for every key tile.
+// instead of reloading them from shared memory for every key tile. SPLIT stages K and V separately (V_i
+// while S = Q K_i^T runs, K_{i+1} while the softmax and P V_i run), so only half a tile's staging
+// registers are live at a time.
 #pragma once
 
 #include <mma.h>
 #include "attention.cuh"
+#include "pdl.cuh"
 #include "frag_layout.cuh"
 
 namespace revolta {
@@ -39,9 +42,18 @@ struct PrefillFragCfg {
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
 __device__ const int prefill_frag_smem_bytes = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>::SMEM_BYTES;
 
-template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG>
+template <bool B>
+struct PrefillBool {
+  static constexpr bool value = B;
+};
+
+template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG, int SPLIT = 0>
 __global__ void __launch_bounds__(32 * WM, MINB)
 paged_prefill_frag_kernel(const AttnParams p) {
+  // Programmatic dependent launch (pdl.cuh): everything this kernel reads (q, the caches, the block
+  // tables and lengths) may come from the kernels before it, so it waits first, on every path.
+  pdl_wait();
+  pdl_trigger();
   using namespace nvcuda;
   using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
   constexpr int NJ = BN / 16, ND = D / 16;
@@ -120,53 +132,58 @@ paged_prefill_frag_kernel(const AttnParams p) {
   const int head_tok = kvh * p.block_size, bmask = p.block_size - 1;
   uint4 stK[C::NCH], stV[C::NCH];
   float scK[C::NCH], scV[C::NCH];
-  auto load_tile = [&](int k0) {
-    int bid[C::NCH];  // all block-table reads first, so their latencies overlap
+  // Keys past kend (the last tile's tail) are read as key kend - 1: a valid cache entry, so its finite
+  // scores are masked like any key past the diagonal and P = 0 multiplies a finite V (no zero fill, no
+  // branches around the loads).
+  // Chunks [lo, hi) of this thread (chunk n holds key row tk0 + n * TSTEP).
+  auto load_part = [&](int k0, auto with_k, auto with_v, int lo, int hi) {
+    constexpr bool LK = decltype(with_k)::value, LV = decltype(with_v)::value;
+    int bid[C::NCH], kp[C::NCH];  // all block-table reads first, so their latencies overlap
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
-      const int kp = k0 + tk0 + n * C::TSTEP;
-      bid[n] = kp < kend ? __ldg(btab + (kp >> p.block_shift)) : 0;
+      if (n < lo || n >= hi) continue;
+      kp[n] = min(k0 + tk0 + n * C::TSTEP, kend - 1);
+      bid[n] = __ldg(btab + (kp[n] >> p.block_shift));
     }
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
-      const int kp = k0 + tk0 + n * C::TSTEP;
-      stK[n] = make_uint4(0, 0, 0, 0);
-      stV[n] = make_uint4(0, 0, 0, 0);
-      scK[n] = 0.f;
-      scV[n] = 0.f;
-      if (kp < kend) {
-        const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp & bmask));
-        const size_t off = tok * (D * C::ESZ) + cbyte;
+      if (n < lo || n >= hi) continue;
+      const size_t tok = static_cast<size_t>(bid[n]) * blk_stride + (head_tok + (kp[n] & bmask));
+      const size_t off = tok * (D * C::ESZ) + cbyte;
+      if constexpr (LK) {
         stK[n] = __ldg(reinterpret_cast<const uint4*>(kc + off));
+        scK[n] = KIND == KV_I8 ? __ldg(p.k_scales + tok) : 0.f;
+      }
+      if constexpr (LV) {
         stV[n] = __ldg(reinterpret_cast<const uint4*>(vc + off));
-        if (KIND == KV_I8) {
-          scK[n] = __ldg(p.k_scales + tok);
-          scV[n] = __ldg(p.v_scales + tok);
-        }
+        scV[n] = KIND == KV_I8 ? __ldg(p.v_scales + tok) : 0.f;
       }
     }
   };
-  auto store_tile = [&](int buf) {
+  auto load_tile = [&](int k0) { load_part(k0, PrefillBool<true>(), PrefillBool<true>(), 0, C::NCH); };
+  auto store_part = [&](int buf, auto with_k, auto with_v, int lo, int hi) {
     __half* sK = sKV + buf * 2 * BN * C::LDK;
     __half* sV = sK + BN * C::LDK;
 #pragma unroll
     for (int n = 0; n < C::NCH; ++n) {
+      if (n < lo || n >= hi) continue;
       const int soff = (tk0 + n * C::TSTEP) * C::LDK + cbyte / C::ESZ;
-      store_chunk<KIND>(sK + soff, stK[n], scK[n]);
-      store_chunk<KIND>(sV + soff, stV[n], scV[n]);
+      if constexpr (decltype(with_k)::value) store_chunk<KIND>(sK + soff, stK[n], scK[n]);
+      if constexpr (decltype(with_v)::value) store_chunk<KIND>(sV + soff, stV[n], scV[n]);
     }
   };
+  auto store_tile = [&](int buf) { store_part(buf, PrefillBool<true>(), PrefillBool<true>(), 0, C::NCH); };
 
-  auto compute = [&](int buf, int k0) {
+  // S = Q K^T of one key tile into acc; mid() runs halfway through the head dimension.
+  auto compute_s = [&](int buf, FragAcc (&acc)[RF][NJ], auto mid) {
     const __half* sK = sKV + buf * 2 * BN * C::LDK;
-    const __half* sV = sK + BN * C::LDK;
-    FragAcc acc[RF][NJ];
 #pragma unroll
     for (int f = 0; f < RF; ++f)
 #pragma unroll
       for (int j = 0; j < NJ; ++j) wmma::fill_fragment(acc[f][j], 0.f);
 #pragma unroll
     for (int kk = 0; kk < ND; ++kk) {
+      if (kk == ND / 2) mid();
       FragA a[QREG ? 1 : RF];
       if constexpr (!QREG) {
 #pragma unroll
@@ -180,32 +197,59 @@ paged_prefill_frag_kernel(const AttnParams p) {
         for (int f = 0; f < RF; ++f) wmma::mma_sync(acc[f][j], QREG ? qf[QREG ? f : 0][QREG ? kk : 0] : a[QREG ? 0 : f], b, acc[f][j]);
       }
     }
+  };
+
+  // Online softmax on acc, then O += P V of the same tile; mid() runs halfway through the keys.
+  auto softmax_pv = [&](int buf, int k0, FragAcc (&acc)[RF][NJ], auto mid) {
+    const __half* sV = sKV + buf * 2 * BN * C::LDK + BN * C::LDK;
 
     // Online softmax on the accumulators: element e is row g + 8 ((e >> 1) & 1), key 16 j + 2t + (e & 1)
     // + 8 (e >> 2). Scores stay unscaled until the exponent (max commutes with the positive scale).
-    const bool diag = k0 + BN - 1 > wlo;
-    float alpha[RF][2];
-    bool moved = false;
+    // Only tiles that cross the diagonal are masked (a warp-uniform branch).
+    if (k0 + BN - 1 > wlo) {
+#pragma unroll
+      for (int f = 0; f < RF; ++f)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (k0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 2) > pos[f][(e >> 1) & 1]) acc[f][j].x[e] = -INFINITY;
+    }
+    // Row maxima as pairwise trees (short dependency chains; fmax is exact in any order). The running
+    // maximum m_run is only moved (and O rescaled) when some row of the warp exceeds it by more than
+    // 2^8: with a stale maximum every P = 2^(s - m_run) <= 256, far inside fp16, and O, l stay exact in
+    // fp32, so most tiles skip the rescale of O entirely.
+    float mcand[RF][2];
+    bool need = false;
 #pragma unroll
     for (int f = 0; f < RF; ++f)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
+        float v[4 * NJ];
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int e = (q & 1) + 2 * h + 4 * (q >> 1);
-            if (diag && k0 + 16 * j + 2 * t + (e & 1) + 8 * (e >> 2) > pos[f][h]) acc[f][j].x[e] = -INFINITY;
-            mx = fmaxf(mx, acc[f][j].x[e]);
-          }
+          for (int q = 0; q < 4; ++q) v[4 * j + q] = acc[f][j].x[(q & 1) + 2 * h + 4 * (q >> 1)];
+#pragma unroll
+        for (int w = 1; w < 4 * NJ; w *= 2)
+#pragma unroll
+          for (int i = 0; i + w < 4 * NJ; i += 2 * w) v[i] = fmaxf(v[i], v[i + w]);
+        float mx = v[0];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[f][h], mx * qk_scale);
+        mcand[f][h] = fmaxf(m_run[f][h], mx * qk_scale);
+        need |= mcand[f][h] > m_run[f][h] + 8.f;  // true on a row's first unmasked tile (m_run = -inf)
+      }
+    const bool rescale = __any_sync(0xffffffffu, need);
+    float alpha[RF][2];
+#pragma unroll
+    for (int f = 0; f < RF; ++f)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = rescale ? mcand[f][h] : m_run[f][h];
         const float msub = m_new == -INFINITY ? 0.f : m_new;  // keeps -inf - -inf out of exp2
         alpha[f][h] = fast_exp2(m_run[f][h] - msub);
-        moved |= m_new != m_run[f][h];
-        float sum = 0.f;
+        float v[4 * NJ];
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -213,12 +257,16 @@ paged_prefill_frag_kernel(const AttnParams p) {
             const int e = (q & 1) + 2 * h + 4 * (q >> 1);
             const float pr = fast_exp2(fmaf(acc[f][j].x[e], qk_scale, -msub));
             acc[f][j].x[e] = pr;
-            sum += pr;
+            v[4 * j + q] = pr;
           }
-        l_run[f][h] = l_run[f][h] * alpha[f][h] + sum;
+#pragma unroll
+        for (int w = 1; w < 4 * NJ; w *= 2)
+#pragma unroll
+          for (int i = 0; i + w < 4 * NJ; i += 2 * w) v[i] += v[i + w];
+        l_run[f][h] = rescale ? l_run[f][h] * alpha[f][h] + v[0] : l_run[f][h] + v[0];
         m_run[f][h] = m_new;
       }
-    if (__any_sync(0xffffffffu, moved)) {
+    if (rescale) {
 #pragma unroll
       for (int f = 0; f < RF; ++f)
 #pragma unroll
@@ -230,6 +278,7 @@ paged_prefill_frag_kernel(const AttnParams p) {
     // O += P V with P's matrix_a fragments made from the accumulators in place.
 #pragma unroll
     for (int kk = 0; kk < NJ; ++kk) {
+      if (kk == NJ / 2) mid();
       FragA pa[RF];
 #pragma unroll
       for (int f = 0; f < RF; ++f) {
@@ -246,10 +295,58 @@ paged_prefill_frag_kernel(const AttnParams p) {
       }
     }
   };
+  auto compute = [&](int buf, int k0) {
+    FragAcc acc[RF][NJ];
+    auto none = [] {};
+    compute_s(buf, acc, none);
+    softmax_pv(buf, k0, acc, none);
+  };
 
   const int ntiles = (kend + BN - 1) / BN;
-  load_tile(0);
-  if constexpr (DBUF) {
+  if constexpr (SPLIT > 0) {
+    // K and V staged separately, so only one of them is in registers at a time: V of tile i is loaded
+    // while S = Q K_i^T is computed, K of tile i + 1 while the softmax and P V_i run. One K and one V
+    // buffer; barrier 1 publishes V_i and retires K_i, barrier 2 publishes K_{i+1} and retires V_i.
+    // SPLIT 2 stages each in two halves (the second half loaded once the first is stored, midway
+    // through the MMAs), halving the staging registers again.
+    const PrefillBool<true> yes;
+    const PrefillBool<false> no;
+    constexpr int H = SPLIT > 1 ? C::NCH / 2 : C::NCH;
+    static_assert(SPLIT == 1 || C::NCH % 2 == 0, "halves need an even chunk count");
+    load_part(0, yes, no, 0, C::NCH);
+    store_part(0, yes, no, 0, C::NCH);
+    __syncthreads();
+    for (int it = 0; it < ntiles; ++it) {
+      const int k0 = it * BN;
+      const bool active = k0 <= whi, more = it + 1 < ntiles;
+      load_part(k0, no, yes, 0, H);
+      auto vmid = [&] {
+        if constexpr (SPLIT > 1) {
+          store_part(0, no, yes, 0, H);  // V_{i-1}'s readers all passed the previous barrier 2
+          load_part(k0, no, yes, H, C::NCH);
+        }
+      };
+      FragAcc acc[RF][NJ];
+      if (active) compute_s(0, acc, vmid);
+      else vmid();
+      store_part(0, no, yes, SPLIT > 1 ? H : 0, C::NCH);
+      __syncthreads();
+      if (more) load_part(k0 + BN, yes, no, 0, H);
+      auto kmid = [&] {
+        if constexpr (SPLIT > 1) {
+          if (more) {
+            store_part(0, yes, no, 0, H);  // K_i's readers all passed barrier 1
+            load_part(k0 + BN, yes, no, H, C::NCH);
+          }
+        }
+      };
+      if (active) softmax_pv(0, k0, acc, kmid);
+      else kmid();
+      if (more) store_part(0, yes, no, SPLIT > 1 ? H : 0, C::NCH);
+      __syncthreads();
+    }
+  } else if constexpr (DBUF) {
+    load_tile(0);
     store_tile(0);
     __syncthreads();
     if (ntiles > 1) load_tile(BN);
@@ -263,6 +360,7 @@ paged_prefill_frag_kernel(const AttnParams p) {
       __syncthreads();
     }
   } else {
+    load_tile(0);
     for (int it = 0; it < ntiles; ++it) {
       const int k0 = it * BN;
       store_tile(0);

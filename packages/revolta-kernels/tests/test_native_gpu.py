@@ -204,6 +204,41 @@ def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
     assert rel_err(got, want) < ATTN_TOL
 
 
+# fp16/d128 prefill tuning configurations (attention_prefill.cu, variants 3+; the benchmark sweep times
+# them): each must stay correct wherever the frag kernels run, so that any of them can become the default.
+PREFILL_FRAG_VARIANTS = list(range(3, 23))
+PREFILL_D128_CASES = [0, 1, 4, *range(len(PREFILL_CASES), len(PREFILL_CASES) + 2)]
+PREFILL_EXTRA = [
+    ([1500], [1500], 32, 8, 128, 16),  # several key tiles of every size, ragged last tile
+    ([900, 333], [611, 333], 8, 2, 128, 16),  # cached prefix + chunk, two sequences
+]
+
+
+@pytest.mark.parametrize("variant", PREFILL_FRAG_VARIANTS)
+@pytest.mark.parametrize("case_idx", PREFILL_D128_CASES)
+def test_paged_attention_prefill_frag_variants(case_idx, variant):
+    if not native_ops._frag_layout(torch.cuda.current_device()):
+        pytest.skip("frag kernels do not run on this GPU")
+    ctx, ql, h, hkv, d, bs = (PREFILL_CASES + PREFILL_EXTRA)[case_idx]
+    case = make_attn_case(ctx, ql, h, hkv, d, bs, torch.float16, device="cuda", seed=300 + case_idx)
+    want = reference.paged_attention(
+        case.query,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables,
+        case.context_lens,
+        case.query_start_loc,
+        case.scale,
+    )
+    poison_allocator()
+    native_ops.set_attention_variant(0, variant)
+    try:
+        got = ops.paged_attention_prefill(*case.args())
+    finally:
+        native_ops.set_attention_variant(0, 0)
+    assert rel_err(got, want) < ATTN_TOL
+
+
 def test_unsupported_cases_fall_back_to_reference():
     # bf16 queries (no bf16 tensor-core math on sm_70) and a block size that is not a power of two
     for q_dtype, bs in ((torch.bfloat16, 16), (torch.float16, 24)):

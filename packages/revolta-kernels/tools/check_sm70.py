@@ -91,8 +91,9 @@ def kernels() -> list[Kernel]:
                     for rows8 in ("true", "false"):
                         ks.append(_decode_frag(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
                                                d, kind, 4, 2, 2, rows8, "true"))
-                cfg = (8, 2, 32, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
-                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false"))
+                cfg = (8, 2, 48, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
+                split = 1 if (d, kind) == (128, 0) else 0
+                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false", split))
     # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
     for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
                            (2, 3, 4, "true"), (4, 3, 2, "true")):
@@ -104,6 +105,12 @@ def kernels() -> list[Kernel]:
                                        (8, 1, 32, "true", 1, "true"), (4, 1, 32, "true", 2, "true")):
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
         ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
+    # SPLIT: 0 K and V staged together, 1 separately, 2 separately in halves
+    for wm, bn, mb, split in ((8, 32, 1, 1), (8, 48, 1, 0), (8, 32, 1, 0), (4, 64, 2, 1), (4, 48, 2, 1),
+                              (4, 32, 2, 1), (4, 32, 2, 0), (4, 64, 2, 2), (4, 48, 2, 2), (4, 32, 2, 2),
+                              (8, 32, 1, 2)):
+        name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{f' split{split}' if split else ''}"
+        ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for t, tn in DTYPES.items():
         ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
@@ -137,12 +144,12 @@ def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, 
 
 
 def _prefill_frag(
-    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str
+    name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str, split: int = 0
 ) -> Kernel:
     args = f"{d}, {kind}, {wm}, {rf}, {bn}, {dbuf}"
     return Kernel(
         name,
-        f"&revolta::paged_prefill_frag_kernel<{args}, {minb}, {qreg}>",
+        f"&revolta::paged_prefill_frag_kernel<{args}, {minb}, {qreg}, {split}>",
         True,
         f"&revolta::prefill_frag_smem_bytes<{args}>",
     )
