@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 
 import torch
@@ -82,14 +83,16 @@ def decode_bytes(num_seqs, ctx, kv_dtype, h=32, hkv=8, d=128):
     return kv + 2 * num_seqs * h * d * 2
 
 
-def time_decode_graph(args) -> float:
-    """Milliseconds per decode call, timed as CUDA-graph replays."""
+def time_decode_graph(args, calls: int = 1) -> float:
+    """Milliseconds per decode call, timed as CUDA-graph replays of ``calls`` calls each (several calls per
+    replay take the graph's own launch cost out of short kernels' times, as in an engine step)."""
     ops.paged_attention_decode(*args)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_attention_decode(*args)
-    return time_ms(graph.replay, reps=30, inner=10)
+        for _ in range(calls):
+            ops.paged_attention_decode(*args)
+    return time_ms(graph.replay, reps=30, inner=10) / calls
 
 
 def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=16):
@@ -105,6 +108,134 @@ def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=
         "GB/s": gbs,
         "frac_copy_bw": gbs / copy_bw,
     }
+
+
+def engine_decode_inputs(lens, h, hkv, d, bs, kv_dtype, width_tokens):
+    """Decode inputs as the engine's CUDA graphs see them: contexts ``lens`` inside a block table
+    ``width_tokens`` wide (the graph bucket), one query token per sequence."""
+    width = math.ceil(width_tokens / bs)
+    per = [math.ceil(c / bs) for c in lens]
+    nb = sum(per) + 1
+    perm = torch.randperm(nb, device="cuda", dtype=torch.int64).to(torch.int32)
+    tables = torch.zeros((len(lens), width), dtype=torch.int32, device="cuda")
+    pos = 0
+    for i, n in enumerate(per):
+        tables[i, :n] = perm[pos : pos + n]
+        pos += n
+    kc, ks = make_cache(nb, hkv, bs, d, kv_dtype)
+    vc, vs = make_cache(nb, hkv, bs, d, kv_dtype)
+    n = len(lens)
+    q = torch.randn(n, h, d, device="cuda", dtype=torch.float16)
+    cl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    qsl = torch.arange(0, n + 1, dtype=torch.int32, device="cuda")
+    return (q, kc, vc, tables, cl, qsl, 1, d**-0.5, ks, vs)
+
+
+def engine_decode_bytes(lens, kv_dtype, h, hkv, d):
+    elem = torch.empty(0, dtype=kv_dtype).element_size()
+    keys = sum(lens)
+    kv = 2 * keys * hkv * d * elem + (2 * keys * hkv * 4 if kv_dtype == torch.int8 else 0)
+    return kv + 2 * len(lens) * h * d * 2
+
+
+def bench_engine_decode(copy_bw, sweep_splits: bool):
+    """The decode attention calls the Llama-3.1-8B / Qwen3.5 engine makes (graph replays), optionally with
+    every forced split count (native_ops.SPLIT_OVERRIDE) next to the default plan."""
+    try:
+        from revolta_kernels import native_ops
+    except ImportError:
+        native_ops = None
+    gen = torch.Generator().manual_seed(1)
+    b64 = torch.randint(512, 768, (64,), generator=gen).tolist()
+    cases = [
+        ("b1 ctx600 32/8 d128 fp16", [600], 32, 8, 128, torch.float16),
+        ("b1 ctx600 32/8 d128 int8", [600], 32, 8, 128, torch.int8),
+        ("b64 ctx512-767 32/8 d128 fp16", b64, 32, 8, 128, torch.float16),
+        ("b64 ctx512-767 32/8 d128 int8", b64, 32, 8, 128, torch.int8),
+        ("b1 ctx600 16/2 d256 fp16", [600], 16, 2, 256, torch.float16),
+        ("b1 ctx32K 32/8 d128 fp16", [32768], 32, 8, 128, torch.float16),
+    ]
+    out = []
+    for name, lens, h, hkv, d, dt in cases:
+        width = max(1024, 4 ** math.ceil(math.log(max(lens) / 1024, 4)) * 1024)  # the engine's graph widths
+        args = engine_decode_inputs(lens, h, hkv, d, 16, dt, width)
+        nbytes = engine_decode_bytes(lens, dt, h, hkv, d)
+        ms = time_decode_graph(args, calls=8)
+        ms1 = time_decode_graph(args)
+        r = {"case": name, "mean_ctx": sum(lens) / len(lens), "table_width": width, "ms": ms, "ms_1call": ms1,
+             "GB/s": nbytes / ms / 1e6, "frac_copy_bw": nbytes / ms / 1e6 / copy_bw}
+        print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy "
+              f"(8 calls per graph replay; 1 call per replay: {ms1 * 1e3:.1f} us)", flush=True)
+        if sweep_splits and native_ops is not None and hasattr(native_ops, "SPLIT_OVERRIDE"):
+            r["splits_us"], r["chunks_us"] = {}, {}
+            for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48):
+                native_ops.SPLIT_OVERRIDE = s
+                try:
+                    r["splits_us"][s] = time_decode_graph(args, calls=8) * 1e3
+                finally:
+                    native_ops.SPLIT_OVERRIDE = None
+            print("    even splits (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["splits_us"].items()),
+                  flush=True)
+            if hasattr(native_ops, "CHUNK_OVERRIDE"):
+                for c in (64, 128, 192, 256, 320, 384, 512, 768):
+                    if c >= max(lens):
+                        continue
+                    native_ops.CHUNK_OVERRIDE = c
+                    try:
+                        r["chunks_us"][c] = time_decode_graph(args, calls=8) * 1e3
+                    finally:
+                        native_ops.CHUNK_OVERRIDE = None
+                print("    fixed chunks (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["chunks_us"].items()),
+                      flush=True)
+        out.append(r)
+        del args
+        torch.cuda.empty_cache()
+    return out
+
+
+def _rotary_cache_case(n, h=32, hkv=8, d=128, bs=16):
+    qkv = torch.randn(n, (h + 2 * hkv) * d, device="cuda", dtype=torch.float16)
+    q = qkv[:, : h * d].view(n, h, d)
+    k = qkv[:, h * d : (h + hkv) * d].view(n, hkv, d)
+    v = qkv[:, (h + hkv) * d :].view(n, hkv, d)
+    angles = torch.rand(8192, d // 2, device="cuda") * 100
+    cs = torch.cat((angles.cos(), angles.sin()), -1)
+    pos = torch.randint(0, 8192, (n,), device="cuda")
+    kc, vc = (torch.zeros(4 * n + 4, hkv, bs, d, device="cuda", dtype=torch.float16) for _ in range(2))
+    slots = torch.randperm((4 * n + 4) * bs, device="cuda")[:n]
+
+    def separate():
+        qr, kr = ops.rotary_embedding(pos, q, k, cs, True)
+        ops.reshape_and_cache(kr, v, kc, vc, slots)
+
+    def fused():
+        ops.rotary_and_cache(pos, q, k, v, cs, True, kc, vc, slots)
+
+    fns = {"rotary + reshape_and_cache": separate}
+    if hasattr(ops, "rotary_and_cache"):
+        fns["rotary_and_cache"] = fused
+    r = {"num_tokens": n}
+    for label, fn in fns.items():
+        fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(8):  # 8 calls per replay: the per-call time includes launch gaps, as in a step
+                fn()
+        r[label + " us"] = time_ms(graph.replay, reps=30, inner=10) / 8 * 1e3
+    return r
+
+
+def bench_rotary_cache():
+    """Rotary + KV-cache write of the Llama-3.1-8B attention (batch 1 and 64; graph replays): the fused
+    op against the two separate ops."""
+    out = []
+    for n in (1, 64):
+        r = _rotary_cache_case(n)
+        print(f"rotary/cache batch {n}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items() if k != "num_tokens"),
+              flush=True)
+        out.append(r)
+    return out
 
 
 def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
@@ -156,6 +287,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="kernels_bench.json")
     parser.add_argument("--sweep", action="store_true", help="also time every kernel variant (kernels_sweep.py)")
+    parser.add_argument("--engine-only", action="store_true",
+                        help="only the engine's decode shapes and the rotary/cache ops (no 4K/128K/prefill cases)")
+    parser.add_argument("--no-split-sweep", action="store_true", help="do not time forced split counts")
     parser.add_argument(
         "--prefill-only", action="store_true", help="only the prefill case (and with --sweep its variants)"
     )
@@ -174,6 +308,14 @@ def main() -> None:
         "decode": [],
         "prefill": [],
     }
+    results["pdl_env"] = os.environ.get("REVOLTA_PDL", "")
+    if not args.prefill_only:
+        results["engine_decode"] = bench_engine_decode(copy_bw, not args.no_split_sweep)
+        results["rotary_cache"] = bench_rotary_cache()
+    if args.engine_only:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+        return
     decode_cases = [
         ("32x4K fp16", 32, 4096, torch.float16),
         ("32x4K int8", 32, 4096, torch.int8),

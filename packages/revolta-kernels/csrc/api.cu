@@ -191,6 +191,36 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
   return cudaSuccess;
 }
 
+int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const void* v, const int64_t* positions,
+                             const void* cos_sin, int cos_sin_is_f32, void* key_cache, void* value_cache,
+                             float* k_scales, float* v_scales, const int64_t* slots, int num_tokens, int num_heads,
+                             int num_kv_heads, int head_dim, int rot_dim, int block_size, long long q_tok_stride,
+                             long long q_head_stride, long long k_tok_stride, long long k_head_stride,
+                             long long v_tok_stride, long long v_head_stride, int neox, int dtype, int cache_kind,
+                             cudaStream_t stream) {
+  if (num_tokens == 0) return cudaSuccess;
+  constexpr int kWarps = 8;  // one warp per (token, head of q, k or v)
+  const dim3 grid(num_tokens, (num_heads + 2 * num_kv_heads + kWarps - 1) / kWarps);
+#define REVOLTA_ROPE_CACHE(CS, KIND)                                                                          \
+  if (cudaError_t e = launch(rotary_and_cache_kernel<T, CS, KIND>, grid, 32 * kWarps, 0, stream,                \
+      static_cast<T*>(q_out), static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),     \
+      positions, static_cast<const CS*>(cos_sin), key_cache, value_cache, k_scales, v_scales, slots, num_heads, \
+      num_kv_heads, head_dim, rot_dim, block_size, q_tok_stride, q_head_stride, k_tok_stride, k_head_stride,    \
+      v_tok_stride, v_head_stride, neox != 0)) return e
+#define REVOLTA_ROPE_CACHE_KINDS(CS)                               \
+  switch (cache_kind) {                                            \
+    case CACHE_SAME: REVOLTA_ROPE_CACHE(CS, CACHE_SAME); break;    \
+    case CACHE_I8: REVOLTA_ROPE_CACHE(CS, CACHE_I8); break;        \
+    case CACHE_E4M3: REVOLTA_ROPE_CACHE(CS, CACHE_E4M3); break;    \
+    case CACHE_E5M2: REVOLTA_ROPE_CACHE(CS, CACHE_E5M2); break;    \
+    default: return cudaErrorInvalidValue;                         \
+  }
+  REVOLTA_DTYPE_DISPATCH(dtype, if (cos_sin_is_f32) { REVOLTA_ROPE_CACHE_KINDS(float) } else { REVOLTA_ROPE_CACHE_KINDS(T) })
+#undef REVOLTA_ROPE_CACHE_KINDS
+#undef REVOLTA_ROPE_CACHE
+  return cudaSuccess;
+}
+
 const char* revolta_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
 
 const char* revolta_build_archs(void) { return REVOLTA_ARCHS; }

@@ -11,6 +11,7 @@
 
 #include <mma.h>
 #include "common.cuh"
+#include "pdl.cuh"
 
 namespace revolta {
 
@@ -26,12 +27,16 @@ struct AttnParams {
   const int* block_tables;     // [S, max_blocks]
   const int* context_lens;     // [S]
   const int* query_start_loc;  // [S + 1]
-  float* part_o;               // [num_splits, T, H, D] (split mode)
+  float* part_o;               // [num_splits, T, H, D] (decode with num_splits > 1)
   float* part_ml;              // [num_splits, T, H, 2]: max (log2 domain), sum
   int num_tokens, num_heads, num_kv_heads, block_size, max_blocks;
-  int split_tokens, num_splits;
+  int num_splits;              // decode: context splits per (sequence, KV head, row tile); see split_len
   float scale_log2;            // softmax scale * log2(e)
   int block_shift;             // log2(block_size); block_size must be a power of two
+  int* counters;               // decode with num_splits > 1: one arrival counter per (sequence, KV head,
+                               // row tile), zero before the launch; the kernel leaves them zero again
+  int split_tokens;            // decode: > 0 = fixed chunks of that many keys (a multiple of 64) per split;
+                               // 0 = each row tile's context cut evenly into num_splits parts (split_len)
 };
 
 __device__ __forceinline__ int kv_block_index(const AttnParams& p, int kp) { return kp >> p.block_shift; }
@@ -91,24 +96,74 @@ __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {
   }
 }
 
-// Merge split partials: out = sum_s w_s o_s / sum_s w_s, w_s = l_s 2^(m_s - max m). One block per
-// (token, head), one thread per channel.
-template <int D>
-__global__ void __launch_bounds__(D)
-attn_reduce_kernel(__half* out, const float* part_o, const float* part_ml, int rows, int num_splits) {
-  const int row = blockIdx.x, d = threadIdx.x;
-  float M = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) M = fmaxf(M, part_ml[(static_cast<size_t>(s) * rows + row) * 2]);
-  float acc = 0.f, wsum = 0.f;
-  for (int s = 0; s < num_splits; ++s) {
-    const size_t pr = static_cast<size_t>(s) * rows + row;
-    const float m = part_ml[pr * 2], l = part_ml[pr * 2 + 1];
-    if (m == -INFINITY || l <= 0.f) continue;
-    const float w = l * exp2f(m - M);
-    acc += w * part_o[pr * D + d];
-    wsum += w;
+// Decode split plan. With p.split_tokens == 0 the keys a row tile sees, kend_all of them (its sequence's
+// ACTUAL context, read on the device, so a CUDA graph captured for a wide block table still balances), are
+// cut into p.num_splits parts of whole ALIGN-key units: split s owns [s * len, min(kend_all, (s + 1) * len)).
+// Parts past the end are empty (short contexts use fewer splits); their blocks exit at once. With
+// p.split_tokens > 0, len = split_tokens (fixed chunks: grids of several waves, where the long first chunks
+// are scheduled before the short tails that fill the last wave).
+template <int ALIGN>
+__device__ __forceinline__ int split_len(int kend_all, int num_splits) {
+  const int per = (kend_all + num_splits - 1) / num_splits;
+  return max(ALIGN, (per + ALIGN - 1) / ALIGN * ALIGN);
+}
+
+// Merge of the split partials inside the decode kernels (no second launch). Every non-empty split of a
+// row tile has written its rows' partials (o already divided by its own sum l, plus max m and l) when it
+// calls this; the barrier orders those stores before thread 0's gpu-scope fence and arrival (a split-K
+// semaphore release, as in quant_gemv.cuh). The last of the n_active splits to arrive re-arms the counter
+// and merges: out = sum_s w_s o_s / sum_s w_s, w_s = l_s 2^(m_s - max m), in split order (deterministic).
+template <int D, int NT>
+__device__ __forceinline__ void merge_splits(const AttnParams& p, int tile, int n_active, int row0, int nrows, int q0,
+                                             int kvh, int group) {
+  __shared__ int s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const bool last = atomicAdd(p.counters + tile, 1) == n_active - 1;
+    if (last) {
+      __threadfence();
+      p.counters[tile] = 0;  // every split has arrived: nothing reads it again in this launch
+    }
+    s_last = last;
   }
-  out[static_cast<size_t>(row) * D + d] = __float2half_rn(wsum > 0.f ? acc / wsum : 0.f);
+  __syncthreads();
+  if (!s_last) return;
+  const size_t sstride = static_cast<size_t>(p.num_tokens) * p.num_heads;
+  const float2* ml = reinterpret_cast<const float2*>(p.part_ml);
+  for (int i = threadIdx.x; i < nrows * (D / 4); i += NT) {
+    const int r = i / (D / 4), d = (i % (D / 4)) * 4;
+    const int gr = row0 + r;
+    const size_t orow = static_cast<size_t>(q0 + gr / group) * p.num_heads + kvh * group + gr % group;
+    // One pass, running maximum, four splits' loads in flight at a time; fixed order (deterministic).
+    float M = -INFINITY, wsum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < n_active; s0 += 4) {
+      float2 x[4];
+      float4 o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const size_t pr = static_cast<size_t>(s0 + j) * sstride + orow;
+        x[j] = s0 + j < n_active ? __ldcg(ml + pr) : make_float2(-INFINITY, 0.f);
+        o[j] = s0 + j < n_active ? __ldcg(reinterpret_cast<const float4*>(p.part_o + pr * D + d))
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (x[j].x == -INFINITY || x[j].y <= 0.f) continue;
+        const float Mn = fmaxf(M, x[j].x);
+        const float a = exp2f(M - Mn), w = x[j].y * exp2f(x[j].x - Mn);  // exp2(-inf) = 0 on the first
+        acc.x = acc.x * a + w * o[j].x; acc.y = acc.y * a + w * o[j].y;
+        acc.z = acc.z * a + w * o[j].z; acc.w = acc.w * a + w * o[j].w;
+        wsum = wsum * a + w;
+        M = Mn;
+      }
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    __half2* dst = reinterpret_cast<__half2*>(p.out + orow * D + d);
+    dst[0] = __floats2half2_rn(acc.x * inv, acc.y * inv);
+    dst[1] = __floats2half2_rn(acc.z * inv, acc.w * inv);
+  }
 }
 
 }  // namespace revolta

@@ -1,5 +1,7 @@
 // Decode / speculative verification launchers: paged_decode_frag_kernel (one-byte KV on GPUs with the
-// known fragment layout) or paged_decode_kernel (everything else, and every GPU's fp16 KV).
+// known fragment layout) or paged_decode_kernel (everything else, and every GPU's fp16 KV). Both split the
+// context in the kernel (split_len) and merge the splits in the same launch (merge_splits), launched with
+// PDL.
 #include "attention_launch.cuh"
 
 namespace revolta {
@@ -18,10 +20,8 @@ cudaError_t decode_cfg(const AttnParams& p, int num_seqs, int max_query_len, cud
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;  // an occupancy query passes no shapes
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + ROWS - 1) / ROWS, p.num_splits);
-  cudaError_t e = launch_or_query(paged_decode_kernel<D, KIND, kDecodeWarps, BN, STAGES, MINB, ROWS>, C::NT,
-                                  C::SMEM_BYTES, configured, grid, p, stream, occ);
-  if (e != cudaSuccess || occ || p.num_splits == 1) return e;
-  return reduce_splits(p, D, stream);
+  return launch_or_query(paged_decode_kernel<D, KIND, kDecodeWarps, BN, STAGES, MINB, ROWS>, C::NT, C::SMEM_BYTES,
+                         configured, grid, p, stream, occ, true);
 }
 
 template <int D, int KIND, int NW, int STAGES, int MINB, bool ROWS8, bool PF>
@@ -30,10 +30,8 @@ cudaError_t decode_frag_cfg(const AttnParams& p, int num_seqs, int max_query_len
   static bool configured = false;
   const int group = occ ? 1 : p.num_heads / p.num_kv_heads;
   dim3 grid(num_seqs * p.num_kv_heads, (max_query_len * group + 15) / 16, p.num_splits);
-  cudaError_t e = launch_or_query(paged_decode_frag_kernel<D, KIND, NW, STAGES, MINB, ROWS8, PF>, C::NT, C::SMEM_BYTES,
-                                  configured, grid, p, stream, occ);
-  if (e != cudaSuccess || occ || p.num_splits == 1) return e;
-  return reduce_splits(p, D, stream);
+  return launch_or_query(paged_decode_frag_kernel<D, KIND, NW, STAGES, MINB, ROWS8, PF>, C::NT, C::SMEM_BYTES,
+                         configured, grid, p, stream, occ, true);
 }
 
 // Frag decode (decode_frag.cuh): one-byte KV, head_dim 64/128.
@@ -67,10 +65,9 @@ cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cud
   const int rows = max_query_len * (occ ? 1 : p.num_heads / p.num_kv_heads);
   if constexpr (KIND != KV_F16 && (D == 64 || D == 128)) {
     // An occupancy query carries no block size; it answers for the kernel that block sizes >= 16 get.
-    // Its 16-key steps must not cross a page or a split: block_size >= 16, splits of whole steps.
+    // Its 16-key steps must not cross a page: block_size >= 16 (splits are whole rounds of steps).
     const int v = decode_variant();
-    if ((v >= 2 || (v == 0 && frag_layout_ok())) &&
-        (occ || (p.block_size >= 16 && (p.num_splits == 1 || p.split_tokens % 16 == 0))))
+    if ((v >= 2 || (v == 0 && frag_layout_ok())) && (occ || p.block_size >= 16))
       return decode_frag<D, KIND>(p, num_seqs, max_query_len, rows, stream, occ);
   }
   if constexpr (KIND != KV_F16 && D == 128) {  // d256 would need 146 KB of shared memory (Volta: 96)

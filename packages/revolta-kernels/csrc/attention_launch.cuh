@@ -27,24 +27,15 @@ cudaError_t prepare(Kernel kernel, int smem, bool& configured) {
   return e;
 }
 
-inline cudaError_t reduce_splits(const AttnParams& p, int head_dim, cudaStream_t stream) {
-  const int rows = p.num_tokens * p.num_heads;
-  switch (head_dim) {
-    case 64: attn_reduce_kernel<64><<<rows, 64, 0, stream>>>(p.out, p.part_o, p.part_ml, rows, p.num_splits); break;
-    case 128: attn_reduce_kernel<128><<<rows, 128, 0, stream>>>(p.out, p.part_o, p.part_ml, rows, p.num_splits); break;
-    case 256: attn_reduce_kernel<256><<<rows, 256, 0, stream>>>(p.out, p.part_o, p.part_ml, rows, p.num_splits); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
-}
-
-// Either launches (occupancy == nullptr) or reports blocks per SM.
+// Either launches (occupancy == nullptr) or reports blocks per SM. `pdl`: the kernel keeps the contract of
+// pdl.cuh and is launched through launch() (programmatic dependent launch on sm_90+).
 template <typename Kernel>
 cudaError_t launch_or_query(Kernel kernel, int threads, int smem, bool& configured, dim3 grid, const AttnParams& p,
-                            cudaStream_t stream, int* occupancy) {
+                            cudaStream_t stream, int* occupancy, bool pdl = false) {
   cudaError_t e = prepare(kernel, smem, configured);
   if (e != cudaSuccess) return e;
   if (occupancy) return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kernel, threads, smem);
+  if (pdl) return launch(kernel, grid, threads, smem, stream, p);
   kernel<<<grid, threads, smem, stream>>>(p);
   return cudaGetLastError();
 }

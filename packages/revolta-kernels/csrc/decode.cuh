@@ -63,6 +63,9 @@ paged_decode_kernel(const AttnParams p) {
   int* sRowPos = reinterpret_cast<int*>(sRowL + ROWS);
   int* sRowOut = sRowPos + ROWS;
 
+  // Launched with PDL (pdl.cuh): q, the cache and the metadata come from earlier kernels / copies.
+  pdl_wait();
+  pdl_trigger();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = blockIdx.x / p.num_kv_heads, kvh = blockIdx.x % p.num_kv_heads;
   const int split = blockIdx.z;
@@ -70,52 +73,32 @@ paged_decode_kernel(const AttnParams p) {
   const int q0 = p.query_start_loc[seq];
   const int qlen = p.query_start_loc[seq + 1] - q0;
   const int R = qlen * group;
+  const int ctx = p.context_lens[seq];  // before the exit: loaded together with query_start_loc
   const int row0 = blockIdx.y * ROWS;
   if (row0 >= R) return;
-  const int ctx = p.context_lens[seq];
   const int last_row = min(R, row0 + ROWS) - 1;
   const int kend_all = ctx - qlen + last_row / group + 1;
-  const int kbeg = split * p.split_tokens;
-  const int kend = min(kend_all, kbeg + p.split_tokens);
+  const int slen = p.split_tokens > 0 ? p.split_tokens : split_len<BN>(kend_all, p.num_splits);
+  const int n_active = max(1, (kend_all + slen - 1) / slen);  // 1: a row tile with no keys writes zeros
+  if (split >= n_active) return;
+  const int kbeg = split * slen;
+  const int kend = min(kend_all, kbeg + slen);
 
-  if (tid < ROWS) {
-    const int gr = row0 + tid;
-    const bool ok = gr < R;
-    const int t = gr / group, j = gr % group;
-    sRowPos[tid] = ok ? ctx - qlen + t : -1;
-    sRowOut[tid] = ok ? (q0 + t) * p.num_heads + kvh * group + j : -1;
-  }
-  for (int i = tid; i < ROWS * (D / 8); i += C::NT) {
-    const int r = i / (D / 8), c = i % (D / 8);
-    const int gr = row0 + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
+  // The query rows go into registers first, then the first tiles' block ids and K/V loads go out, then
+  // the query is staged in shared memory: the three global round trips overlap.
+  constexpr int QN = ROWS * (D / 8) / C::NT;
+  static_assert(ROWS * (D / 8) % C::NT == 0, "query chunks must divide among threads");
+  uint4 qv[QN];
+#pragma unroll
+  for (int j = 0; j < QN; ++j) {
+    const int i = tid + j * C::NT;
+    const int gr = row0 + i / (D / 8);
+    qv[j] = make_uint4(0, 0, 0, 0);
     if (gr < R) {
       const size_t row = static_cast<size_t>(q0 + gr / group) * p.num_heads + kvh * group + gr % group;
-      v = *reinterpret_cast<const uint4*>(p.q + row * D + c * 8);
+      qv[j] = *reinterpret_cast<const uint4*>(p.q + row * D + (i % (D / 8)) * 8);
     }
-    *reinterpret_cast<uint4*>(sQ + r * C::LDQ + c * 8) = v;
   }
-  // Learn which row each accumulator element holds (WMMA leaves the mapping unspecified).
-  wmma::fragment<wmma::accumulator, ROWS, FN, 16, float> rowmap;
-  float* scratch = sS + warp * FN;  // each warp a disjoint FN-column band of sS
-  for (int i = lane; i < 256; i += 32) scratch[(i / FN) * C::LDS + (i % FN)] = static_cast<float>(i / FN);
-  __syncwarp();
-  wmma::load_matrix_sync(rowmap, scratch, C::LDS, wmma::mem_row_major);
-  static_assert(decltype(rowmap)::num_elements <= 8, "row map packs 8 rows of 4 bits");
-  uint32_t rowOf = 0;  // 4 bits per accumulator element: one register instead of eight
-#pragma unroll
-  for (int i = 0; i < decltype(rowmap)::num_elements; ++i) rowOf |= static_cast<uint32_t>(rowmap.x[i]) << (4 * i);
-
-  wmma::fragment<wmma::accumulator, ROWS, FN, 16, float> o[C::OW / FN];
-#pragma unroll
-  for (int n = 0; n < C::OW / FN; ++n) wmma::fill_fragment(o[n], 0.f);
-
-  const int srow = tid / TPR, spart = tid % TPR;  // softmax: TPR threads per row
-  const float qk_scale = p.scale_log2 * kv_unit<KIND>();
-  float m_run = -INFINITY, l_run = 0.f;
-  __syncthreads();
-  const int mypos = sRowPos[srow];
-
   const unsigned char* kc = static_cast<const unsigned char*>(p.k_cache);
   const unsigned char* vc = static_cast<const unsigned char*>(p.v_cache);
   const int* btab = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
@@ -161,6 +144,39 @@ paged_decode_kernel(const AttnParams p) {
       REVOLTA_LOAD(s, kbeg + s * BN)
     }
   if (STAGES < ntiles) { REVOLTA_BIDS(kbeg + STAGES * BN) }
+
+  if (tid < ROWS) {
+    const int gr = row0 + tid;
+    const bool ok = gr < R;
+    const int t = gr / group, j = gr % group;
+    sRowPos[tid] = ok ? ctx - qlen + t : -1;
+    sRowOut[tid] = ok ? (q0 + t) * p.num_heads + kvh * group + j : -1;
+  }
+#pragma unroll
+  for (int j = 0; j < QN; ++j) {
+    const int i = tid + j * C::NT;
+    *reinterpret_cast<uint4*>(sQ + (i / (D / 8)) * C::LDQ + (i % (D / 8)) * 8) = qv[j];
+  }
+  // Learn which row each accumulator element holds (WMMA leaves the mapping unspecified).
+  wmma::fragment<wmma::accumulator, ROWS, FN, 16, float> rowmap;
+  float* scratch = sS + warp * FN;  // each warp a disjoint FN-column band of sS
+  for (int i = lane; i < 256; i += 32) scratch[(i / FN) * C::LDS + (i % FN)] = static_cast<float>(i / FN);
+  __syncwarp();
+  wmma::load_matrix_sync(rowmap, scratch, C::LDS, wmma::mem_row_major);
+  static_assert(decltype(rowmap)::num_elements <= 8, "row map packs 8 rows of 4 bits");
+  uint32_t rowOf = 0;  // 4 bits per accumulator element: one register instead of eight
+#pragma unroll
+  for (int i = 0; i < decltype(rowmap)::num_elements; ++i) rowOf |= static_cast<uint32_t>(rowmap.x[i]) << (4 * i);
+
+  wmma::fragment<wmma::accumulator, ROWS, FN, 16, float> o[C::OW / FN];
+#pragma unroll
+  for (int n = 0; n < C::OW / FN; ++n) wmma::fill_fragment(o[n], 0.f);
+
+  const int srow = tid / TPR, spart = tid % TPR;  // softmax: TPR threads per row
+  const float qk_scale = p.scale_log2 * kv_unit<KIND>();
+  float m_run = -INFINITY, l_run = 0.f;
+  __syncthreads();
+  const int mypos = sRowPos[srow];
 
   for (int base = 0; base < ntiles; base += STAGES) {
 #pragma unroll
@@ -273,19 +289,19 @@ paged_decode_kernel(const AttnParams p) {
     const float L = sRowL[r];
     const float inv = L > 0.f ? kv_unit<KIND>() / L : 0.f;
     acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
-    if (p.num_splits == 1) {
+    if (n_active == 1) {
       __half2* dst = reinterpret_cast<__half2*>(p.out + static_cast<size_t>(orow) * D + d);
       dst[0] = __floats2half2_rn(acc.x, acc.y);
       dst[1] = __floats2half2_rn(acc.z, acc.w);
     } else {
       const size_t prow = static_cast<size_t>(split) * p.num_tokens * p.num_heads + orow;
       *reinterpret_cast<float4*>(p.part_o + prow * D + d) = acc;
-      if (d == 0) {
-        p.part_ml[prow * 2] = sRowM[r];
-        p.part_ml[prow * 2 + 1] = L;
-      }
+      if (d == 0) reinterpret_cast<float2*>(p.part_ml)[prow] = make_float2(sRowM[r], L);
     }
   }
+  if (n_active > 1)
+    merge_splits<D, C::NT>(p, blockIdx.x * gridDim.y + blockIdx.y, n_active, row0, last_row - row0 + 1, q0, kvh,
+                           group);
 }
 
 }  // namespace revolta

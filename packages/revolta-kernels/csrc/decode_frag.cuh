@@ -84,6 +84,9 @@ paged_decode_frag_kernel(const AttnParams p) {
   float* sM = reinterpret_cast<float*>(smem + C::O_BYTES);
   float* sL = sM + NW * 16;
 
+  // Launched with PDL (pdl.cuh): q, the cache and the metadata come from earlier kernels / copies.
+  pdl_wait();
+  pdl_trigger();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int seq = blockIdx.x / p.num_kv_heads, kvh = blockIdx.x % p.num_kv_heads;
@@ -92,12 +95,17 @@ paged_decode_frag_kernel(const AttnParams p) {
   const int q0 = p.query_start_loc[seq];
   const int qlen = p.query_start_loc[seq + 1] - q0;
   const int R = qlen * group;
+  const int ctx = p.context_lens[seq];  // before the exit: loaded together with query_start_loc
   const int row0 = blockIdx.y * 16;
   if (row0 >= R) return;
-  const int ctx = p.context_lens[seq];
-  const int kend_all = ctx - qlen + (min(R, row0 + 16) - 1) / group + 1;
-  const int kbeg = split * p.split_tokens;
-  const int kend = min(kend_all, kbeg + p.split_tokens);
+  const int last_row = min(R, row0 + 16) - 1;
+  const int kend_all = ctx - qlen + last_row / group + 1;
+  // Splits of whole rounds of the warps' 16-key steps (split_len, attention.cuh), or fixed chunks.
+  const int slen = p.split_tokens > 0 ? p.split_tokens : split_len<16 * NW>(kend_all, p.num_splits);
+  const int n_active = max(1, (kend_all + slen - 1) / slen);  // 1: a row tile with no keys writes zeros
+  if (split >= n_active) return;
+  const int kbeg = split * slen;
+  const int kend = min(kend_all, kbeg + slen);
 
   // Query rows g and g + 8 of the tile, in the permuted dimension order (see the header).
   const int grA = row0 + g, grB = row0 + g + 8;
@@ -351,19 +359,19 @@ paged_decode_frag_kernel(const AttnParams p) {
     const float inv = L > 0.f ? kv_unit<KIND>() / L : 0.f;
     acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
     const int orow = (q0 + gr / group) * p.num_heads + kvh * group + gr % group;
-    if (p.num_splits == 1) {
+    if (n_active == 1) {
       __half2* dst = reinterpret_cast<__half2*>(p.out + static_cast<size_t>(orow) * D + d);
       dst[0] = __floats2half2_rn(acc.x, acc.y);
       dst[1] = __floats2half2_rn(acc.z, acc.w);
     } else {
       const size_t prow = static_cast<size_t>(split) * p.num_tokens * p.num_heads + orow;
       *reinterpret_cast<float4*>(p.part_o + prow * D + d) = acc;
-      if (d == 0) {
-        p.part_ml[prow * 2] = M;
-        p.part_ml[prow * 2 + 1] = L;
-      }
+      if (d == 0) reinterpret_cast<float2*>(p.part_ml)[prow] = make_float2(M, L);
     }
   }
+  if (n_active > 1)
+    merge_splits<D, C::NT>(p, blockIdx.x * gridDim.y + blockIdx.y, n_active, row0, last_row - row0 + 1, q0, kvh,
+                           group);
 }
 
 }  // namespace revolta

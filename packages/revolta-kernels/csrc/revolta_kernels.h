@@ -42,6 +42,14 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
                               int num_kv_heads, int head_dim, int block_size, long long k_tok_stride,
                               long long k_head_stride, long long v_tok_stride, long long v_head_stride,
                               int dtype, int cache_kind, cudaStream_t stream);
+/* rotary on q and k, then k and v into the paged cache, in one launch; q_out is contiguous [T, H, D] */
+int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const void* v, const int64_t* positions,
+                             const void* cos_sin, int cos_sin_is_f32, void* key_cache, void* value_cache,
+                             float* k_scales, float* v_scales, const int64_t* slots, int num_tokens, int num_heads,
+                             int num_kv_heads, int head_dim, int rot_dim, int block_size, long long q_tok_stride,
+                             long long q_head_stride, long long k_tok_stride, long long k_head_stride,
+                             long long v_tok_stride, long long v_head_stride, int neox, int dtype, int cache_kind,
+                             cudaStream_t stream);
 /* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
 int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);
 int revolta_gdn_decode_fused(const revolta::GdnFusedParams* p, int dk, int dtype, cudaStream_t stream);

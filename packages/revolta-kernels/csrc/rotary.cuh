@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "cache.cuh"
 
 namespace revolta {
 
@@ -51,6 +52,69 @@ __global__ void rotary_kernel(T* __restrict__ q_out, T* __restrict__ k_out, cons
       const T* src = k + t * k_tok_stride + h * k_head_stride;
       k_out[static_cast<size_t>(t) * nk + j] = from_float<T>(rotate_one(src, cs, d, rot_dim, neox));
     }
+  }
+}
+
+// rotary_and_cache: rotary on q (written to q_out, contiguous [T, H, D]) and k, and the KV-cache write of
+// the rotated k and of v (reshape_and_cache_kernel's conversions and padding slot -1), in one launch.
+// One warp per (token, job): jobs are the H query heads, then the Hkv key heads, then the Hkv value heads;
+// WPB warps per block, grid = (token, job chunk). The rotated k is not returned: attention reads it from
+// the cache. Same per-element arithmetic as rotary_kernel + reshape_and_cache_kernel.
+template <typename T, typename CS, int KIND>
+__global__ void rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T* __restrict__ k,
+                                        const T* __restrict__ v, const int64_t* __restrict__ positions,
+                                        const CS* __restrict__ cos_sin, void* __restrict__ key_cache,
+                                        void* __restrict__ value_cache, float* __restrict__ k_scales,
+                                        float* __restrict__ v_scales, const int64_t* __restrict__ slots,
+                                        int num_heads, int num_kv_heads, int head_dim, int rot_dim, int block_size,
+                                        long long q_tok_stride, long long q_head_stride, long long k_tok_stride,
+                                        long long k_head_stride, long long v_tok_stride, long long v_head_stride,
+                                        bool neox) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel, the cache is read by others
+  pdl_trigger();
+  const int t = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (job >= num_heads + 2 * num_kv_heads) return;
+  const CS* cs = cos_sin + positions[t] * rot_dim;
+  if (job < num_heads) {
+    const T* src = q + t * q_tok_stride + job * q_head_stride;
+    T* dst = q_out + (static_cast<size_t>(t) * num_heads + job) * head_dim;
+    for (int d = lane; d < head_dim; d += 32) dst[d] = from_float<T>(rotate_one(src, cs, d, rot_dim, neox));
+    return;
+  }
+  const int64_t slot = slots[t];
+  if (slot < 0) return;
+  const bool is_v = job >= num_heads + num_kv_heads;
+  const int h = job - num_heads - (is_v ? num_kv_heads : 0);
+  const T* src = is_v ? v + t * v_tok_stride + h * v_head_stride : k + t * k_tok_stride + h * k_head_stride;
+  const int64_t blk = slot / block_size, off = slot % block_size;
+  const size_t tok = (static_cast<size_t>(blk) * num_kv_heads + h) * block_size + off;
+  const size_t dst = tok * head_dim;
+  // The value written for channel d: k rotated (rounded to T first, as the two-kernel path stores it), v as is.
+  auto value_of = [&](int d) {
+    return is_v ? to_float(src[d]) : to_float(from_float<T>(rotate_one(src, cs, d, rot_dim, neox)));
+  };
+  if (KIND == CACHE_I8) {
+    float amax = 0.f;
+    for (int d = lane; d < head_dim; d += 32) amax = fmaxf(amax, fabsf(value_of(d)));
+    amax = warp_max(amax);
+    const float scale = fmaxf(amax, 1e-8f) / 127.f;
+    int8_t* c = static_cast<int8_t*>(is_v ? value_cache : key_cache) + dst;
+    for (int d = lane; d < head_dim; d += 32) {
+      const float x = rintf(value_of(d) / scale);
+      c[d] = static_cast<int8_t>(fminf(fmaxf(x, -127.f), 127.f));
+    }
+    if (lane == 0) (is_v ? v_scales : k_scales)[tok] = scale;
+  } else if (KIND == CACHE_E4M3 || KIND == CACHE_E5M2) {
+    uint8_t* c = static_cast<uint8_t*>(is_v ? value_cache : key_cache) + dst;
+    for (int d = lane; d < head_dim; d += 32) {
+      const float x = value_of(d);
+      c[d] = KIND == CACHE_E4M3 ? float_to_e4m3(x) : float_to_e5m2(x);
+    }
+  } else {
+    T* c = static_cast<T*>(is_v ? value_cache : key_cache) + dst;
+    for (int d = lane; d < head_dim; d += 32) c[d] = is_v ? src[d] : from_float<T>(rotate_one(src, cs, d, rot_dim, neox));
   }
 }
 

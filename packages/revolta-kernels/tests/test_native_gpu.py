@@ -143,7 +143,7 @@ DECODE_CASES = [
     # ctx lens, q lens, heads, kv heads, head_dim, block_size
     ([1, 17, 300, 64], [1, 1, 1, 1], 8, 8, 128, 16),
     ([33, 700, 1500], [1, 1, 1], 32, 8, 128, 16),
-    ([5000], [1], 32, 8, 128, 16),  # long context: split-K and the reduce kernel
+    ([5000], [1], 32, 8, 128, 16),  # long context: split-K merged in the kernel
     ([9, 200, 3000], [3, 8, 5], 16, 2, 64, 32),  # speculative verification, causal among new tokens
     ([120, 2048], [2, 4], 8, 1, 256, 16),  # MQA, head_dim 256
     ([77, 513], [8, 1], 32, 1, 128, 32),  # MQA with 8 query tokens: several row tiles
@@ -285,3 +285,145 @@ def test_decode_cuda_graph_replay(ctx, kv_dtype):
             case.v_scales,
         )
         assert rel_err(static_out, want) < ATTN_TOL
+
+
+# Decode split plan (csrc/attention.cuh split_len / merge_splits): the kernel cuts each row tile's ACTUAL
+# context into grid.z parts (or fixed chunks) and merges them in the same launch. Forced split counts from 1
+# to far more than the context has 64-key units, fixed chunks, block tables much wider than the contexts (a
+# CUDA-graph bucket), GQA groups 1..8, 1..8 query tokens, d64/d128/d256.
+SPLIT_CASES = [
+    # ctx lens, q lens, heads, kv heads, head_dim, block_size, extra block-table columns
+    ([600], [1], 32, 8, 128, 16, 40),  # Llama-8B batch 1 inside a 1K-token bucket
+    ([512, 767, 640, 530], [1, 1, 1, 1], 32, 8, 128, 16, 30),  # batch-64 style ragged contexts
+    ([600, 90], [1, 1], 16, 2, 256, 16, 20),  # Qwen3.5 attention layers: d256, GQA 8
+    ([300, 1000, 65], [8, 3, 1], 8, 8, 64, 16, 8),  # MHA, several query tokens, d64
+    ([2000, 17], [5, 2], 32, 4, 128, 32, 4),  # GQA 8 x 5 tokens: three 16-row tiles
+]
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+@pytest.mark.parametrize(
+    "plan", [("even", 1), ("even", 3), ("even", 16), ("even", 64), ("chunk", 64), ("chunk", 512)]
+)
+@pytest.mark.parametrize("case_idx", range(len(SPLIT_CASES)))
+def test_decode_splits(case_idx, plan, kv_dtype, attn_variant):
+    ctx, ql, h, hkv, d, bs, extra = SPLIT_CASES[case_idx]
+    case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=300 + case_idx)
+    wide = torch.zeros((len(ctx), case.block_tables.shape[1] + extra), dtype=torch.int32, device="cuda")
+    wide[:, : case.block_tables.shape[1]] = case.block_tables
+    case.block_tables = wide
+    want = reference.paged_attention(
+        case.query, case.key_cache, case.value_cache, case.block_tables, case.context_lens,
+        case.query_start_loc, case.scale, case.k_scales, case.v_scales,
+    )
+    poison_allocator()
+    if plan[0] == "even":
+        native_ops.SPLIT_OVERRIDE = plan[1]
+    else:
+        native_ops.CHUNK_OVERRIDE = plan[1]
+    try:
+        got = ops.paged_attention_decode(*case.args())
+        again = ops.paged_attention_decode(*case.args())  # the counters re-armed themselves
+    finally:
+        native_ops.SPLIT_OVERRIDE = native_ops.CHUNK_OVERRIDE = None
+    assert rel_err(got, want) < ATTN_TOL
+    assert torch.equal(got, again)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+def test_decode_graph_replay_growing_contexts(kv_dtype):
+    """A graph captured once (wide block table, default split plan) stays right as the contexts change."""
+    case = make_attn_case([900, 40, 3000], [1, 1, 1], 32, 8, 128, 16, kv_dtype, device="cuda", seed=11)
+    args = list(case.args())
+    lens = case.context_lens
+    lens.copy_(torch.tensor([100, 20, 700], dtype=torch.int32))
+    ops.paged_attention_decode(*args)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = ops.paged_attention_decode(*args)
+    for new in ([100, 20, 700], [640, 33, 1500], [900, 40, 3000], [1, 1, 1]):
+        lens.copy_(torch.tensor(new, dtype=torch.int32))
+        static_out.fill_(float("nan"))
+        graph.replay()
+        want = reference.paged_attention(
+            case.query, case.key_cache, case.value_cache, case.block_tables, lens,
+            case.query_start_loc, case.scale, case.k_scales, case.v_scales,
+        )
+        assert rel_err(static_out, want) < ATTN_TOL, new
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+def test_decode_256k_context(kv_dtype):
+    """Batch 1 at 256K keys (many splits of thousands of keys each), cache built on the GPU."""
+    ctx, h, hkv, d, bs = 262144, 32, 8, 128, 16
+    nb = ctx // bs + 2
+    torch.manual_seed(5)
+    if kv_dtype == torch.int8:
+        kc = torch.randint(-127, 128, (nb, hkv, bs, d), device="cuda", dtype=torch.int8)
+        vc = torch.randint(-127, 128, (nb, hkv, bs, d), device="cuda", dtype=torch.int8)
+        ks = torch.rand((nb, hkv, bs), device="cuda") * 0.02 + 0.002
+        vs = torch.rand((nb, hkv, bs), device="cuda") * 0.02 + 0.002
+    else:
+        kc = torch.randn((nb, hkv, bs, d), device="cuda", dtype=torch.float16)
+        vc = torch.randn((nb, hkv, bs, d), device="cuda", dtype=torch.float16)
+        ks = vs = None
+    table = torch.randperm(nb, device="cuda")[: ctx // bs].to(torch.int32).view(1, -1)
+    q = torch.randn(1, h, d, device="cuda", dtype=torch.float16)
+    lens = torch.tensor([ctx], dtype=torch.int32, device="cuda")
+    qsl = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    want = reference.paged_attention(q, kc, vc, table, lens, qsl, d**-0.5, ks, vs)
+    poison_allocator()
+    got = ops.paged_attention_decode(q, kc, vc, table, lens, qsl, 1, d**-0.5, ks, vs)
+    assert rel_err(got, want) < ATTN_TOL
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cache_dtype", ["same", torch.int8, *FP8])
+@pytest.mark.parametrize("is_neox", [True, False])
+@pytest.mark.parametrize("head_dim,rot_dim,h,hkv", [(128, 128, 32, 8), (128, 64, 8, 2), (256, 64, 16, 2), (64, 64, 4, 4)])
+def test_rotary_and_cache(dtype, cache_dtype, is_neox, head_dim, rot_dim, h, hkv):
+    """The fused op against rotary_embedding + reshape_and_cache (the reference), strided q/k/v views of one
+    fused qkv tensor as the engine passes them, padding slots skipped."""
+    t, bs, nb = 37, 16, 6
+    cdt = dtype if cache_dtype == "same" else cache_dtype
+    qkv = torch.randn(t, (h + 2 * hkv) * head_dim, device="cuda").to(dtype)
+    q = qkv[:, : h * head_dim].view(t, h, head_dim)
+    k = qkv[:, h * head_dim : (h + hkv) * head_dim].view(t, hkv, head_dim)
+    v = qkv[:, (h + hkv) * head_dim :].view(t, hkv, head_dim)
+    angles = torch.rand(4096, rot_dim // 2, device="cuda") * 100
+    cs = torch.cat((angles.cos(), angles.sin()), -1)
+    pos = torch.randint(0, 4096, (t,), device="cuda")
+    slots = torch.randperm(nb * bs, device="cuda")[:t]
+    slots[::5] = -1
+    caches = []
+    for _ in range(2):  # native, reference
+        if cdt == torch.int8:
+            kc, vc = (torch.full((nb, hkv, bs, head_dim), -128, dtype=torch.int8, device="cuda") for _ in range(2))
+            sc = [torch.full((nb, hkv, bs), float("nan"), device="cuda") for _ in range(2)]
+        else:
+            kc, vc = (torch.full((nb, hkv, bs, head_dim), float("nan"), device="cuda").to(cdt) for _ in range(2))
+            sc = [None, None]
+        caches.append((kc, vc, *sc))
+    poison_allocator()
+    got_q = ops.rotary_and_cache(pos, q, k, v, cs, is_neox, *caches[0][:2], slots, *caches[0][2:])
+    want_q = reference.rotary_and_cache(pos, q, k, v, cs, is_neox, *caches[1][:2], slots, *caches[1][2:])
+    assert got_q.shape == (t, h, head_dim) and got_q.is_contiguous()
+    assert rel_err(got_q, want_q) < DT_TOL[dtype]
+    written = torch.zeros(nb * bs, dtype=torch.bool, device="cuda")
+    written[slots[slots >= 0]] = True
+    written = written.view(nb, 1, bs).expand(nb, hkv, bs)
+    for got, want in zip(caches[0], caches[1], strict=True):
+        if got is None:
+            continue
+        # untouched slots keep their poison bit for bit
+        assert torch.equal(got[~written].view(torch.uint8), want[~written].view(torch.uint8))
+        g, w = got[written], want[written]
+        if got.dtype == torch.int8:
+            # a rotated k can differ from the reference's by an ulp (fused multiply-adds), so a value near a
+            # rounding tie can move by one step
+            assert (g.int() - w.int()).abs().max() <= 1
+        elif got.dtype == torch.float32:  # int8 scales
+            assert torch.allclose(g, w, rtol=1e-2, atol=0)
+        else:
+            assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)

@@ -179,3 +179,35 @@ def test_reshape_and_cache_single_token(slot):
         return
     assert torch.equal(kc[slot // 16, :, slot % 16], key[0]) and torch.equal(vc[slot // 16, :, slot % 16], value[0])
     assert kc.abs().sum() == key.abs().sum()
+
+
+@pytest.mark.parametrize("cache_dtype", [torch.float32, torch.int8, torch.float8_e4m3fn])
+@pytest.mark.parametrize("is_neox,rot_dim", [(True, 64), (True, 32), (False, 64)])
+@pytest.mark.parametrize("t", [1, 9])
+def test_rotary_and_cache_cpu_is_the_two_ops(cache_dtype, is_neox, rot_dim, t):
+    """On the CPU the fused op is exactly rotary_embedding then reshape_and_cache (the engine's HF parity)."""
+    h, hkv, d, bs, nb = 4, 2, 64, 8, 4
+    qkv = torch.randn(t, (h + 2 * hkv) * d)
+    q, k, v = qkv[:, : h * d].view(t, h, d), qkv[:, h * d : (h + hkv) * d].view(t, hkv, d), qkv[:, (h + hkv) * d :].view(t, hkv, d)
+    angles = torch.rand(64, rot_dim // 2) * 10
+    cs = torch.cat((angles.cos(), angles.sin()), -1)
+    pos = torch.randint(0, 64, (t,))
+    slots = torch.randperm(nb * bs)[:t]
+    if t > 1:
+        slots[2] = -1
+    caches = []
+    for _ in range(2):
+        kc, vc = torch.zeros(nb, hkv, bs, d).to(cache_dtype), torch.zeros(nb, hkv, bs, d).to(cache_dtype)
+        sc = [torch.zeros(nb, hkv, bs), torch.zeros(nb, hkv, bs)] if cache_dtype == torch.int8 else [None, None]
+        caches.append((kc, vc, *sc))
+    got = ops.rotary_and_cache(pos, q, k, v, cs, is_neox, caches[0][0], caches[0][1], slots, *caches[0][2:])
+    rq, rk = ops.rotary_embedding(pos, q, k, cs, is_neox)
+    ops.reshape_and_cache(rk, v, caches[1][0], caches[1][1], slots, *caches[1][2:])
+    assert torch.equal(got, rq)
+    want_ref = reference.rotary_and_cache(pos, q, k, v, cs, is_neox, *[torch.zeros_like(c) if c is not None else None
+                                                                      for c in caches[1][:2]], slots,
+                                          *[torch.zeros_like(c) if c is not None else None for c in caches[1][2:]])
+    assert torch.allclose(want_ref, rq, atol=1e-6)
+    for a, b in zip(caches[0], caches[1], strict=True):
+        if a is not None:
+            assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))

@@ -94,7 +94,6 @@ def kernels() -> list[Kernel]:
                 cfg = (8, 2, 48, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
                 split = 1 if (d, kind) == (128, 0) else 0
                 ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false", split))
-        ks.append(Kernel(f"split reduce d{d}", f"&revolta::attn_reduce_kernel<{d}>", False))
     # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
     for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
                            (2, 3, 4, "true"), (4, 3, 2, "true")):
@@ -121,6 +120,9 @@ def kernels() -> list[Kernel]:
             if cs == t and t == "float" and csn == "fp32":
                 continue
             ks.append(Kernel(f"rotary {tn} cos/sin {csn}", f"&revolta::rotary_kernel<{t}, {cs}>", False))
+            for kind, kname in ((0, "same"), (1, "int8"), (2, "fp8e4m3"), (3, "fp8e5m2")):
+                ks.append(Kernel(f"rotary_and_cache {tn} cos/sin {csn} ->{kname}",
+                                 f"&revolta::rotary_and_cache_kernel<{t}, {cs}, {kind}>", False))
         for kind, kname in ((0, "same"), (1, "int8"), (2, "fp8e4m3"), (3, "fp8e5m2")):
             ks.append(
                 Kernel(

@@ -41,10 +41,11 @@ class AttnParams(ctypes.Structure):
         ("num_kv_heads", _c_int),
         ("block_size", _c_int),
         ("max_blocks", _c_int),
-        ("split_tokens", _c_int),
         ("num_splits", _c_int),
         ("scale_log2", _c_float),
         ("block_shift", _c_int),
+        ("counters", _ptr),
+        ("split_tokens", _c_int),
     ]
 
 
@@ -89,6 +90,8 @@ _SIGNATURES: dict[str, list] = {
         _c_int,
         _ptr,
     ],
+    "revolta_rotary_and_cache": [_ptr] * 6 + [_c_int] + [_ptr] * 5 + [_c_int] * 6 + [_c_ll] * 6
+    + [_c_int, _c_int, _c_int, _ptr],
     "revolta_reshape_and_cache": [
         _ptr,
         _ptr,

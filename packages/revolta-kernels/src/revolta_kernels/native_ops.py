@@ -22,7 +22,6 @@ _KV_KIND = {torch.float16: 0, torch.int8: 1, torch.float8_e4m3fn: 2, torch.float
 _CACHE_KIND = {torch.int8: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
 _HEAD_DIMS = (64, 128, 256)
 _DECODE_TILE = 64  # keys per tile of the decode kernel (split sizes are multiples of it)
-_NO_SPLIT = 1 << 30
 
 
 def _stream(t: torch.Tensor) -> int:
@@ -209,6 +208,90 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
     )
 
 
+def rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                     k_scales, v_scales):
+    code = _DTYPE.get(query.dtype)
+    rot_dim = cos_sin_cache.shape[-1]
+    kind = 0 if key_cache.dtype == key.dtype else _CACHE_KIND.get(key_cache.dtype)
+    int8 = kind == 1
+    ok = (
+        code is not None
+        and kind is not None
+        and key.dtype == query.dtype
+        and value.dtype == query.dtype
+        and value_cache.dtype == key_cache.dtype
+        and query.dim() == 3
+        and key.dim() == 3
+        and query.stride(-1) == 1
+        and key.stride(-1) == 1
+        and value.stride(-1) == 1
+        and key.shape == value.shape
+        and key.shape[-1] == query.shape[-1]
+        and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
+        and key_cache.is_contiguous()
+        and value_cache.is_contiguous()
+        and cos_sin_cache.dtype in (query.dtype, torch.float32)
+        and cos_sin_cache.device == query.device
+        and positions.device == query.device
+        and rot_dim % 2 == 0
+        and rot_dim <= query.shape[-1]
+        and query.shape[0] > 0
+        and (
+            not int8
+            or (
+                k_scales is not None
+                and v_scales is not None
+                and k_scales.is_contiguous()
+                and v_scales.is_contiguous()
+                and k_scales.dtype == torch.float32
+                and v_scales.dtype == torch.float32
+            )
+        )
+    )
+    if not ok:  # the two ops, each native where it can be
+        q, k = rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+        reshape_and_cache(k, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+        return q
+    pos = positions.to(torch.int64).contiguous()
+    slots = slot_mapping.to(torch.int64).contiguous()
+    cs = cos_sin_cache.contiguous()
+    q_out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
+    t, h, d = query.shape
+    check(
+        LIB.revolta_rotary_and_cache(
+            q_out.data_ptr(),
+            query.data_ptr(),
+            key.data_ptr(),
+            value.data_ptr(),
+            pos.data_ptr(),
+            cs.data_ptr(),
+            int(cs.dtype == torch.float32),
+            key_cache.data_ptr(),
+            value_cache.data_ptr(),
+            k_scales.data_ptr() if int8 else None,
+            v_scales.data_ptr() if int8 else None,
+            slots.data_ptr(),
+            t,
+            h,
+            key.shape[1],
+            d,
+            rot_dim,
+            key_cache.shape[2],
+            query.stride(0),
+            query.stride(1),
+            key.stride(0),
+            key.stride(1),
+            value.stride(0),
+            value.stride(1),
+            int(is_neox),
+            code,
+            kind,
+            _stream(query),
+        )
+    )
+    return q_out
+
+
 _FRAG_OK: dict[int, bool] = {}
 
 
@@ -249,8 +332,13 @@ def set_attention_variant(decode: int = 0, prefill: int = 0) -> None:
     _blocks_per_sm.cache_clear()
 
 
-# Benchmarks may force the number of decode context splits (None = the occupancy model decides).
+# Benchmarks may force the decode split plan (None = the occupancy model decides): SPLIT_OVERRIDE even
+# splits of each context, or CHUNK_OVERRIDE fixed chunks of that many keys (a multiple of 64).
 SPLIT_OVERRIDE: int | None = None
+CHUNK_OVERRIDE: int | None = None
+# Per-block cost of a split beyond its keys (prologue, pipeline fill, partial write and merge), in keys.
+_SPLIT_OVERHEAD_KEYS = 32
+_MAX_SPLITS = 256
 
 
 @cache
@@ -261,21 +349,64 @@ def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int, frag: 
     return max(1, n.value)
 
 
+@cache
 def _splits(base: int, max_ctx: int, slots: int) -> tuple[int, int]:
-    """Choose how many context splits the decode grid gets.
+    """The decode grid's context splits: (grid.z, split_tokens), see split_len in csrc/attention.cuh.
 
-    ``base`` blocks exist without splitting and ``slots`` blocks run at once. The time is modelled as
-    waves x keys per split; the cheapest choice wins, ties going to fewer splits (less merging).
+    ``base`` blocks exist without splitting and ``slots`` run at once; ``max_ctx`` is the block table's
+    width, all the host knows under CUDA-graph capture.
+
+    - Fewer blocks than slots (small batches): split_tokens 0, the kernel cuts each row tile's actual
+      context evenly into grid.z parts of whole 64-key units (fewer for short contexts; the rest exit at
+      once). Modelled time: waves x (keys per split + a fixed per-block cost); the cheapest count wins, ties
+      going to fewer splits.
+    - Several waves anyway (large batches): fixed chunks of split_tokens keys. The blocks of the first
+      chunks are scheduled before the short tails, which then fill the last wave; even splits leave it
+      ragged (measured on the H200: 64 x 512..767 keys, 32/8 heads, fp16: 71 us even vs 66 us chunked).
+      Modelled time: waves x chunk, as before the even plan existed.
     """
-    best = (float("inf"), 1, _NO_SPLIT)
-    max_splits = max(1, min(256, max_ctx // (4 * _DECODE_TILE)))
-    for s in range(1, max_splits + 1):
-        split_tokens = math.ceil(math.ceil(max_ctx / s) / _DECODE_TILE) * _DECODE_TILE
-        n = math.ceil(max_ctx / split_tokens)
-        cost = math.ceil(base * n / slots) * split_tokens
+    if base >= slots:
+        best = (float("inf"), 1, 0)
+        for s in range(1, max(1, min(_MAX_SPLITS, max_ctx // (4 * _DECODE_TILE))) + 1):
+            chunk = math.ceil(math.ceil(max_ctx / s) / _DECODE_TILE) * _DECODE_TILE
+            n = math.ceil(max_ctx / chunk)
+            cost = math.ceil(base * n / slots) * chunk
+            if cost < best[0]:
+                best = (cost, n, chunk if n > 1 else 0)
+        return best[1], best[2]
+    best = (float("inf"), 1)
+    for s in range(1, max(1, min(_MAX_SPLITS, math.ceil(max_ctx / _DECODE_TILE))) + 1):
+        keys = math.ceil(math.ceil(max_ctx / s) / _DECODE_TILE) * _DECODE_TILE
+        n = math.ceil(max_ctx / keys)  # splits that get keys
+        cost = math.ceil(base * n / slots) * (keys + (_SPLIT_OVERHEAD_KEYS if n > 1 else 0))
         if cost < best[0]:
-            best = (cost, n, split_tokens if n > 1 else _NO_SPLIT)
-    return best[1], best[2]
+            best = (cost, n)
+    return best[1], 0
+
+
+_counters: dict[int, torch.Tensor] = {}
+_outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier still point at them
+
+
+def _split_counters(device: torch.device, n: int) -> torch.Tensor:
+    """The device's zeroed split arrival counters (int32), at least ``n`` of them.
+
+    The decode kernels leave them zero after every launch, so one buffer per device serves every call on
+    its stream (calls on one device are assumed ordered, as the engine runs them). Grown outside CUDA-graph
+    capture (the engine's eager warm-up and the first eager call do that) and never freed, since captured
+    graphs keep its address; a capture that needs more gets a capture-local zeroed buffer (a memset node).
+    """
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    buf = _counters.get(index)
+    if buf is not None and buf.numel() >= n:
+        return buf
+    if torch.cuda.is_current_stream_capturing():
+        return torch.zeros(n, dtype=torch.int32, device=device)
+    size = max(n, 1 << 16, 2 * buf.numel() if buf is not None else 0)
+    if buf is not None:
+        _outgrown.append(buf)
+    _counters[index] = torch.zeros(size, dtype=torch.int32, device=torch.device("cuda", index))
+    return _counters[index]
 
 
 def _attention(prefill: bool):
@@ -340,18 +471,21 @@ def _attention(prefill: bool):
         qsl = query_start_loc.to(torch.int32).contiguous()
         t, h, _ = q.shape
         hkv, bs = key_cache.shape[1], key_cache.shape[2]
-        if prefill:
-            splits, split_tokens = 1, _NO_SPLIT
-        else:
+        splits, split_tokens, counters = 1, 0, None
+        if not prefill:
             row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
             rows = min(max_query_len * (h // hkv), 16)
             slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, rows, frag)
-            splits, split_tokens = _splits(num_seqs * hkv * row_tiles, bt.shape[1] * bs, slots)
+            base = num_seqs * hkv * row_tiles
             if SPLIT_OVERRIDE is not None:
-                max_ctx = bt.shape[1] * bs
-                split_tokens = math.ceil(math.ceil(max_ctx / SPLIT_OVERRIDE) / _DECODE_TILE) * _DECODE_TILE
-                splits = math.ceil(max_ctx / split_tokens)
-                split_tokens = split_tokens if splits > 1 else _NO_SPLIT
+                splits, split_tokens = max(1, SPLIT_OVERRIDE), 0
+            elif CHUNK_OVERRIDE is not None:
+                split_tokens = CHUNK_OVERRIDE
+                splits = math.ceil(bt.shape[1] * bs / split_tokens)
+            else:
+                splits, split_tokens = _splits(base, bt.shape[1] * bs, slots)
+            if splits > 1:  # one counter per block of a split: row tiles of 8 rows at most
+                counters = _split_counters(q.device, num_seqs * hkv * math.ceil(max_query_len * (h // hkv) / 8))
         part_o = part_ml = None
         if splits > 1:
             part_o = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
@@ -374,10 +508,11 @@ def _attention(prefill: bool):
             hkv,
             bs,
             bt.shape[1],
-            split_tokens,
             splits,
             scale * math.log2(math.e),
             bs.bit_length() - 1,
+            counters.data_ptr() if counters is not None else None,
+            split_tokens if splits > 1 else 0,
         )
         check(LIB.revolta_paged_attention(p, d, kind, int(prefill), num_seqs, max_query_len, _stream(q)))
         return out
@@ -392,5 +527,6 @@ def register() -> None:
     ops.silu_and_mul.register_kernel("cuda")(silu_and_mul)
     ops.rotary_embedding.register_kernel("cuda")(rotary_embedding)
     ops._reshape_and_cache.register_kernel("cuda")(reshape_and_cache)
+    ops._rotary_and_cache.register_kernel("cuda")(rotary_and_cache)
     ops.paged_attention_decode.register_kernel("cuda")(_attention(prefill=False))
     ops.paged_attention_prefill.register_kernel("cuda")(_attention(prefill=True))

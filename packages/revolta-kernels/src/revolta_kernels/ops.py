@@ -109,6 +109,55 @@ def reshape_and_cache(
     _reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
+@torch.library.custom_op(
+    f"{LIB}::rotary_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
+)
+def _rotary_and_cache(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+) -> torch.Tensor:
+    return ref.rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
+                                slot_mapping, k_scales, v_scales)
+
+
+@_rotary_and_cache.register_fake
+def _(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    return torch.empty(query.shape, dtype=query.dtype, device=query.device)
+
+
+def rotary_and_cache(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Rotary on query [T, H, D] and key [T, Hkv, D], then the rotated key and ``value`` into the paged
+    cache (as :func:`rotary_embedding` followed by :func:`reshape_and_cache`, one kernel on CUDA); returns
+    the rotated query. On the CPU it runs exactly those two steps (the same code as the separate ops)."""
+    if query.device.type == "cpu" and not torch.compiler.is_compiling():
+        q, k = cpu_fast.rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+        ref.reshape_and_cache(k, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+        return q
+    return _rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
+                             slot_mapping, k_scales, v_scales)
+
+
 def _attention_schema(name: str, doc: str, cpu_impl):
     @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
     def op(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import torch
 from torch import nn
 
 from revolta_engine.forward_context import get_forward_context
 from revolta_kernels import ops
+
+if TYPE_CHECKING:
+    from revolta_engine.layers.rotary import RotaryEmbedding
 
 
 class PagedAttention(nn.Module):
@@ -21,12 +26,22 @@ class PagedAttention(nn.Module):
         self.scale = scale
         self.layer_idx = layer_idx
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """q: [T, H, D], k/v: [T, Hkv, D] -> [T, H, D]."""
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None,
+                rotary: RotaryEmbedding | None = None) -> torch.Tensor:
+        """q: [T, H, D], k/v: [T, Hkv, D] -> [T, H, D].
+
+        With ``rotary`` and ``positions``, q and k are rotated here, in one op with the cache write
+        (``revolta::rotary_and_cache``)."""
         ctx = get_forward_context()
         meta = ctx.attn
         cache = ctx.kv_caches[self.layer_idx]
-        ops.reshape_and_cache(k, v, cache.key, cache.value, meta.slot_mapping, cache.k_scales, cache.v_scales)
+        if rotary is not None:
+            assert positions is not None, "rotary needs positions"
+            cos_sin = cast(torch.Tensor, rotary.cos_sin_cache)  # a registered buffer
+            q = ops.rotary_and_cache(positions, q, k, v, cos_sin, rotary.is_neox, cache.key,
+                                     cache.value, meta.slot_mapping, cache.k_scales, cache.v_scales)
+        else:
+            ops.reshape_and_cache(k, v, cache.key, cache.value, meta.slot_mapping, cache.k_scales, cache.v_scales)
         return ops.paged_attention(
             q, cache.key, cache.value, meta.block_tables, meta.context_lens, meta.query_start_loc,
             meta.max_query_len, self.scale, cache.k_scales, cache.v_scales,

@@ -50,8 +50,7 @@ class LlamaAttention(nn.Module):
         v = v.view(-1, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(positions, q, k)
-        out = self.attn(q, k, v)
+        out = self.attn(q, k, v, positions, self.rotary)  # rotary fused with the KV-cache write
         return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim))
 
 

@@ -41,3 +41,25 @@ def rotary_embedding(
             rotated = _rotate(xf[..., :rot_dim], cos, sin, is_neox)
             out.append(torch.cat((rotated, xf[..., rot_dim:]), dim=-1).to(x.dtype))
     return out[0], out[1]
+
+
+def rotary_and_cache(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`rotary_embedding` of query and key, then :func:`~revolta_kernels.reference.reshape_and_cache`
+    of the rotated key and ``value``; returns the rotated query (the rotated key lives in the cache)."""
+    from revolta_kernels.reference.cache import reshape_and_cache
+
+    q, k = rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+    reshape_and_cache(k, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
+    return q
