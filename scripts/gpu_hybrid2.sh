@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Device run of branch hybrid2 (issue 7): hybrid kernel GPU tests (v2 MoE kernels + router; the MoE tests again
-# with REVOLTA_MOE_V1=1), the hybrid kernel benchmark, the Qwen3.5-35B-A3B batch-1 decode (async, the
-# synchronous loop, and the v1 MoE kernels as A/Bs) and the engine's hybrid GPU tests. Logs and JSON under $OUT.
+# Device run of branch hybrid2 (issue 7): hybrid kernel GPU tests (the MoE tests again with the opt-in v2 kernels,
+# REVOLTA_MOE_V2=1), the hybrid kernel benchmark, the Qwen3.5-35B-A3B batch-1 decode (async, and as A/Bs the
+# synchronous loop and the v2 MoE kernels) and the engine's hybrid GPU tests. Logs and JSON under $OUT.
+# (The run saved in benchmarks/results/hybrid2/ had v2 as the default and REVOLTA_MOE_V1=1 as the A/B.)
 # Expects PYTHONPATH and REVOLTA_NATIVE_LIB set by the caller (see the helper brief's run command).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,11 +33,11 @@ for r in d.get("graph_forward_top_kernels", [])[:14]:
 PY
 }
 stage kernel_tests 90 "${PYTEST[@]}" "$K/tests/test_hybrid_gpu.py"
-REVOLTA_MOE_V1=1 stage kernel_tests_moe_v1 40 "${PYTEST[@]}" "$K/tests/test_hybrid_gpu.py" -k "moe"
+REVOLTA_MOE_V2=1 stage kernel_tests_moe_v2 40 "${PYTEST[@]}" "$K/tests/test_hybrid_gpu.py" -k "moe"
 stage bench 60 python3 benchmarks/hybrid_bench.py --out "$OUT/hybrid_bench.json"; tail -2 "$OUT/bench.log"
 stage e2e 75 python3 benchmarks/hybrid_e2e.py --out "$OUT/hybrid_e2e.json" && summ "$OUT/hybrid_e2e.json"
 stage engine_tests 90 "${PYTEST[@]}" "$E/tests/test_gpu_hybrid.py"
 stage e2e_sync 60 python3 benchmarks/hybrid_e2e.py --sync --eager-output-len 2 --out "$OUT/e2e_sync.json" && summ "$OUT/e2e_sync.json"
-REVOLTA_MOE_V1=1 stage e2e_moe_v1 60 python3 benchmarks/hybrid_e2e.py --eager-output-len 2 --out "$OUT/e2e_moe_v1.json" \
-  && summ "$OUT/e2e_moe_v1.json"
+REVOLTA_MOE_V2=1 stage e2e_moe_v2 60 python3 benchmarks/hybrid_e2e.py --eager-output-len 2 --out "$OUT/e2e_moe_v2.json" \
+  && summ "$OUT/e2e_moe_v2.json"
 exit 0

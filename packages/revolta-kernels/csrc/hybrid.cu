@@ -84,18 +84,20 @@ cudaError_t gdn_prefill(const GdnPrefillParams& p, int dk, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-bool moe_v1() {  // REVOLTA_MOE_V1=1: the first kernels (plain launches, routing by the whole block)
-  static const int v1 = [] {
-    const char* e = std::getenv("REVOLTA_MOE_V1");
+// REVOLTA_MOE_V2=1: the v2 decode kernels (moe.cuh). Off by default: on the H200 they measured slower than v1
+// (MoE block at batch 1: 40.2 us against 29.7 us; benchmarks/results/hybrid2/), so v1 stays the default.
+bool moe_v2() {
+  static const int v2 = [] {
+    const char* e = std::getenv("REVOLTA_MOE_V2");
     return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
   }();
-  return v1 != 0;
+  return v2 != 0;
 }
 
 template <typename T>
 cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
   const int items = p.K * p.I + p.Is + (p.shared_w13 != nullptr ? 1 : 0);
-  if (p.router_logits != nullptr && !moe_v1()) {  // the decode path: routing in the up kernel, PDL chain
+  if (p.router_logits != nullptr && moe_v2()) {  // routing in the up kernel, PDL chain
     if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
     // one resident wave: each warp walks its items (routing and x staging once per block)
     const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
