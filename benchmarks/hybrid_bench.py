@@ -188,6 +188,16 @@ def moe(bw: float, gen) -> dict:
            for i, (x, lg) in enumerate(steps)]
     ms = time_ms(graphed(fns), reps=20) / len(fns)
     nbytes = (k * 3 * h * inter + 3 * h * i_s + h) * 2 + 2 * h * 2 + e * 2
+    # the decode path as the model runs it: router GEMV kernel, then the block (a PDL chain on sm_90)
+    routers = [(torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half() for _ in range(copies)]
+    fns_r = [lambda i=i, x=x: ops_hybrid.moe_block(x, ops_hybrid.moe_router(x, routers[i % copies]),
+                                                   weights[i % copies][0], weights[i % copies][1], k, True,
+                                                   *weights[i % copies][2])
+             for i, (x, _) in enumerate(steps)]
+    ms_r = time_ms(graphed(fns_r), reps=20) / len(fns_r)
+    fns_g = [lambda i=i, x=x: ops_hybrid.moe_router(x, routers[i % copies]) for i, (x, _) in enumerate(steps)]
+    ms_g = time_ms(graphed(fns_g), reps=20) / len(fns_g)
+    nbytes_r = nbytes + e * h * 2
     w13, w2, shared = weights[0]
     x, lg = steps[0]
     got = ops_hybrid.moe_block(x, lg, w13, w2, k, True, *shared)
@@ -196,6 +206,8 @@ def moe(bw: float, gen) -> dict:
     gbps = nbytes / (ms / 1e3) / 1e9
     return {"experts": e, "top_k": k, "hidden": h, "intermediate": inter, "shared_intermediate": i_s,
             "us": ms * 1e3, "active_bytes": nbytes, "GBps": gbps, "fraction_of_copy": gbps * 1e9 / bw,
+            "with_router_us": ms_r * 1e3, "with_router_fraction_of_copy": nbytes_r / (ms_r / 1e3) / bw,
+            "router_alone_us": ms_g * 1e3, "router_fraction_of_copy": e * h * 2 / (ms_g / 1e3) / bw,
             "reference_us": ref_ms * 1e3, "speedup_vs_reference": ref_ms / ms,
             "rel_err_vs_reference": float((got.float() - want.float()).norm() / want.float().norm())}
 
@@ -221,7 +233,9 @@ def main() -> None:
     d, p, m = result["gdn_decode"], result["gdn_prefill_8k"], result["moe_block_batch1"]
     print(f"\ncopy {bw / 1e9:.0f} GB/s | GDN decode {d.get('us', 0):.1f} us = {100 * d.get('fraction_of_copy', 0):.1f}% "
           f"of copy | 8K prefill {p.get('native_ms', 0):.2f} ms vs ref {p.get('reference_ms', 0):.1f} ms = "
-          f"{p.get('speedup', 0):.1f}x | MoE b1 {m.get('us', 0):.1f} us = {100 * m.get('fraction_of_copy', 0):.1f}%")
+          f"{p.get('speedup', 0):.1f}x | MoE b1 {m.get('us', 0):.1f} us = {100 * m.get('fraction_of_copy', 0):.1f}% "
+          f"(+ router {m.get('with_router_us', 0):.1f} us = {100 * m.get('with_router_fraction_of_copy', 0):.1f}%; "
+          f"router alone {m.get('router_alone_us', 0):.1f} us)")
 
 
 if __name__ == "__main__":

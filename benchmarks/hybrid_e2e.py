@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--eager-output-len", type=int, default=24)
+    ap.add_argument("--sync", action="store_true", help="the synchronous engine loop (A/B of async scheduling)")
     ap.add_argument("--out", type=Path, default=Path("bench_out/hybrid_e2e.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -128,7 +129,8 @@ def main() -> None:
     bw = copy_bandwidth()
     t0 = time.perf_counter()
     llm = LLM(args.config, load_format="dummy", dtype=args.dtype, max_model_len=2048, max_num_seqs=8,
-              max_num_batched_tokens=2048, kv_cache_memory_bytes=4 * 2**30, enable_prefix_caching=False)
+              max_num_batched_tokens=2048, kv_cache_memory_bytes=4 * 2**30, enable_prefix_caching=False,
+              async_scheduling=not args.sync)
     build_s = time.perf_counter() - t0
     engine = llm.llm_engine
     model, config = engine.model, engine.hf_config
@@ -143,6 +145,7 @@ def main() -> None:
         "config": args.config, "dtype": args.dtype, "gpu": torch.cuda.get_device_name(),
         "copy_bandwidth_GBps": bw / 1e9, "weights_GB": total / 1e9, "active_weight_GB": active / 1e9,
         "roofline_tok_s": roofline, "build_s": build_s, "cuda_graphs": graphs is not None,
+        "async_scheduling": engine.async_scheduling,
     }
     if graphs is not None:
         rate = decode_rate(llm, prompt, args.output_len)

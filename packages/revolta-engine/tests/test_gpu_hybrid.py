@@ -89,3 +89,28 @@ def test_fp16_graph_replay_equals_eager(checkpoints, family):
         got = [o.outputs[0].token_ids for o in graphs.generate(prompts, GREEDY)]
         want = [o.outputs[0].token_ids for o in eager.generate(prompts, GREEDY)]
         assert got == want, f"batch of {n}: graph replay differs from eager"
+
+
+def test_fp16_async_scheduling_matches_the_synchronous_loop(checkpoints):
+    """Hybrid models run the asynchronous loop on CUDA: same tokens as the synchronous one, with CUDA graphs,
+    prefix-cache snapshots (also of generated blocks, taken while their last token is in flight) and
+    batches that grow and shrink."""
+    path, ref_model = checkpoints("qwen3_5_moe")
+    kw = dict(dtype="float16", max_model_len=512, max_num_seqs=8, enable_prefix_caching=True, **KV)
+    asyn = LLM(str(path), **kw)
+    sync = LLM(str(path), async_scheduling=False, **kw)
+    assert asyn.llm_engine.async_scheduling and not sync.llm_engine.async_scheduling
+    vocab = ref_model.config.vocab_size
+    shared = _prompts(vocab, (32,), seed=20)[0]
+    prompts = [{"prompt_token_ids": shared + t} for t in _prompts(vocab, [3 + 7 * i for i in range(6)], seed=21)]
+    params = [SamplingParams(temperature=0.0, max_tokens=20 + 5 * i, ignore_eos=True) for i in range(6)]
+    got = [o.outputs[0].token_ids for o in asyn.generate(prompts, params)]
+    want = [o.outputs[0].token_ids for o in sync.generate(prompts, params)]
+    assert got == want
+    follow = {"prompt_token_ids": prompts[5]["prompt_token_ids"] + list(got[5]) + [5, 6, 7]}
+    a2, s2 = asyn.generate(follow, GREEDY)[0], sync.generate(follow, GREEDY)[0]
+    assert a2.outputs[0].token_ids == s2.outputs[0].token_ids
+    assert a2.num_cached_tokens == s2.num_cached_tokens >= 64
+    for llm in (asyn, sync):
+        slots = llm.llm_engine.kv.state_slots
+        assert not slots.owner and not slots._deferred and llm.llm_engine.get_stats().kv_cache_usage == 0.0

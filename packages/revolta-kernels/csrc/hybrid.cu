@@ -7,6 +7,9 @@
 #include "gdn_misc.cuh"
 #include "moe.cuh"
 
+#include <cstdlib>
+#include <cstring>
+
 using namespace revolta;
 
 #define REVOLTA_HYBRID_DISPATCH(dtype, ...)                  \
@@ -81,9 +84,40 @@ cudaError_t gdn_prefill(const GdnPrefillParams& p, int dk, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
+// REVOLTA_MOE_V2=1: the v2 decode kernels (moe.cuh). Off by default: on the H200 they measured slower than v1
+// (MoE block at batch 1: 40.2 us against 29.7 us; benchmarks/results/hybrid2/), so v1 stays the default.
+bool moe_v2() {
+  static const int v2 = [] {
+    const char* e = std::getenv("REVOLTA_MOE_V2");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }();
+  return v2 != 0;
+}
+
 template <typename T>
 cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
   const int items = p.K * p.I + p.Is + (p.shared_w13 != nullptr ? 1 : 0);
+  if (p.router_logits != nullptr && moe_v2()) {  // routing in the up kernel, PDL chain
+    if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
+    // one resident wave: each warp walks its items (routing and x staging once per block)
+    const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
+    static int per_sm = 0;
+    static size_t per_sm_smem = 0;
+    if (per_sm == 0 || per_sm_smem != up_smem) {
+      const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_up2_kernel<T>,
+                                                                            kMoeWarps * 32, up_smem);
+      if (err != cudaSuccess) return err;
+      per_sm_smem = up_smem;
+    }
+    const int want = (items + kMoeWarps - 1) / kMoeWarps;
+    const int slots = (per_sm > 0 ? per_sm : 1) * (num_sms() > 0 ? num_sms() : 1);
+    const dim3 up_grid(want < slots ? want : slots, p.T);
+    cudaError_t err = launch(moe_up2_kernel<T>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p);
+    if (err != cudaSuccess) return err;
+    const dim3 down_grid((p.H + kMoeWarps - 1) / kMoeWarps, p.T);
+    return launch(moe_down2_kernel<T>, down_grid, dim3(kMoeWarps * 32),
+                  static_cast<size_t>(p.K * p.I + p.Is) * sizeof(float), stream, p);
+  }
   const dim3 up_grid((items + 2 * kMoeWarps - 1) / (2 * kMoeWarps), p.T);
   const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
   const size_t down_smem = static_cast<size_t>(p.K * p.I + p.Is) * sizeof(float);
@@ -200,6 +234,19 @@ int revolta_moe(const MoeParams* p, int dtype, cudaStream_t stream) {
       (p->shared_w13 != nullptr) != (p->shared_w2 != nullptr) || (p->shared_w13 == nullptr && p->Is))
     return cudaErrorInvalidValue;
   REVOLTA_HYBRID_DISPATCH(dtype, return moe<T>(*p, stream))
+  return cudaSuccess;
+}
+
+// Router logits [T, E] (contiguous, storage type) = x [T, H] (row stride x_stride) . w [E, H]^T, fp32
+// accumulation; H % 8 == 0, 16-byte aligned rows. Launched with PDL: w's rows are loaded before the wait.
+int revolta_moe_router(void* logits, const void* x, long long x_stride, const void* w, int tokens, int H, int E,
+                       int dtype, cudaStream_t stream) {
+  if (tokens == 0 || E == 0) return cudaSuccess;
+  if (H % 8 || H <= 0) return cudaErrorInvalidValue;
+  const dim3 grid((E + kMoeRouterWarps - 1) / kMoeRouterWarps);
+  REVOLTA_HYBRID_DISPATCH(dtype, return launch(moe_router_kernel<T>, grid, dim3(kMoeRouterWarps * 32), 0, stream,
+                                               static_cast<const T*>(x), x_stride, static_cast<const T*>(w),
+                                               static_cast<T*>(logits), tokens, H, E))
   return cudaSuccess;
 }
 

@@ -68,6 +68,8 @@ int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const voi
                            long long x_s0, long long x_s1, long long g_s0, long long g_s1, float eps, int dtype,
                            cudaStream_t stream);
 int revolta_moe(const revolta::MoeParams* p, int dtype, cudaStream_t stream);
+int revolta_moe_router(void* logits, const void* x, long long x_stride, const void* w, int tokens, int H, int E,
+                       int dtype, cudaStream_t stream);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
 

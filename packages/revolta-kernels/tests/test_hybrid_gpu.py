@@ -273,6 +273,42 @@ def test_moe_block_routes_in_kernel(dtype, tokens, e, h, inter, k, shared):
     assert rel_err(got, want) < 2 * TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("tokens", "e", "h"), [(1, 256, 2048), (3, 512, 2048), (8, 60, 520), (2, 128, 4096)])
+def test_moe_router_logits(dtype, tokens, e, h):
+    gen = _gen(70 + tokens + e)
+    x = torch.randn(tokens, 2 * h, device="cuda", generator=gen).to(dtype)[:, ::2]  # strided rows
+    x = x.contiguous() if h % 16 else x[:, :h]
+    w = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).to(dtype)
+    poison_allocator()
+    got = ops_hybrid.moe_router(x, w)
+    assert got.shape == (tokens, e) and got.dtype == dtype
+    assert rel_err(got, ref_moe.moe_router(x, w)) < TOL[dtype]
+
+
+def test_moe_router_then_block_after_a_producer_kernel():
+    """The PDL chain norm -> router -> up -> down: each kernel waits for the inputs its predecessor writes."""
+    gen = _gen(75)
+    e, h, inter, k = 256, 2048, 512, 8
+    w13, w2 = _experts(e, h, inter, torch.float16, gen)
+    wr = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half()
+    sw13 = (torch.randn(2 * inter, h, device="cuda", generator=gen) / h**0.5).half()
+    sw2 = (torch.randn(h, inter, device="cuda", generator=gen) / inter**0.5).half()
+    sgate = (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).half()
+    norm_w = torch.randn(h, device="cuda", generator=gen).half()
+    for i in range(4):
+        x = torch.randn(1, h, device="cuda", generator=gen).half()
+        res = torch.randn(1, h, device="cuda", generator=gen).half()
+        xs, _ = torch.ops.revolta.fused_add_rms_norm(x, res, norm_w, 1e-6, True)
+        logits = ops_hybrid.moe_router(xs, wr)
+        got = ops_hybrid.moe_block(xs, logits, w13, w2, k, True, sw13, sw2, sgate)
+        torch.cuda.synchronize()
+        want_logits = ref_moe.moe_router(xs, wr)
+        assert rel_err(logits, want_logits) < TOL[torch.float16], f"round {i}"
+        want = ref_moe.moe_block(xs, logits, w13, w2, k, True, sw13, sw2, sgate)
+        assert rel_err(got, want) < 2 * TOL[torch.float16], f"round {i}"
+
+
 def test_decode_ops_replay_in_a_cuda_graph():
     """Conv update + gating + delta rule + gated norm + MoE block captured once, replayed on new inputs."""
     gen = _gen(60)
@@ -282,6 +318,7 @@ def test_decode_ops_replay_in_a_cuda_graph():
     conv_pool = torch.zeros(6, conv_dim, 3, device="cuda").half()
     rec_pool = torch.zeros(6, hv, d, d, device="cuda")
     w13, w2 = _experts(e, h, 64, torch.float16, gen)
+    wr = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half()
     a_log, dt_bias = torch.zeros(hv, device="cuda").half(), torch.zeros(hv, device="cuda").half()
     static_x = torch.zeros(bsz, conv_dim + 2 * hv, device="cuda").half()
     static_h = torch.zeros(bsz, h, device="cuda").half()
@@ -299,7 +336,8 @@ def test_decode_ops_replay_in_a_cuda_graph():
         o2 = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :],
                                                       a_log, dt_bias, v, torch.ones(d, device="cuda").half(), 1e-6,
                                                       rec, slots, True)
-        return o + o2, ops_hybrid.moe_block(hid, logits, w13, w2, 4, True, None, None, None)
+        routed = ops_hybrid.moe_block(hid, ops_hybrid.moe_router(hid, wr), w13, w2, 4, True, None, None, None)
+        return o + o2, ops_hybrid.moe_block(hid, logits, w13, w2, 4, True, None, None, None) + routed
 
     step(static_x, static_h, static_logits, conv_pool, rec_pool)  # warm-up outside the graph
     torch.cuda.synchronize()

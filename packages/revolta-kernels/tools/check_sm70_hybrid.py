@@ -40,10 +40,11 @@ def kernels() -> list[Kernel]:
         ks.append(Kernel(f"conv1d state {tn}", f"&revolta::conv1d_state_kernel<{t}>", False))
         ks.append(Kernel(f"gdn gating {tn}", f"&revolta::gdn_gating_kernel<{t}>", False))
         ks.append(Kernel(f"rms_norm_gated {tn}", f"&revolta::rms_norm_gated_kernel<{t}>", False))
-        for part in ("up", "down"):
+        for part in ("up", "down", "up2", "down2"):
             k = Kernel(f"moe {part} {tn}", f"&revolta::moe_{part}_kernel<{t}>", False)
             k.smem_dynamic = MOE_DYNAMIC_SMEM
             ks.append(k)
+        ks.append(Kernel(f"moe router {tn}", f"&revolta::moe_router_kernel<{t}>", False))
     return ks
 
 

@@ -77,6 +77,7 @@ _SIGNATURES: dict[str, list] = {
     "revolta_rms_norm_gated": [_ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_ll, _c_ll, _c_ll, _c_ll, _c_float,
                                _c_int, _ptr],
     "revolta_moe": [ctypes.POINTER(MoeParams), _c_int, _ptr],
+    "revolta_moe_router": [_ptr, _ptr, _c_ll, _ptr, _c_int, _c_int, _c_int, _c_int, _ptr],
 }
 
 
@@ -357,6 +358,24 @@ def moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_
     return _moe_launch(x, w13, w2, top_k, logits=router_logits, renormalize=renormalize, shared=shared)
 
 
+def moe_router(x, weight):
+    ok = (
+        _DTYPE.get(x.dtype) is not None and x.dim() == 2 and weight.dim() == 2 and weight.dtype == x.dtype
+        and weight.shape[1] == x.shape[1] and x.shape[1] % 8 == 0 and x.stride(-1) == 1 and weight.is_contiguous()
+        and weight.data_ptr() % 16 == 0 and x.device == weight.device and 0 < x.shape[0] <= MOE_MAX_TOKENS
+    )
+    if not ok:
+        return ref_moe.moe_router(x, weight)
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # 16-byte loads of x rows
+        x = x.clone(memory_format=torch.contiguous_format)
+    t, h = x.shape
+    e = weight.shape[0]
+    out = torch.empty((t, e), dtype=x.dtype, device=x.device)
+    check(_lib().revolta_moe_router(out.data_ptr(), x.data_ptr(), x.stride(0), weight.data_ptr(), t, h, e,
+                                    _DTYPE[x.dtype], _stream(x)))
+    return out
+
+
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
     lib = native.LIB
@@ -375,4 +394,5 @@ def register() -> bool:
     ops_hybrid.causal_conv1d.register_kernel("cuda")(causal_conv1d)
     ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
     ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
+    ops_hybrid.moe_router.register_kernel("cuda")(moe_router)
     return True

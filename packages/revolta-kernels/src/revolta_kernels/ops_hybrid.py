@@ -127,6 +127,17 @@ def _(a, b, a_log, dt_bias):
     return a.new_empty(a.shape, dtype=torch.float32), b.new_empty(b.shape)
 
 
+@torch.library.custom_op(f"{LIB}::moe_router", mutates_args=())
+def moe_router(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Router logits ``x @ weight.T`` ([T, H] x [E, H] -> [T, E], x's dtype): the MoE block's gate, for decode."""
+    return ref_moe.moe_router(x, weight)
+
+
+@moe_router.register_fake
+def _(x, weight):
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
 @torch.library.custom_op(f"{LIB}::moe_block", mutates_args=())
 def moe_block(x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, top_k: int,
               renormalize: bool, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None,

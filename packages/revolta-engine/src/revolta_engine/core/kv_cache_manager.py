@@ -43,6 +43,8 @@ class KVCacheManager:
         extra = request.sampling_params.extra_args.get("cache_salt")
         extend_block_hashes(request.block_hashes, request.all_token_ids, self.block_size,
                             (extra,) if extra else ())
+        if self.state_slots is not None:
+            self.state_slots.bind_deferred(request.request_id, request.block_hashes)
 
     def find_cached_prefix(self, request: Request) -> tuple[list[KVBlock], int]:
         """Longest run of cached full blocks at the start of the request, and its length in tokens.
@@ -116,7 +118,8 @@ class KVCacheManager:
         """For hybrid models: ``(sequence index, new tokens, slot)`` for every block that this pass fills.
 
         The state after that block is copied into a fresh snapshot slot, so later requests sharing the
-        prefix can start from it.
+        prefix can start from it. With asynchronous scheduling the block's last token may still be in flight
+        (its hash unknown): the slot is taken now and keyed by the hash once the token arrives.
         """
         if self.state_slots is None or not self.enable_caching:
             return []
@@ -127,9 +130,13 @@ class KVCacheManager:
             self._update_hashes(request)
             for boundary in range((start // bs + 1) * bs, end + 1, bs):
                 block = boundary // bs - 1
-                if block >= len(request.block_hashes):
+                if block < len(request.block_hashes):
+                    slot = self.state_slots.new_snapshot(request.block_hashes[block])
+                elif (request.num_pending_tokens and block == len(request.block_hashes)
+                      and boundary == request.num_tokens + request.num_pending_tokens):
+                    slot = self.state_slots.new_deferred_snapshot(request.request_id, block)
+                else:
                     break
-                slot = self.state_slots.new_snapshot(request.block_hashes[block])
                 if slot is not None:
                     out.append((i, boundary - start, slot))
         return out
@@ -144,6 +151,10 @@ class KVCacheManager:
 
     def free(self, request: Request) -> None:
         """Release all of a request's blocks, tail first."""
+        if self.enable_caching and request.request_id in self.req_blocks:
+            # With asynchronous scheduling the last block may have been computed while its last token was in
+            # flight: publish it (and key its state snapshot) now that the token is known.
+            self.cache_full_blocks(request)
         blocks = self.req_blocks.pop(request.request_id, [])
         self._num_cached.pop(request.request_id, None)
         self.pool.free(list(reversed(blocks)))

@@ -23,6 +23,9 @@ class StateSlots:
         self.pending: dict[str, int | None] = {}
         self._snapshots: OrderedDict[bytes, int] = OrderedDict()  # block hash -> slot, least recent first
         self._free_snapshots = list(range(num_running + num_snapshots - 1, num_running - 1, -1))
+        # asynchronous scheduling: snapshots taken of blocks whose last token was still in flight, so their
+        # hash was unknown; request -> [(block index, slot)], bound to the hash once the token arrives
+        self._deferred: dict[str, list[tuple[int, int]]] = {}
 
     @property
     def num_free(self) -> int:
@@ -47,6 +50,8 @@ class StateSlots:
         self.pending.pop(request_id, None)
         if slot is not None:
             self._free.append(slot)
+        for _, snap in self._deferred.pop(request_id, []):  # never bound: the slot holds nothing anyone can find
+            self._free_snapshots.append(snap)
 
     def take_pending(self) -> tuple[list[int], list[int | None]]:
         """Slots to initialise before the next forward pass, and their sources (None: zeros)."""
@@ -69,9 +74,43 @@ class StateSlots:
         """
         if self.num_snapshots == 0 or block_hash in self._snapshots:
             return None
-        if self._free_snapshots:
-            slot = self._free_snapshots.pop()
-        else:
-            _, slot = self._snapshots.popitem(last=False)
-        self._snapshots[block_hash] = slot
+        slot = self._take_snapshot_slot()
+        if slot is not None:
+            self._snapshots[block_hash] = slot
         return slot
+
+    def _take_snapshot_slot(self) -> int | None:
+        if self._free_snapshots:
+            return self._free_snapshots.pop()
+        if self._snapshots:
+            return self._snapshots.popitem(last=False)[1]
+        return None  # every snapshot slot waits for its hash
+
+    def new_deferred_snapshot(self, request_id: str, block: int) -> int | None:
+        """A slot for the state after ``block`` of a request whose last token in that block is still in
+        flight (asynchronous scheduling): it is keyed by the block's hash once :meth:`bind_deferred` sees it.
+        """
+        if self.num_snapshots == 0 or any(b == block for b, _ in self._deferred.get(request_id, [])):
+            return None
+        slot = self._take_snapshot_slot()
+        if slot is not None:
+            self._deferred.setdefault(request_id, []).append((block, slot))
+        return slot
+
+    def bind_deferred(self, request_id: str, block_hashes: list[bytes]) -> None:
+        """Key the request's deferred snapshots whose block hashes are known now."""
+        waiting = self._deferred.get(request_id)
+        if not waiting:
+            return
+        left = []
+        for block, slot in waiting:
+            if block >= len(block_hashes):
+                left.append((block, slot))
+            elif block_hashes[block] in self._snapshots:  # another request stored this block meanwhile
+                self._free_snapshots.append(slot)
+            else:
+                self._snapshots[block_hashes[block]] = slot
+        if left:
+            self._deferred[request_id] = left
+        else:
+            del self._deferred[request_id]

@@ -89,7 +89,8 @@ class LLMEngine:
         for name in ("tensor_parallel_size", "enforce_eager", "load_format"):
             cfg.resolve(name)
         # Overlap the host's work for the next step with the device's work on this one (GPU only: on the
-        # CPU the forward pass itself runs on the host). Hybrid models keep the synchronous loop.
+        # CPU the forward pass itself runs on the host). Hybrid models too: their state slots follow the
+        # stream's order, and a snapshot of a block whose last token is in flight is keyed once it arrives.
         self.async_scheduling = bool(cfg.resolve("async_scheduling", self.device.type == "cuda"))
         if args.tensor_parallel_size != 1:
             raise InvalidRequestError("tensor_parallel_size > 1 is not supported yet", param="tensor_parallel_size")
@@ -131,10 +132,6 @@ class LLMEngine:
         self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches,
                                   max_num_tokens=max_batched, max_num_seqs=max_seqs,
                                   max_model_len=self.max_model_len)
-        if state_spec is not None and self.async_scheduling:
-            # state slots and snapshots are planned from tokens the host has seen: keep the loop synchronous
-            self.async_scheduling = False
-            cfg.set("async_scheduling", False, "profile")
         pad_slot = state_slots.num_slots if state_slots is not None else -1
         self._maybe_capture_graphs(kv_caches, max_seqs, block_size, state_caches, pad_slot)
         self.sampler = Sampler()

@@ -91,8 +91,10 @@ class SparseMoeBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):
             shared = self.shared_expert
+            # the router GEMV as our kernel: its weight stream starts before the previous kernel ends (PDL)
+            logits = ops_hybrid.moe_router(x, self.gate.weight) if self.gate.bias is None else self.gate(x)
             return ops_hybrid.moe_block(
-                x, self.gate(x), self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.renormalize,
+                x, logits, self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.renormalize,
                 None if shared is None else shared.gate_up_proj.weight,
                 None if shared is None else shared.down_proj.weight,
                 None if shared is None else self.shared_expert_gate.weight)

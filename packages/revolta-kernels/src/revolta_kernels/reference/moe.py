@@ -51,6 +51,11 @@ def fused_moe(
     return out.to(x.dtype)
 
 
+def moe_router(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Router logits of a MoE block: ``F.linear(x, weight)`` ([T, H] x [E, H] -> [T, E])."""
+    return F.linear(x, weight)
+
+
 def moe_block(
     x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, top_k: int,
     renormalize: bool, shared_w13: torch.Tensor | None = None, shared_w2: torch.Tensor | None = None,
