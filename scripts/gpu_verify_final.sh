@@ -3,7 +3,8 @@
 # (REVOLTA_NATIVE_LIB, PYTHONPATH set by the caller): every kernel GPU test, the engine GPU tests, the
 # attention and GEMV benchmarks, then Llama-3.1-8B fp16 end to end (batch 1, 64 concurrent, 8K prefill),
 # AWQ g128 batch 1 against that fp16 run, and the Qwen3.5-35B-A3B-shaped hybrid MoE model.
-# Writes at most 8 files under $OUT: verify.log (this script's summary) and the logs/JSON named below.
+# Wheels the device lacks go in .whl/: `../shared/device/wheels.sh xgrammar apache-tvm-ffi` (xgrammar 0.2.9
+# imports tvm_ffi). Writes at most 8 files under $OUT: verify.log (this script's summary) and the logs/JSON named below.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/gpu_check_out}"
