@@ -81,7 +81,7 @@ def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm, decode_variant):
     assert rel_err(pool, want_pool) < 1e-5  # fp32 state, untouched slots equal
 
 
-def test_gdn_decode_padding_slot_writes_nothing(decode_variant):
+def test_gdn_decode_padding_slot_writes_nothing(decode_variant, gdn_split):
     from revolta_kernels import native_hybrid
 
     gen = _gen(7)
@@ -103,9 +103,19 @@ def test_gdn_decode_padding_slot_writes_nothing(decode_variant):
     assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
 
 
+@pytest.fixture(params=["split", "whole"])
+def gdn_split(request, monkeypatch):
+    """The fused decode step both ways: each head over 4 blocks (split kernel) or one block per head."""
+    from revolta_kernels import native_hybrid
+
+    monkeypatch.setattr(native_hybrid, "GDN_SPLIT_MAX_BLOCKS", 1 << 30 if request.param == "split" else 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("batch", "hk", "hv", "dk"), [(1, 16, 32, 128), (32, 16, 32, 128), (7, 2, 6, 64)])
-def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk):
+@pytest.mark.parametrize(("batch", "hk", "hv", "dk"),
+                         [(1, 16, 32, 128), (2, 16, 32, 128), (32, 16, 32, 128), (7, 2, 6, 64)])
+def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk, gdn_split):
     gen = _gen(100 + batch + dk)
     dv = 128
     q, k, v, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
@@ -123,6 +133,14 @@ def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, 
     got = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
     assert got.dtype == dtype and got.shape == (batch, hv, dv)
     assert rel_err(got, want) < 2 * TOL[dtype]  # two roundings to the storage type on each side
+    assert rel_err(pool, want_pool) < 1e-5
+    # a second step on the updated states (the split kernel's arrival counters must have re-armed)
+    q2, k2, v2, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
+    want2 = ref_gdn.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, want_pool, slots,
+                                                  True)
+    poison_allocator()
+    got2 = ops_hybrid.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    assert rel_err(got2, want2) < 2 * TOL[dtype]
     assert rel_err(pool, want_pool) < 1e-5
 
 

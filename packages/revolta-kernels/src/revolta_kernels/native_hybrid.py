@@ -10,10 +10,11 @@ capturable: no host synchronisation on the decode paths).
 from __future__ import annotations
 
 import ctypes
+import os
 
 import torch
 
-from revolta_kernels import native, ops_hybrid
+from revolta_kernels import native, native_ops, ops_hybrid
 from revolta_kernels.native import check
 from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
@@ -23,6 +24,10 @@ _DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
 # decode: the grid-sized kernel that prefetches the next item's state (else one block per item)
 GDN_DECODE_PERSISTENT = True
+# fused decode step: each head's columns over 4 blocks (gdn_decode_fused_split_kernel) when batch * heads is
+# below this many blocks (latency-bound: too few blocks for the GPU), else one block per head; 0 turns the split
+# off (REVOLTA_GDN_SPLIT=0), a huge value forces it (tests)
+GDN_SPLIT_MAX_BLOCKS = 0 if os.environ.get("REVOLTA_GDN_SPLIT") == "0" else 512
 MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
 MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
 
@@ -68,6 +73,7 @@ class MoeParams(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {
     "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _c_int, _ptr],
     "revolta_gdn_decode_fused": [ctypes.POINTER(GdnFusedParams), _c_int, _c_int, _ptr],
+    "revolta_gdn_decode_fused_split": [ctypes.POINTER(GdnFusedParams), _ptr, _c_int, _c_int, _ptr],
     "revolta_gdn_prefill": [ctypes.POINTER(GdnPrefillParams), _c_int, _c_int, _ptr],
     "revolta_conv1d_update": [_ptr, _ptr, _c_ll, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int,
                               _ptr],
@@ -170,7 +176,11 @@ def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight,
                        out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                        a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
                        int(use_qk_l2norm), eps)
-    check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
+    if batch * hv < GDN_SPLIT_MAX_BLOCKS:  # arrival counters, one per (sequence, head), left zero by the kernel
+        counters = native_ops._split_counters(v.device, batch * hv)
+        check(_lib().revolta_gdn_decode_fused_split(ctypes.byref(p), counters.data_ptr(), dk, code, _stream(v)))
+    else:
+        check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
     return out
 
 
