@@ -2,7 +2,9 @@
 # Device run of branch hybrid3 (issue 7): hybrid kernel GPU tests (the split fused GDN step forced both ways by
 # the tests), the engine's hybrid GPU tests, the hybrid kernel benchmark (fused GDN step split vs whole), and the
 # Qwen3.5-35B-A3B batch-1 decode with the new defaults and A/Bs: everything old (REVOLTA_GDN_SPLIT=0
-# REVOLTA_HYBRID_PDL=0 REVOLTA_MOE_PREFETCH=0), and each change off alone. Logs and JSON under $OUT.
+# REVOLTA_HYBRID_PDL=0 REVOLTA_MOE_PREFETCH=0; the split off also turns the conv fold off), and each change off
+# alone (REVOLTA_GDN_CONV_FUSED=0 keeps the split kernel but runs the conv1d update kernel before it).
+# e2e JSONs under $OUT, the rest (logs, hybrid_bench.json) in $OUT/logs.tgz (8 files come back at most).
 # Expects PYTHONPATH and REVOLTA_NATIVE_LIB set by the caller (see the helper brief's run command).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,13 +44,14 @@ e2e() {  # e2e NAME [ENV=VALUE...]
 stage kernel_tests 60 "${PYTEST[@]}" "$K/tests/test_hybrid_gpu.py"
 REVOLTA_HYBRID_PDL=0 REVOLTA_MOE_PREFETCH=0 stage kernel_tests_old_moe 30 "${PYTEST[@]}" "$K/tests/test_hybrid_gpu.py" \
   -k "moe or conv"
+REVOLTA_GDN_SPLIT=0 stage kernel_tests_no_split 20 "${PYTEST[@]}" "$K/tests/test_hybrid_gpu.py" -k "fused_conv"
 e2e e2e_new
 e2e e2e_old REVOLTA_GDN_SPLIT=0 REVOLTA_HYBRID_PDL=0 REVOLTA_MOE_PREFETCH=0
-stage bench 45 python3 benchmarks/hybrid_bench.py --out "$OUT/hybrid_bench.json"; tail -3 "$OUT/logs/bench.log"
+stage bench 45 python3 benchmarks/hybrid_bench.py --out "$OUT/logs/hybrid_bench.json"; tail -3 "$OUT/logs/bench.log"
 stage engine_tests 60 "${PYTEST[@]}" "$E/tests/test_gpu_hybrid.py"
 e2e e2e_no_split REVOLTA_GDN_SPLIT=0
-e2e e2e_no_pdl REVOLTA_HYBRID_PDL=0
+e2e e2e_no_convfuse REVOLTA_GDN_CONV_FUSED=0
 e2e e2e_no_prefetch REVOLTA_MOE_PREFETCH=0
-e2e e2e_new2
+e2e e2e_no_pdl REVOLTA_HYBRID_PDL=0
 cd "$OUT" && tar czf logs.tgz logs && rm -rf logs
 exit 0

@@ -12,9 +12,14 @@
 //    is exact), and the last of the head's 4 blocks to arrive (an arrival counter per (sequence, head) in a
 //    caller-owned zeroed buffer, re-armed by that block) reads them back and writes the normalised output.
 //    Launched with PDL (pdl.cuh): only the norm weight / A_log / dt_bias are read before pdl_wait().
+//    CONV = true also does the layer's conv1d update (conv1d.cuh, same arithmetic): each block convolves the q/k
+//    channels of its key head and its 32 v channels; it shifts its v channels' conv states itself, while the
+//    q/k channels' states, read by all 4 * (Hv / Hk) blocks of the key head, are shifted by the last of them to
+//    arrive (a second arrival counter per (sequence, key head), after each block's reads).
 // Self-contained for NVRTC; fp32 math, fp16/bf16/fp32 storage.
 #pragma once
 
+#include "conv1d.cuh"
 #include "gated_delta.cuh"
 #include "gdn_misc.cuh"
 #include "pdl.cuh"
@@ -38,6 +43,16 @@ struct GdnFusedParams {
       z_stride_b, z_stride_h;
   int batch, num_k_heads, num_v_heads, use_l2norm;
   float eps;
+};
+
+// The layer's causal conv1d update folded into the split fused step (gdn_decode_fused_split_kernel<.., true>):
+// x is the in_proj's pre-conv [q | k | v] row, as conv1d_update_kernel takes it (no bias, silu).
+struct GdnConvParams {
+  const void* x;  // [B, conv_dim] (row stride x_stride)
+  const void* weight;  // [conv_dim, K]
+  void* conv_states;  // [S, conv_dim, K - 1]
+  long long x_stride;
+  int conv_dim, K, key_dim;  // q channels [0, key_dim), k [key_dim, 2 key_dim), v [2 key_dim, conv_dim)
 };
 
 // ------------------------------------------------------------------------------------- persistent decode
@@ -295,17 +310,50 @@ __global__ void __launch_bounds__(kGdnDecodeThreads, 2) gdn_decode_fused_kernel(
 constexpr int kGdnSplitCols = 32;
 constexpr int kGdnSplitChunks = kGdnFusedDv / kGdnSplitCols;
 
-template <typename T, int DK>
-__global__ void __launch_bounds__(kGdnDecodeThreads) gdn_decode_fused_split_kernel(GdnFusedParams p, int* counters) {
+// Conv of one channel for one token, exactly as conv1d_update_kernel (hist = the state, oldest first).
+template <typename T>
+__device__ __forceinline__ float gdn_conv_channel(const float (&wt)[kConvMaxWidth], const float (&hist)[kConvMaxWidth],
+                                                  float xv, int W) {
+  float acc = 0.f;
+#pragma unroll
+  for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+    if (j < W) acc += wt[j] * hist[j];
+  }
+#pragma unroll
+  for (int j = 1; j < kConvMaxWidth; ++j) {
+    if (j == W) acc += wt[j] * xv;
+  }
+  return to_float(from_float<T>(silu_f(acc)));
+}
+
+template <typename T, int DK, bool CONV = false>
+__global__ void __launch_bounds__(kGdnDecodeThreads)
+    gdn_decode_fused_split_kernel(GdnFusedParams p, int* counters, GdnConvParams cv) {
   static_assert(DK % 32 == 0 && 2 * DK <= kGdnDecodeThreads, "DK must be 32, 64 or 128");
   constexpr int DV = kGdnFusedDv, WARPS = kGdnDecodeThreads / 32, ROWS = DK / 32;
   __shared__ float qk[2 * DK];
   __shared__ float4 red[WARPS][2][8];
   __shared__ float norms[DK / 32][3];
   __shared__ int last;
+  __shared__ int qk_last;
+  __shared__ float vconv[CONV ? kGdnSplitCols : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c4 = lane & 7, rsub = lane >> 3;
   const int chunk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int col = chunk * kGdnSplitCols + 4 * c4;
+  const int kh = h / (p.num_v_heads / p.num_k_heads);
+  // CONV: this thread's q/k channel (tid < 2 DK) and, for tid < 32, one of the chunk's v channels
+  const int ch_qk = tid < DK ? cv.key_dim + kh * DK + tid : kh * DK + tid - DK;
+  const int ch_v = 2 * cv.key_dim + h * kGdnFusedDv + chunk * kGdnSplitCols + tid;
+  const int W = cv.K - 1;
+  float wqk[kConvMaxWidth], wv[kConvMaxWidth];
+  if (CONV) {
+    const T* wt = static_cast<const T*>(cv.weight);
+#pragma unroll
+    for (int j = 0; j < kConvMaxWidth; ++j) {
+      wqk[j] = (tid < 2 * DK && j <= W) ? to_float(wt[static_cast<size_t>(ch_qk) * cv.K + j]) : 0.f;
+      wv[j] = (tid < kGdnSplitCols && j <= W) ? to_float(wt[static_cast<size_t>(ch_v) * cv.K + j]) : 0.f;
+    }
+  }
   // weights (nobody writes them) before the wait
   const float alog = to_float(static_cast<const T*>(p.a_log)[h]);
   const float dtb = to_float(static_cast<const T*>(p.dt_bias)[h]);
@@ -329,11 +377,35 @@ __global__ void __launch_bounds__(kGdnDecodeThreads) gdn_decode_fused_split_kern
   for (int m = 0; m < ROWS; ++m) {
     s[m] = *reinterpret_cast<const float4*>(S + static_cast<size_t>(4 * warp + rsub + 32 * m) * DV);
   }
-  const int kh = h / (p.num_v_heads / p.num_k_heads);
-  if (tid < DK) {
-    qk[tid] = to_float(static_cast<const T*>(p.k)[b * p.k_stride_b + kh * p.k_stride_h + tid]);
-  } else if (tid < 2 * DK) {
-    qk[tid] = to_float(static_cast<const T*>(p.q)[b * p.q_stride_b + kh * p.q_stride_h + tid - DK]);
+  float hqk[kConvMaxWidth], xqk = 0.f;
+  T* cs = static_cast<T*>(cv.conv_states) + static_cast<size_t>(slot) * cv.conv_dim * W;
+  if (!CONV) {
+    if (tid < DK) {
+      qk[tid] = to_float(static_cast<const T*>(p.k)[b * p.k_stride_b + kh * p.k_stride_h + tid]);
+    } else if (tid < 2 * DK) {
+      qk[tid] = to_float(static_cast<const T*>(p.q)[b * p.q_stride_b + kh * p.q_stride_h + tid - DK]);
+    }
+  } else {
+    const T* xr = static_cast<const T*>(cv.x) + b * cv.x_stride;
+    if (tid < 2 * DK) {
+#pragma unroll
+      for (int j = 0; j < kConvMaxWidth - 1; ++j) hqk[j] = j < W ? to_float(cs[static_cast<size_t>(ch_qk) * W + j]) : 0.f;
+      xqk = to_float(xr[ch_qk]);
+      qk[tid] = gdn_conv_channel<T>(wqk, hqk, xqk, W);
+    }
+    if (tid < kGdnSplitCols) {  // this block's own v channel: its state is shifted right away
+      float hv[kConvMaxWidth];
+      T* st = cs + static_cast<size_t>(ch_v) * W;
+#pragma unroll
+      for (int j = 0; j < kConvMaxWidth - 1; ++j) hv[j] = j < W ? to_float(st[j]) : 0.f;
+      const T xv = xr[ch_v];
+      vconv[tid] = gdn_conv_channel<T>(wv, hv, to_float(xv), W);
+#pragma unroll
+      for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+        if (j + 1 < W) st[j] = from_float<T>(hv[j + 1]);
+      }
+      st[W - 1] = xv;
+    }
   }
   const float ax = to_float(static_cast<const T*>(p.a)[b * p.a_stride_b + h]) + dtb;
   const float g = -expf(alog) * (ax > 20.f ? ax : log1pf(expf(ax)));
@@ -345,10 +417,22 @@ __global__ void __launch_bounds__(kGdnDecodeThreads) gdn_decode_fused_split_kern
   const T* zp = static_cast<const T*>(p.z) + b * p.z_stride_b + h * p.z_stride_h + 4 * lane;
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    vv[c] = to_float(vp[c]);
+    vv[c] = CONV ? 0.f : to_float(vp[c]);
     zz[c] = warp == 0 ? to_float(zp[c]) : 0.f;  // the whole head's gate: this block may do the norm
   }
   __syncthreads();
+  if (CONV) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) vv[c] = vconv[4 * c4 + c];
+    if (tid == 0) {  // every thread of this block has read its q/k conv states (barrier above)
+      __threadfence();
+      int* qk_counter = counters + static_cast<size_t>(p.batch) * p.num_v_heads +
+                        static_cast<size_t>(b) * p.num_k_heads + kh;
+      const int blocks = kGdnSplitChunks * (p.num_v_heads / p.num_k_heads);
+      qk_last = atomicAdd(qk_counter, 1) == blocks - 1;
+      if (qk_last) *qk_counter = 0;  // re-armed: every block of the key head has arrived
+    }
+  }
   if (tid < DK) {
     const float kx = qk[tid], qx = qk[DK + tid];
     const float a = warp_sum(kx * kx), c = warp_sum(qx * qx), d = warp_sum(kx * qx);
@@ -378,6 +462,14 @@ __global__ void __launch_bounds__(kGdnDecodeThreads) gdn_decode_fused_split_kern
     red[warp][1][c4] = make_float4(sq[0], sq[1], sq[2], sq[3]);
   }
   __syncthreads();
+  if (CONV && qk_last && tid < 2 * DK) {  // the last block of the key head shifts the q/k conv states
+    T* st = cs + static_cast<size_t>(ch_qk) * W;
+#pragma unroll
+    for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+      if (j + 1 < W) st[j] = from_float<T>(hqk[j + 1]);
+    }
+    st[W - 1] = from_float<T>(xqk);
+  }
   float ssk = 0.f, ssq = 0.f, dot = 0.f;
 #pragma unroll
   for (int w = 0; w < DK / 32; ++w) {

@@ -75,12 +75,20 @@ cudaError_t gdn_decode_fused(const GdnFusedParams& p, int dk, cudaStream_t strea
 }
 
 template <typename T>
-cudaError_t gdn_decode_fused_split(const GdnFusedParams& p, int* counters, int dk, cudaStream_t stream) {
-  const dim3 grid(kGdnSplitChunks, p.num_v_heads, p.batch);
+cudaError_t gdn_decode_fused_split(const GdnFusedParams& p, const GdnConvParams* cv, int* counters, int dk,
+                                   cudaStream_t stream) {
+  const dim3 grid(kGdnSplitChunks, p.num_v_heads, p.batch), block(kGdnDecodeThreads);
+  const GdnConvParams none = {};
+  if (cv == nullptr) {
+    switch (dk) {
+      case 64: return launch(gdn_decode_fused_split_kernel<T, 64, false>, grid, block, 0, stream, p, counters, none);
+      case 128: return launch(gdn_decode_fused_split_kernel<T, 128, false>, grid, block, 0, stream, p, counters, none);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (dk) {
-    case 64: return launch(gdn_decode_fused_split_kernel<T, 64>, grid, dim3(kGdnDecodeThreads), 0, stream, p, counters);
-    case 128:
-      return launch(gdn_decode_fused_split_kernel<T, 128>, grid, dim3(kGdnDecodeThreads), 0, stream, p, counters);
+    case 64: return launch(gdn_decode_fused_split_kernel<T, 64, true>, grid, block, 0, stream, p, counters, *cv);
+    case 128: return launch(gdn_decode_fused_split_kernel<T, 128, true>, grid, block, 0, stream, p, counters, *cv);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -193,12 +201,17 @@ int revolta_gdn_decode_fused(const GdnFusedParams* p, int dk, int dtype, cudaStr
   return cudaSuccess;
 }
 
-// The same step with each head's columns split over 4 blocks (PDL launch); counters: batch * num_v_heads
-// zeroed ints, left zero.
-int revolta_gdn_decode_fused_split(const GdnFusedParams* p, int* counters, int dk, int dtype, cudaStream_t stream) {
+// The same step with each head's columns split over 4 blocks (PDL launch); counters: batch * (num_v_heads +
+// num_k_heads) zeroed ints, left zero. conv != null: the layer's conv1d update (silu, no bias, K <= 8) runs in it
+// too, on conv->x (the pre-conv [q | k | v] rows); p's q/k/v are then unused.
+int revolta_gdn_decode_fused_split(const GdnFusedParams* p, const GdnConvParams* conv, int* counters, int dk,
+                                   int dtype, cudaStream_t stream) {
   if (p->batch == 0) return cudaSuccess;
   if (p->num_k_heads <= 0 || p->num_v_heads % p->num_k_heads || counters == nullptr) return cudaErrorInvalidValue;
-  REVOLTA_HYBRID_DISPATCH(dtype, return gdn_decode_fused_split<T>(*p, counters, dk, stream))
+  if (conv != nullptr && (conv->K < 2 || conv->K > kConvMaxWidth || conv->key_dim != p->num_k_heads * dk ||
+                          conv->conv_dim != 2 * conv->key_dim + p->num_v_heads * kGdnFusedDv))
+    return cudaErrorInvalidValue;
+  REVOLTA_HYBRID_DISPATCH(dtype, return gdn_decode_fused_split<T>(*p, conv, counters, dk, stream))
   return cudaSuccess;
 }
 

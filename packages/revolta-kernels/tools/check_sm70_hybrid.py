@@ -34,8 +34,9 @@ def kernels() -> list[Kernel]:
             ks.append(Kernel(f"gdn decode pers. dk{dk} {tn}", f"&revolta::gdn_decode_persistent_kernel<{t}, {dk}>",
                              False))
             ks.append(Kernel(f"gdn decode fused dk{dk} {tn}", f"&revolta::gdn_decode_fused_kernel<{t}, {dk}>", False))
-            ks.append(Kernel(f"gdn fused split dk{dk} {tn}", f"&revolta::gdn_decode_fused_split_kernel<{t}, {dk}>",
-                             False))
+            for conv in ("false", "true"):
+                ks.append(Kernel(f"gdn fused split{' +conv' if conv == 'true' else ''} dk{dk} {tn}",
+                                 f"&revolta::gdn_decode_fused_split_kernel<{t}, {dk}, {conv}>", False))
             ks.append(Kernel(f"gdn prefill dk{dk} {tn}", f"&revolta::gdn_prefill_kernel<{t}, {dk}>", False))
         ks.append(Kernel(f"conv1d update {tn}", f"&revolta::conv1d_update_kernel<{t}>", False))
         ks.append(Kernel(f"conv1d prefill {tn}", f"&revolta::conv1d_prefill_kernel<{t}>", False))
