@@ -5,6 +5,8 @@
 # REVOLTA_HYBRID_PDL=0 REVOLTA_MOE_PREFETCH=0; the split off also turns the conv fold off), and each change off
 # alone (REVOLTA_GDN_CONV_FUSED=0 keeps the split kernel but runs the conv1d update kernel before it).
 # e2e JSONs under $OUT, the rest (logs, hybrid_bench.json) in $OUT/logs.tgz (8 files come back at most).
+# (As run on the H200 for benchmarks/results/hybrid3/, the L2 prefetch was still the default and
+# REVOLTA_MOE_PREFETCH=0 its A/B; it is opt-in now, REVOLTA_MOE_PREFETCH=1, since it measured slower.)
 # Expects PYTHONPATH and REVOLTA_NATIVE_LIB set by the caller (see the helper brief's run command).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -122,11 +122,13 @@ cudaError_t hybrid_launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, 
   return cudaGetLastError();
 }
 
-// REVOLTA_MOE_PREFETCH=0: the v1 MoE kernels without their L2 prefetch of the selected rows (A/B runs).
+// REVOLTA_MOE_PREFETCH=1: the v1 MoE kernels with their L2 prefetch of the selected rows. Off by default: on the
+// H200 it measured slower (Qwen3.5-35B-A3B batch-1 forward 2.93 ms with it, 2.76 ms without; MoE block 33.3 us
+// against 29.7 us; benchmarks/results/hybrid3/).
 bool moe_prefetch() {
   static const int on = [] {
     const char* e = std::getenv("REVOLTA_MOE_PREFETCH");
-    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
   }();
   return on != 0;
 }

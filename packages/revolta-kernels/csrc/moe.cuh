@@ -189,7 +189,7 @@ __device__ void moe_route_block(const T* logits, int E, int K, int renormalize, 
 // Dynamic smem: H floats (the token's activations, loaded with 16-byte loads all issued before routing).
 // PREFETCH: once the routing is known, each warp asks L2 for its whole rows (prefetch.global.L2, no registers)
 // before its 16-byte register loads walk them, so all of a row's DRAM traffic is in flight from the start
-// instead of one load round after another (REVOLTA_MOE_PREFETCH=0 selects the kernels without it).
+// instead of one load round after another. Opt-in (REVOLTA_MOE_PREFETCH=1): on the H200 it measured slower.
 template <typename T, bool PREFETCH = true>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
   extern __shared__ float4 xs4[];  // float4: 16-byte aligned for the vector reads

@@ -25,12 +25,14 @@ _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong,
 # decode: the grid-sized kernel that prefetches the next item's state (else one block per item)
 GDN_DECODE_PERSISTENT = True
 # fused decode step: each head's columns over 4 blocks (gdn_decode_fused_split_kernel) when batch * heads is
-# below this many blocks (latency-bound: too few blocks for the GPU), else one block per head; 0 turns the split
-# off (REVOLTA_GDN_SPLIT=0), a huge value forces it (tests)
-GDN_SPLIT_MAX_BLOCKS = 0 if os.environ.get("REVOLTA_GDN_SPLIT") == "0" else 512
+# below this many blocks, else one block per head. On the H200 the split measured faster at every batch
+# (32 heads: 4.9 / 6.2 / 51.8 us at batch 1 / 2 / 32 against 7.7 / 8.5 / 73.4; benchmarks/results/hybrid3/), so
+# it always runs; 0 turns it off (REVOLTA_GDN_SPLIT=0, the A/B), tests set it either way.
+GDN_SPLIT_MAX_BLOCKS = 0 if os.environ.get("REVOLTA_GDN_SPLIT") == "0" else 1 << 30
 # decode step with the conv folded into the split kernel (REVOLTA_GDN_CONV_FUSED=0: the conv1d update kernel, then
-# the fused step); only where the split kernel runs
+# the fused step), where the split kernel runs and batch * heads is below this (measured at batch 1 only)
 GDN_CONV_FUSED = os.environ.get("REVOLTA_GDN_CONV_FUSED") != "0"
+GDN_CONV_FUSED_MAX_BLOCKS = 512
 MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
 MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
 
@@ -201,7 +203,8 @@ def gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_lo
     dk = states.shape[2] if states.dim() == 4 else 0
     key_dim = (qkv.shape[1] - hv * dv) // 2 if qkv.dim() == 2 else 0
     ok = (
-        GDN_CONV_FUSED and batch * hv < GDN_SPLIT_MAX_BLOCKS and _DTYPE.get(z.dtype) is not None
+        GDN_CONV_FUSED and batch * hv < min(GDN_SPLIT_MAX_BLOCKS, GDN_CONV_FUSED_MAX_BLOCKS)
+        and _DTYPE.get(z.dtype) is not None
         and qkv.dtype == z.dtype and dk in (64, 128) and dv == 128 and key_dim > 0 and key_dim % dk == 0
         and hv % (key_dim // dk) == 0 and qkv.shape[1] == 2 * key_dim + hv * dv
         and _conv_ok(qkv, conv_weight, None, conv_states)
