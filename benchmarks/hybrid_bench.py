@@ -118,6 +118,15 @@ def gdn_decode(bw: float, gen) -> dict:
     ms1 = time_ms(graphed([lambda i=i: fused(i, 1) for i in range(sets)]), reps=20) / sets
     out["fused_step"] = {"us": ms * 1e3, "fraction_of_copy": (state_bytes + io_bytes) / (ms / 1e3) / bw,
                          "batch1_us": ms1 * 1e3}
+    # both kernels of the fused step forced: heads split over 4 blocks, or one block per head
+    split_default = native_hybrid.GDN_SPLIT_MAX_BLOCKS
+    for name, limit in (("split", 1 << 30), ("whole", 0)):
+        native_hybrid.GDN_SPLIT_MAX_BLOCKS = limit  # read when the graph is captured
+        ms = time_ms(graphed([lambda i=i: fused(i, batch) for i in range(sets)]), reps=20) / sets
+        ms2 = time_ms(graphed([lambda i=i: fused(i, 2) for i in range(sets)]), reps=20) / sets
+        ms1 = time_ms(graphed([lambda i=i: fused(i, 1) for i in range(sets)]), reps=20) / sets
+        out["fused_step"][name] = {"batch32_us": ms * 1e3, "batch2_us": ms2 * 1e3, "batch1_us": ms1 * 1e3}
+    native_hybrid.GDN_SPLIT_MAX_BLOCKS = split_default
     ref_ms = time_ms(lambda: ref_gdn.gated_delta_rule_recurrent(*steps[0][0], pool, steps[0][1], True), reps=5)
     out.update({"reference_us": ref_ms * 1e3, "speedup_vs_reference": ref_ms / (out["us"] / 1e3)})
     return out
@@ -231,6 +240,10 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     d, p, m = result["gdn_decode"], result["gdn_prefill_8k"], result["moe_block_batch1"]
+    fs = d.get("fused_step", {})
+    print("fused GDN step us (b1 / b2 / b32): " + " | ".join(
+        f"{k} {fs[k]['batch1_us']:.2f} / {fs[k]['batch2_us']:.2f} / {fs[k]['batch32_us']:.1f}"
+        for k in ("split", "whole") if k in fs))
     print(f"\ncopy {bw / 1e9:.0f} GB/s | GDN decode {d.get('us', 0):.1f} us = {100 * d.get('fraction_of_copy', 0):.1f}% "
           f"of copy | 8K prefill {p.get('native_ms', 0):.2f} ms vs ref {p.get('reference_ms', 0):.1f} ms = "
           f"{p.get('speedup', 0):.1f}x | MoE b1 {m.get('us', 0):.1f} us = {100 * m.get('fraction_of_copy', 0):.1f}% "

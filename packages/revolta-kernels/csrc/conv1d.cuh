@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "pdl.cuh"
 
 namespace revolta {
 
@@ -20,21 +21,30 @@ __global__ void __launch_bounds__(kConvThreads)
                          const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ states,
                          const int64_t* __restrict__ state_indices, int C, int K, int silu) {
   const int c = blockIdx.x * kConvThreads + threadIdx.x, b = blockIdx.y;
-  if (c >= C) return;
   const int W = K - 1;
+  // launched with PDL (pdl.cuh): the weights (nobody writes them) before the wait, the rest after
+  float wt[kConvMaxWidth];
+  const T* w = weight + static_cast<size_t>(c) * K;
+#pragma unroll
+  for (int j = 0; j < kConvMaxWidth; ++j) wt[j] = (c < C && j <= W) ? to_float(w[j]) : 0.f;
+  float acc = (c < C && bias != nullptr) ? to_float(bias[c]) : 0.f;
+  pdl_wait();
+  pdl_trigger();
+  if (c >= C) return;
   const long long slot = state_indices[b];
   T* st = slot >= 0 ? states + (static_cast<size_t>(slot) * C + c) * W : nullptr;
   float hist[kConvMaxWidth];
 #pragma unroll
   for (int j = 0; j < kConvMaxWidth - 1; ++j) hist[j] = (j < W && st != nullptr) ? to_float(st[j]) : 0.f;
   const float xv = to_float(x[b * x_stride + c]);
-  const T* w = weight + static_cast<size_t>(c) * K;
-  float acc = bias != nullptr ? to_float(bias[c]) : 0.f;
 #pragma unroll
   for (int j = 0; j < kConvMaxWidth - 1; ++j) {
-    if (j < W) acc += to_float(w[j]) * hist[j];
+    if (j < W) acc += wt[j] * hist[j];
   }
-  acc += to_float(w[W]) * xv;
+#pragma unroll
+  for (int j = 1; j < kConvMaxWidth; ++j) {
+    if (j == W) acc += wt[j] * xv;
+  }
   out[static_cast<size_t>(b) * C + c] = from_float<T>(silu ? silu_f(acc) : acc);
   if (st != nullptr) {
 #pragma unroll

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 using namespace revolta;
 
@@ -74,6 +75,25 @@ cudaError_t gdn_decode_fused(const GdnFusedParams& p, int dk, cudaStream_t strea
 }
 
 template <typename T>
+cudaError_t gdn_decode_fused_split(const GdnFusedParams& p, const GdnConvParams* cv, int* counters, int dk,
+                                   cudaStream_t stream) {
+  const dim3 grid(kGdnSplitChunks, p.num_v_heads, p.batch), block(kGdnDecodeThreads);
+  const GdnConvParams none = {};
+  if (cv == nullptr) {
+    switch (dk) {
+      case 64: return launch(gdn_decode_fused_split_kernel<T, 64, false>, grid, block, 0, stream, p, counters, none);
+      case 128: return launch(gdn_decode_fused_split_kernel<T, 128, false>, grid, block, 0, stream, p, counters, none);
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  switch (dk) {
+    case 64: return launch(gdn_decode_fused_split_kernel<T, 64, true>, grid, block, 0, stream, p, counters, *cv);
+    case 128: return launch(gdn_decode_fused_split_kernel<T, 128, true>, grid, block, 0, stream, p, counters, *cv);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
 cudaError_t gdn_prefill(const GdnPrefillParams& p, int dk, cudaStream_t stream) {
   const dim3 grid(p.dv / kGdnPrefillCols, p.num_v_heads, p.num_seqs);
   switch (dk) {
@@ -82,6 +102,35 @@ cudaError_t gdn_prefill(const GdnPrefillParams& p, int dk, cudaStream_t stream) 
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+// REVOLTA_HYBRID_PDL=0: the v1 MoE kernels and the conv1d update as plain launches (as before they took PDL;
+// for A/B runs). Their pdl_wait()/pdl_trigger() are no-ops then.
+bool hybrid_pdl() {
+  static const int on = [] {
+    const char* e = std::getenv("REVOLTA_HYBRID_PDL");
+    return e != nullptr && std::strcmp(e, "0") == 0 ? 0 : 1;
+  }();
+  return on != 0;
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t hybrid_launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args&&... args) {
+  if (hybrid_pdl()) return launch(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+  kernel<<<grid, block, smem, stream>>>(static_cast<KernelArgs>(args)...);
+  return cudaGetLastError();
+}
+
+// REVOLTA_MOE_PREFETCH=1: the v1 MoE kernels with their L2 prefetch of the selected rows. Off by default: on the
+// H200 it measured slower (Qwen3.5-35B-A3B batch-1 forward 2.93 ms with it, 2.76 ms without; MoE block 33.3 us
+// against 29.7 us; benchmarks/results/hybrid3/).
+bool moe_prefetch() {
+  static const int on = [] {
+    const char* e = std::getenv("REVOLTA_MOE_PREFETCH");
+    return e != nullptr && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }();
+  return on != 0;
 }
 
 // REVOLTA_MOE_V2=1: the v2 decode kernels (moe.cuh). Off by default: on the H200 they measured slower than v1
@@ -122,12 +171,15 @@ cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
   const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
   const size_t down_smem = static_cast<size_t>(p.K * p.I + p.Is) * sizeof(float);
   if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
-  moe_up_kernel<T><<<up_grid, kMoeWarps * 32, up_smem, stream>>>(p);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
   const dim3 down_grid((p.H + kMoeWarps - 1) / kMoeWarps, p.T);
-  moe_down_kernel<T><<<down_grid, kMoeWarps * 32, down_smem, stream>>>(p);
-  return cudaGetLastError();
+  if (!moe_prefetch()) {
+    cudaError_t err = hybrid_launch(moe_up_kernel<T, false>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p);
+    if (err != cudaSuccess) return err;
+    return hybrid_launch(moe_down_kernel<T, false>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
+  }
+  cudaError_t err = hybrid_launch(moe_up_kernel<T, true>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p);
+  if (err != cudaSuccess) return err;
+  return hybrid_launch(moe_down_kernel<T, true>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
 }
 
 }  // namespace
@@ -151,6 +203,20 @@ int revolta_gdn_decode_fused(const GdnFusedParams* p, int dk, int dtype, cudaStr
   return cudaSuccess;
 }
 
+// The same step with each head's columns split over 4 blocks (PDL launch); counters: batch * (num_v_heads +
+// num_k_heads) zeroed ints, left zero. conv != null: the layer's conv1d update (silu, no bias, K <= 8) runs in it
+// too, on conv->x (the pre-conv [q | k | v] rows); p's q/k/v are then unused.
+int revolta_gdn_decode_fused_split(const GdnFusedParams* p, const GdnConvParams* conv, int* counters, int dk,
+                                   int dtype, cudaStream_t stream) {
+  if (p->batch == 0) return cudaSuccess;
+  if (p->num_k_heads <= 0 || p->num_v_heads % p->num_k_heads || counters == nullptr) return cudaErrorInvalidValue;
+  if (conv != nullptr && (conv->K < 2 || conv->K > kConvMaxWidth || conv->key_dim != p->num_k_heads * dk ||
+                          conv->conv_dim != 2 * conv->key_dim + p->num_v_heads * kGdnFusedDv))
+    return cudaErrorInvalidValue;
+  REVOLTA_HYBRID_DISPATCH(dtype, return gdn_decode_fused_split<T>(*p, conv, counters, dk, stream))
+  return cudaSuccess;
+}
+
 // Gated delta rule over variable-length sequences (recurrent form, tokens in order); Dv % 16 == 0, dk in
 // {64, 128}, q/k rows aligned to dk / 32 elements.
 int revolta_gdn_prefill(const GdnPrefillParams* p, int dk, int dtype, cudaStream_t stream) {
@@ -168,10 +234,10 @@ int revolta_conv1d_update(void* out, const void* x, long long x_stride, const vo
   if (batch == 0 || channels == 0) return cudaSuccess;
   if (K < 2 || K > kConvMaxWidth) return cudaErrorInvalidValue;
   const dim3 grid((channels + kConvThreads - 1) / kConvThreads, batch);
-  REVOLTA_HYBRID_DISPATCH(dtype, conv1d_update_kernel<T><<<grid, kConvThreads, 0, stream>>>(
+  REVOLTA_HYBRID_DISPATCH(dtype, return hybrid_launch(conv1d_update_kernel<T>, grid, dim3(kConvThreads), 0, stream,
       static_cast<T*>(out), static_cast<const T*>(x), x_stride, static_cast<const T*>(weight),
       static_cast<const T*>(bias), static_cast<T*>(states), state_indices, channels, K, silu))
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 // Causal conv1d over variable-length sequences (x, out [T, C] contiguous), then the new states and snapshots.

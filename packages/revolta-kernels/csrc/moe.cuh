@@ -76,6 +76,17 @@ template <> struct Pack8<float> {
   }
 };
 
+__device__ __forceinline__ void moe_prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
+// One warp prefetches a row of `bytes` bytes into L2 (a 128-byte line per lane and step).
+__device__ __forceinline__ void moe_prefetch_row_l2(const void* row, size_t bytes) {
+  for (size_t off = (threadIdx.x & 31) * 128; off < bytes; off += 32 * 128) {
+    moe_prefetch_l2(static_cast<const char*>(row) + off);
+  }
+}
+
 __device__ __forceinline__ float moe_silu(float x) { return x / (1.f + expf(-x)); }
 
 // Dot products of ROWS weight rows (length L, L % 8 == 0; a null row gives 0) with a float vector in shared
@@ -176,7 +187,10 @@ __device__ void moe_route_block(const T* logits, int E, int K, int renormalize, 
 
 // grid (ceil(items / (2 * kMoeWarps)), T): items = K * I (+ Is) (+ 1 for the shared gate), two per warp.
 // Dynamic smem: H floats (the token's activations, loaded with 16-byte loads all issued before routing).
-template <typename T>
+// PREFETCH: once the routing is known, each warp asks L2 for its whole rows (prefetch.global.L2, no registers)
+// before its 16-byte register loads walk them, so all of a row's DRAM traffic is in flight from the start
+// instead of one load round after another. Opt-in (REVOLTA_MOE_PREFETCH=1): on the H200 it measured slower.
+template <typename T, bool PREFETCH = true>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
   extern __shared__ float4 xs4[];  // float4: 16-byte aligned for the vector reads
   float* xs = reinterpret_cast<float*>(xs4);
@@ -186,6 +200,22 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
   __shared__ float scratch[kMoeWarps];
   constexpr int kChunks = (kMoeMaxSmemFloats / 8 + kMoeWarps * 32 - 1) / (kMoeWarps * 32);
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const int gate_item = p.shared_w13 != nullptr ? total : -1;
+  const int first = (blockIdx.x * kMoeWarps + warp) * 2;
+  // Launched with PDL where the library enables it (hybrid.cu): the shared expert's rows do not depend on the
+  // routing, so this warp's are prefetched into L2 before the wait (the router kernel's tail overlaps them).
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int j = first + i - routed;
+    if (j >= 0 && j < p.Is) {
+      const T* w = static_cast<const T*>(p.shared_w13);
+      moe_prefetch_row_l2(w + static_cast<size_t>(j) * p.H, static_cast<size_t>(p.H) * sizeof(T));
+      moe_prefetch_row_l2(w + static_cast<size_t>(p.Is + j) * p.H, static_cast<size_t>(p.H) * sizeof(T));
+    }
+  }
+  pdl_wait();  // x and the router logits come from earlier kernels
+  pdl_trigger();
   const T* x = static_cast<const T*>(p.x) + t * p.x_stride;
   Pack8<T> xr[kChunks];
 #pragma unroll
@@ -215,9 +245,6 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
     }
   }
   __syncthreads();
-  const int routed = p.K * p.I, total = routed + p.Is;
-  const int gate_item = p.shared_w13 != nullptr ? total : -1;
-  const int first = (blockIdx.x * kMoeWarps + warp) * 2;
   const T* rows[4] = {nullptr, nullptr, nullptr, nullptr};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -237,6 +264,12 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
     }
   }
   if (first >= total + (gate_item >= 0 ? 1 : 0)) return;
+  if (PREFETCH) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if (rows[r] != nullptr) moe_prefetch_row_l2(rows[r], static_cast<size_t>(p.H) * sizeof(T));
+    }
+  }
   float acc[4];
   warp_dot_rows<T, 4, 2>(rows, xs, p.H, acc);
   if (lane == 0) {
@@ -254,7 +287,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_up_kernel(MoeParams p) {
 }
 
 // grid (ceil(H / kMoeWarps), T). Dynamic smem: K * I + Is floats (the token's activations).
-template <typename T>
+template <typename T, bool PREFETCH = true>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(MoeParams p) {
   extern __shared__ float4 acts4[];
   float* acts = reinterpret_cast<float*>(acts4);
@@ -262,6 +295,26 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_down_kernel(MoeParams p) {
   __shared__ float wts[kMoeMaxTopK + 1];
   const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int routed = p.K * p.I, total = routed + p.Is;
+  // PDL (see moe_up_kernel): this warp's shared-expert row into L2 before the wait
+  if (p.shared_w2 != nullptr && blockIdx.x * kMoeWarps + warp < p.H) {
+    moe_prefetch_row_l2(static_cast<const T*>(p.shared_w2) + static_cast<size_t>(blockIdx.x * kMoeWarps + warp) * p.Is,
+                        static_cast<size_t>(p.Is) * sizeof(T));
+  }
+  pdl_wait();  // activations, routing and the shared scale come from the up kernel
+  pdl_trigger();
+  if (PREFETCH && blockIdx.x * kMoeWarps + warp < p.H) {  // this warp's routed rows into L2 (see moe_up_kernel)
+    const int n = blockIdx.x * kMoeWarps + warp;
+    const int my_id = lane < p.K ? static_cast<int>(p.topk_ids[t * p.K + lane]) : 0;
+    const int lines = static_cast<int>((static_cast<size_t>(p.I) * sizeof(T) + 127) / 128);
+    for (int base = 0; base < p.K * lines; base += 32) {  // uniform trip count: the shuffle has every lane
+      const int i = base + lane, k = min(i / lines, p.K - 1);
+      const int e = __shfl_sync(0xffffffffu, my_id, k);
+      if (i < p.K * lines) {
+        moe_prefetch_l2(reinterpret_cast<const char*>(static_cast<const T*>(p.w2) +
+                                                      (static_cast<size_t>(e) * p.H + n) * p.I) + (i - k * lines) * 128);
+      }
+    }
+  }
   const float4* act = reinterpret_cast<const float4*>(p.act + static_cast<size_t>(t) * total);
   constexpr int kLoads = 6;  // float4 loads in flight per thread while staging the activations
   for (int base = threadIdx.x; base < total / 4; base += kLoads * kMoeWarps * 32) {
@@ -368,10 +421,6 @@ template <typename T> struct MoeLoads {
 template <> struct MoeLoads<float> {
   static constexpr int up = kMoeUpLoads / 2, down = kMoeDownLoads / 2, router = kMoeRouterLoads / 2;
 };
-
-__device__ __forceinline__ void moe_prefetch_l2(const void* ptr) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
-}
 
 // grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32. logits [T, E] contiguous.
 template <typename T>

@@ -53,6 +53,8 @@ int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const vo
 /* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
 int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);
 int revolta_gdn_decode_fused(const revolta::GdnFusedParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_gdn_decode_fused_split(const revolta::GdnFusedParams* p, const revolta::GdnConvParams* conv,
+                                   int* counters, int dk, int dtype, cudaStream_t stream);
 int revolta_gdn_prefill(const revolta::GdnPrefillParams* p, int dk, int dtype, cudaStream_t stream);
 int revolta_conv1d_update(void* out, const void* x, long long x_stride, const void* weight, const void* bias,
                           void* states, const int64_t* state_indices, int batch, int channels, int K, int silu,

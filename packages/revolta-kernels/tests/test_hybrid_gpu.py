@@ -81,7 +81,7 @@ def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm, decode_variant):
     assert rel_err(pool, want_pool) < 1e-5  # fp32 state, untouched slots equal
 
 
-def test_gdn_decode_padding_slot_writes_nothing(decode_variant):
+def test_gdn_decode_padding_slot_writes_nothing(decode_variant, gdn_split):
     from revolta_kernels import native_hybrid
 
     gen = _gen(7)
@@ -103,9 +103,19 @@ def test_gdn_decode_padding_slot_writes_nothing(decode_variant):
     assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
 
 
+@pytest.fixture(params=["split", "whole"])
+def gdn_split(request, monkeypatch):
+    """The fused decode step both ways: each head over 4 blocks (split kernel) or one block per head."""
+    from revolta_kernels import native_hybrid
+
+    monkeypatch.setattr(native_hybrid, "GDN_SPLIT_MAX_BLOCKS", 1 << 30 if request.param == "split" else 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("batch", "hk", "hv", "dk"), [(1, 16, 32, 128), (32, 16, 32, 128), (7, 2, 6, 64)])
-def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk):
+@pytest.mark.parametrize(("batch", "hk", "hv", "dk"),
+                         [(1, 16, 32, 128), (2, 16, 32, 128), (32, 16, 32, 128), (7, 2, 6, 64)])
+def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk, gdn_split):
     gen = _gen(100 + batch + dk)
     dv = 128
     q, k, v, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
@@ -124,6 +134,71 @@ def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, 
     assert got.dtype == dtype and got.shape == (batch, hv, dv)
     assert rel_err(got, want) < 2 * TOL[dtype]  # two roundings to the storage type on each side
     assert rel_err(pool, want_pool) < 1e-5
+    # a second step on the updated states (the split kernel's arrival counters must have re-armed)
+    q2, k2, v2, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
+    want2 = ref_gdn.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, want_pool, slots,
+                                                  True)
+    poison_allocator()
+    got2 = ops_hybrid.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    assert rel_err(got2, want2) < 2 * TOL[dtype]
+    assert rel_err(pool, want_pool) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("batch", "hk", "hv", "dk", "width"),
+                         [(1, 16, 32, 128, 4), (2, 16, 32, 128, 4), (5, 2, 6, 64, 3), (3, 4, 4, 128, 2)])
+def test_gdn_decode_fused_conv_is_conv_update_then_fused_step(dtype, batch, hk, hv, dk, width):
+    """The split kernel with the conv folded in against the reference conv update + fused step (two steps)."""
+    gen = _gen(300 + batch + dk + width)
+    dv = 128
+    conv_dim = 2 * hk * dk + hv * dv
+    w = (torch.rand(dv, device="cuda", generator=gen) + 0.5).to(dtype)
+    a_log = (torch.rand(hv, device="cuda", generator=gen) * 3 - 4).to(dtype)
+    dt_bias = torch.randn(hv, device="cuda", generator=gen).to(dtype)
+    conv_w = (torch.randn(conv_dim, width, device="cuda", generator=gen) * 0.5).to(dtype)
+    pool = torch.randn(batch + 3, hv, dk, dv, device="cuda", generator=gen) * 0.3
+    conv_pool = torch.randn(batch + 3, conv_dim, width - 1, device="cuda", generator=gen).to(dtype)
+    slots = torch.randperm(batch + 3, device="cuda", generator=gen)[:batch]
+    want_pool, want_conv = pool.clone(), conv_pool.clone()
+    for step in range(2):  # the second step checks the re-armed arrival counters and the shifted conv states
+        proj = torch.randn(batch, conv_dim + hv * dv + 2 * hv + 8, device="cuda", generator=gen).to(dtype)
+        qkv = proj[:, :conv_dim]  # strided views of one projection, as in the layer
+        z = proj[:, conv_dim : conv_dim + hv * dv].view(batch, hv, dv)
+        b = proj[:, conv_dim + hv * dv : conv_dim + hv * dv + hv]
+        a = proj[:, conv_dim + hv * dv + hv : conv_dim + hv * dv + 2 * hv]
+        want = ref_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_w, want_conv, a, b, a_log, dt_bias, z, w, 1e-6,
+                                                          want_pool, slots, True)
+        poison_allocator()
+        got = ops_hybrid.gated_delta_rule_decode_fused_conv(qkv, conv_w, conv_pool, a, b, a_log, dt_bias, z, w,
+                                                            1e-6, pool, slots, True)
+        assert got.dtype == dtype and got.shape == (batch, hv, dv), step
+        assert rel_err(got, want) < 3 * TOL[dtype], step  # conv output, delta rule output, norm: 3 roundings
+        # the conv outputs may round differently (summation order), which the states carry: the storage bound
+        assert rel_err(pool, want_pool) < (1e-5 if dtype == torch.float32 else TOL[dtype]), step
+        assert torch.equal(conv_pool, want_conv), step  # the shifted inputs are copies
+
+
+def test_gdn_decode_fused_conv_padding_slot():
+    from revolta_kernels import native_hybrid
+
+    gen = _gen(77)
+    hk, hv, dk, dv, width = 2, 4, 128, 128, 4
+    conv_dim = 2 * hk * dk + hv * dv
+    pool = torch.randn(4, hv, dk, dv, device="cuda", generator=gen)
+    conv_pool = torch.randn(4, conv_dim, width - 1, device="cuda", generator=gen).half()
+    before, conv_before = pool.clone(), conv_pool.clone()
+    idx = torch.tensor([1, -1, 2], device="cuda")
+    proj = torch.randn(3, conv_dim + hv * dv + 2 * hv, device="cuda", generator=gen).half()
+    qkv, z = proj[:, :conv_dim], proj[:, conv_dim : conv_dim + hv * dv].view(3, hv, dv)
+    b, a = proj[:, conv_dim + hv * dv : conv_dim + hv * dv + hv], proj[:, conv_dim + hv * dv + hv :]
+    ones = torch.ones(hv, device="cuda").half()
+    conv_w = torch.randn(conv_dim, width, device="cuda", generator=gen).half()
+    out = native_hybrid.gated_delta_rule_decode_fused_conv(qkv, conv_w, conv_pool, a, b, ones, ones, z,
+                                                           torch.ones(dv, device="cuda").half(), 1e-6, pool, idx, True)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
+    assert torch.equal(conv_pool[0], conv_before[0]) and torch.equal(conv_pool[3], conv_before[3])
+    assert not torch.equal(conv_pool[1], conv_before[1]) and not torch.equal(pool[2], before[2])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -34,6 +34,9 @@ def kernels() -> list[Kernel]:
             ks.append(Kernel(f"gdn decode pers. dk{dk} {tn}", f"&revolta::gdn_decode_persistent_kernel<{t}, {dk}>",
                              False))
             ks.append(Kernel(f"gdn decode fused dk{dk} {tn}", f"&revolta::gdn_decode_fused_kernel<{t}, {dk}>", False))
+            for conv in ("false", "true"):
+                ks.append(Kernel(f"gdn fused split{' +conv' if conv == 'true' else ''} dk{dk} {tn}",
+                                 f"&revolta::gdn_decode_fused_split_kernel<{t}, {dk}, {conv}>", False))
             ks.append(Kernel(f"gdn prefill dk{dk} {tn}", f"&revolta::gdn_prefill_kernel<{t}, {dk}>", False))
         ks.append(Kernel(f"conv1d update {tn}", f"&revolta::conv1d_update_kernel<{t}>", False))
         ks.append(Kernel(f"conv1d prefill {tn}", f"&revolta::conv1d_prefill_kernel<{t}>", False))
@@ -42,6 +45,10 @@ def kernels() -> list[Kernel]:
         ks.append(Kernel(f"rms_norm_gated {tn}", f"&revolta::rms_norm_gated_kernel<{t}>", False))
         for part in ("up", "down", "up2", "down2"):
             k = Kernel(f"moe {part} {tn}", f"&revolta::moe_{part}_kernel<{t}>", False)
+            k.smem_dynamic = MOE_DYNAMIC_SMEM
+            ks.append(k)
+        for part in ("up", "down"):  # the A/B instantiations without the L2 prefetch (REVOLTA_MOE_PREFETCH=0)
+            k = Kernel(f"moe {part} no-prefetch {tn}", f"&revolta::moe_{part}_kernel<{t}, false>", False)
             k.smem_dynamic = MOE_DYNAMIC_SMEM
             ks.append(k)
         ks.append(Kernel(f"moe router {tn}", f"&revolta::moe_router_kernel<{t}>", False))

@@ -10,10 +10,11 @@ capturable: no host synchronisation on the decode paths).
 from __future__ import annotations
 
 import ctypes
+import os
 
 import torch
 
-from revolta_kernels import native, ops_hybrid
+from revolta_kernels import native, native_ops, ops_hybrid
 from revolta_kernels.native import check
 from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
@@ -23,6 +24,15 @@ _DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
 # decode: the grid-sized kernel that prefetches the next item's state (else one block per item)
 GDN_DECODE_PERSISTENT = True
+# fused decode step: each head's columns over 4 blocks (gdn_decode_fused_split_kernel) when batch * heads is
+# below this many blocks, else one block per head. On the H200 the split measured faster at every batch
+# (32 heads: 4.9 / 6.2 / 51.8 us at batch 1 / 2 / 32 against 7.7 / 8.5 / 73.4; benchmarks/results/hybrid3/), so
+# it always runs; 0 turns it off (REVOLTA_GDN_SPLIT=0, the A/B), tests set it either way.
+GDN_SPLIT_MAX_BLOCKS = 0 if os.environ.get("REVOLTA_GDN_SPLIT") == "0" else 1 << 30
+# decode step with the conv folded into the split kernel (REVOLTA_GDN_CONV_FUSED=0: the conv1d update kernel, then
+# the fused step), where the split kernel runs and batch * heads is below this (measured at batch 1 only)
+GDN_CONV_FUSED = os.environ.get("REVOLTA_GDN_CONV_FUSED") != "0"
+GDN_CONV_FUSED_MAX_BLOCKS = 512
 MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
 MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe.cuh: H and K * I + Is
 
@@ -56,6 +66,13 @@ class GdnPrefillParams(ctypes.Structure):
         (n, _c_int) for n in ("num_seqs", "num_k_heads", "num_v_heads", "dv", "use_l2norm")]
 
 
+class GdnConvParams(ctypes.Structure):
+    """Mirror of ``revolta::GdnConvParams`` (csrc/gdn_decode.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("x", "weight", "conv_states")] + [("x_stride", _c_ll)] + [
+        (n, _c_int) for n in ("conv_dim", "K", "key_dim")]
+
+
 class MoeParams(ctypes.Structure):
     """Mirror of ``revolta::MoeParams`` (csrc/moe.cuh)."""
 
@@ -68,6 +85,7 @@ class MoeParams(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {
     "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _c_int, _ptr],
     "revolta_gdn_decode_fused": [ctypes.POINTER(GdnFusedParams), _c_int, _c_int, _ptr],
+    "revolta_gdn_decode_fused_split": [ctypes.POINTER(GdnFusedParams), ctypes.c_void_p, _ptr, _c_int, _c_int, _ptr],
     "revolta_gdn_prefill": [ctypes.POINTER(GdnPrefillParams), _c_int, _c_int, _ptr],
     "revolta_conv1d_update": [_ptr, _ptr, _c_ll, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int,
                               _ptr],
@@ -170,7 +188,61 @@ def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight,
                        out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                        a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
                        int(use_qk_l2norm), eps)
-    check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
+    if batch * hv < GDN_SPLIT_MAX_BLOCKS:  # arrival counters, one per (sequence, head), left zero by the kernel
+        counters = native_ops._split_counters(v.device, batch * (hv + q.shape[1]))
+        check(_lib().revolta_gdn_decode_fused_split(ctypes.byref(p), None, counters.data_ptr(), dk, code,
+                                                    _stream(v)))
+    else:
+        check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
+    return out
+
+
+def gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_log, dt_bias, z, norm_weight, eps,
+                                       states, state_indices, use_qk_l2norm):
+    batch, hv, dv = z.shape
+    dk = states.shape[2] if states.dim() == 4 else 0
+    key_dim = (qkv.shape[1] - hv * dv) // 2 if qkv.dim() == 2 else 0
+    ok = (
+        GDN_CONV_FUSED and batch * hv < min(GDN_SPLIT_MAX_BLOCKS, GDN_CONV_FUSED_MAX_BLOCKS)
+        and _DTYPE.get(z.dtype) is not None
+        and qkv.dtype == z.dtype and dk in (64, 128) and dv == 128 and key_dim > 0 and key_dim % dk == 0
+        and hv % (key_dim // dk) == 0 and qkv.shape[1] == 2 * key_dim + hv * dv
+        and _conv_ok(qkv, conv_weight, None, conv_states)
+    )
+    y = None
+    if ok:
+        y = qkv  # the fused kernel reads q/k/v through the conv; the views only carry shapes and strides
+    else:
+        y = ops_hybrid.causal_conv1d_update(qkv, conv_weight, None, conv_states, state_indices, True)
+    q, k, v = y.split([key_dim, key_dim, hv * dv], dim=-1)
+    q, k, v = q.reshape(batch, -1, dk), k.reshape(batch, -1, dk), v.reshape(batch, hv, dv)
+    if not ok:
+        return ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
+                                                        state_indices, use_qk_l2norm)
+    fused_ok = (
+        all(t.dtype == z.dtype for t in (a, b, a_log, dt_bias, norm_weight)) and a.shape == (batch, hv)
+        and b.shape == a.shape and a_log.shape == (hv,) and dt_bias.shape == a_log.shape
+        and norm_weight.shape == (128,) and all(t.stride(-1) == 1 for t in (a, b, z)) and a_log.is_contiguous()
+        and dt_bias.is_contiguous() and norm_weight.is_contiguous() and states.dtype == torch.float32
+        and states.is_contiguous() and states.data_ptr() % 16 == 0 and tuple(states.shape[1:]) == (hv, dk, 128)
+    )
+    if not fused_ok:
+        return ref_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_log, dt_bias, z,
+                                                          norm_weight, eps, states, state_indices, use_qk_l2norm)
+    out = torch.empty((batch, hv, dv), dtype=z.dtype, device=z.device)
+    if batch == 0:
+        return out
+    idx = state_indices.to(torch.int64).contiguous()
+    p = GdnFusedParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
+                       dt_bias.data_ptr(), z.data_ptr(), norm_weight.data_ptr(), states.data_ptr(), idx.data_ptr(),
+                       out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+                       a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
+                       int(use_qk_l2norm), eps)
+    cv = GdnConvParams(qkv.data_ptr(), conv_weight.data_ptr(), conv_states.data_ptr(), qkv.stride(0),
+                       qkv.shape[1], conv_weight.shape[1], key_dim)
+    counters = native_ops._split_counters(z.device, batch * (hv + q.shape[1]))
+    check(_lib().revolta_gdn_decode_fused_split(ctypes.byref(p), ctypes.byref(cv), counters.data_ptr(), dk,
+                                                _DTYPE[z.dtype], _stream(z)))
     return out
 
 
@@ -387,6 +459,7 @@ def register() -> bool:
         fn.restype = _c_int
     ops_hybrid.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
     ops_hybrid.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)
+    ops_hybrid.gated_delta_rule_decode_fused_conv.register_kernel("cuda")(gated_delta_rule_decode_fused_conv)
     ops_hybrid.gated_delta_rule_prefill.register_kernel("cuda")(gated_delta_rule_prefill)
     ops_hybrid.gdn_gating.register_kernel("cuda")(gdn_gating)
     ops_hybrid.rms_norm_gated.register_kernel("cuda")(rms_norm_gated)

@@ -165,3 +165,19 @@ def gated_delta_rule_decode_fused(
 @gated_delta_rule_decode_fused.register_fake
 def _(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices, use_qk_l2norm):
     return torch.empty_like(v)
+
+
+@torch.library.custom_op(f"{LIB}::gated_delta_rule_decode_fused_conv", mutates_args=("conv_states", "states"))
+def gated_delta_rule_decode_fused_conv(
+    qkv: torch.Tensor, conv_weight: torch.Tensor, conv_states: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+    a_log: torch.Tensor, dt_bias: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+    states: torch.Tensor, state_indices: torch.Tensor, use_qk_l2norm: bool,
+) -> torch.Tensor:
+    """A Gated DeltaNet decode step from the pre-conv [q | k | v] rows: conv1d update (silu) + the fused step."""
+    return ref_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_log, dt_bias, z,
+                                                      norm_weight, eps, states, state_indices, use_qk_l2norm)
+
+
+@gated_delta_rule_decode_fused_conv.register_fake
+def _(qkv, conv_weight, conv_states, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices, use_qk_l2norm):
+    return torch.empty_like(z)

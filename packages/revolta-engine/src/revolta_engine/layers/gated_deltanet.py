@@ -60,25 +60,22 @@ class GatedDeltaNet(nn.Module):
         qkv, z, b, a = self.in_proj.split(self.in_proj(x))
         weight = self.conv1d.weight.squeeze(1)
         decode = attn.max_query_len == 1 and meta.snapshot_seq.numel() == 0
-        if decode:
-            qkv = ops_hybrid.causal_conv1d_update(qkv, weight, None, cache.conv, meta.state_indices, True)
-        else:
-            qkv = ops_hybrid.causal_conv1d(qkv.contiguous(), weight, None, cache.conv, attn.query_start_loc,
-                                           meta.state_indices, True, meta.snapshot_seq, meta.snapshot_len,
-                                           meta.snapshot_slot)
+        z = z.reshape(n, self.num_v_heads, self.head_v_dim)
+        if decode:  # conv update, gating, delta rule and gated norm in one op (one kernel on the GPU at batch 1)
+            out = ops_hybrid.gated_delta_rule_decode_fused_conv(qkv, weight, cache.conv, a, b, self.A_log,
+                                                                self.dt_bias, z, self.norm.weight, self.eps,
+                                                                cache.recurrent, meta.state_indices, True)
+            return self.out_proj(out.reshape(n, self.value_dim))
+        qkv = ops_hybrid.causal_conv1d(qkv.contiguous(), weight, None, cache.conv, attn.query_start_loc,
+                                       meta.state_indices, True, meta.snapshot_seq, meta.snapshot_len,
+                                       meta.snapshot_slot)
         q, k, v = qkv.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
         q = q.reshape(n, self.num_k_heads, self.head_k_dim)
         k = k.reshape(n, self.num_k_heads, self.head_k_dim)
         v = v.reshape(n, self.num_v_heads, self.head_v_dim)
-        z = z.reshape(n, self.num_v_heads, self.head_v_dim)
-        if decode:  # gating, delta rule and gated norm in one op (one kernel on the GPU)
-            out = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, self.A_log, self.dt_bias, z,
-                                                           self.norm.weight, self.eps, cache.recurrent,
-                                                           meta.state_indices, True)
-        else:
-            g, beta = ops_hybrid.gdn_gating(a, b, self.A_log, self.dt_bias)
-            out = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta, cache.recurrent,
-                                                      attn.query_start_loc, meta.state_indices, True,
-                                                      meta.snapshot_seq, meta.snapshot_len, meta.snapshot_slot)
-            out = ops_hybrid.rms_norm_gated(out, z, self.norm.weight, self.eps)
+        g, beta = ops_hybrid.gdn_gating(a, b, self.A_log, self.dt_bias)
+        out = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta, cache.recurrent, attn.query_start_loc,
+                                                  meta.state_indices, True, meta.snapshot_seq, meta.snapshot_len,
+                                                  meta.snapshot_slot)
+        out = ops_hybrid.rms_norm_gated(out, z, self.norm.weight, self.eps)
         return self.out_proj(out.reshape(n, self.value_dim))

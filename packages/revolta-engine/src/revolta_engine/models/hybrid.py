@@ -52,8 +52,9 @@ class GatedAttention(nn.Module):
         k = self.k_norm(k.reshape(n, self.num_kv_heads, self.head_dim))
         v = v.reshape(n, self.num_kv_heads, self.head_dim)
         q, k = self.rotary(positions, q, k)
-        out = self.attn(q, k, v).reshape(n, -1) * torch.sigmoid(gate.reshape(n, -1))
-        return self.o_proj(out)
+        # the gate stays a strided view (its reshape to [n, -1] would be one more copy kernel per layer)
+        out = self.attn(q, k, v).reshape(n, self.num_heads, self.head_dim) * torch.sigmoid(gate)
+        return self.o_proj(out.reshape(n, -1))
 
 
 class HybridDecoderLayer(nn.Module):

@@ -138,3 +138,22 @@ def gated_delta_rule_decode_fused(
     g, beta = gdn_gating(a, b, a_log, dt_bias)
     out = gated_delta_rule_recurrent(q, k, v, g, beta, states, state_indices, use_qk_l2norm)
     return rms_norm_gated(out, z, norm_weight, eps)
+
+
+def gated_delta_rule_decode_fused_conv(
+    qkv: torch.Tensor, conv_weight: torch.Tensor, conv_states: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+    a_log: torch.Tensor, dt_bias: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+    states: torch.Tensor, state_indices: torch.Tensor, use_qk_l2norm: bool,
+) -> torch.Tensor:
+    """The decode step with the layer's conv: :func:`causal_conv1d_update` (silu, no bias) of the pre-conv rows
+    ``qkv`` [B, 2 Hk Dk + Hv Dv] (q | k | v), then :func:`gated_delta_rule_decode_fused`. Updates both state pools."""
+    from revolta_kernels.reference.conv1d import causal_conv1d_update
+
+    n, hv, dv = z.shape
+    dk = states.shape[2]
+    key_dim = (qkv.shape[1] - hv * dv) // 2
+    y = causal_conv1d_update(qkv, conv_weight, None, conv_states, state_indices, True)
+    q, k, v = y.split([key_dim, key_dim, hv * dv], dim=-1)
+    return gated_delta_rule_decode_fused(q.reshape(n, key_dim // dk, dk), k.reshape(n, key_dim // dk, dk),
+                                         v.reshape(n, hv, dv), a, b, a_log, dt_bias, z, norm_weight, eps, states,
+                                         state_indices, use_qk_l2norm)
