@@ -37,7 +37,7 @@ _SIGNATURES: dict[str, list] = {
     "revolta_dense_gemv_plan": [_c_int, ctypes.POINTER(_c_int)],
     "revolta_set_pdl": [_c_int],
 }
-SKINNY_MAX_M = 8  # rows the skinny kernels (quantized and dense) take; above: tensor-core GEMM / cuBLAS
+SKINNY_MAX_M = ops_quant.SKINNY_MAX_M
 _MIN_WORKSPACE = 4 << 20
 _workspaces: dict[int, torch.Tensor] = {}
 _outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier still point at them

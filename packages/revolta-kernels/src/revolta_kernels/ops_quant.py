@@ -14,6 +14,7 @@ import torch
 from revolta_kernels.reference import quant as ref_quant
 
 LIB = "revolta"
+SKINNY_MAX_M = 8  # rows the skinny CUDA kernels (quantized and dense) take; above: tensor-core GEMM / cuBLAS
 
 
 @torch.library.custom_op(f"{LIB}::quant_matmul", mutates_args=())

@@ -27,7 +27,7 @@ from revolta_kernels import ops, ops_quant
 if TYPE_CHECKING:
     from revolta_engine.layers.quant import QuantLinearMethod
 
-SKINNY_MAX_M = 8  # the skinny kernels' row limit
+SKINNY_MAX_M = ops_quant.SKINNY_MAX_M
 
 
 def _rows(x: torch.Tensor) -> int:
@@ -39,10 +39,15 @@ FUSED_SILU = os.environ.get("REVOLTA_FUSED_SILU", "1") != "0"
 FUSED_SILU_DENSE = FUSED_SILU and os.environ.get("REVOLTA_FUSED_SILU_DENSE", "0") == "1"
 
 
+def _uses_dense_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """The rule above: a bias-free fp16 call of at most ``DENSE_GEMV_MAX_M`` rows on CUDA."""
+    return (x.is_cuda and weight.dtype == torch.float16 and x.dtype == torch.float16 and weight.is_contiguous()
+            and _rows(x) <= DENSE_GEMV_MAX_M)
+
+
 def dense_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``F.linear(x, weight)`` (no bias) through the skinny fp16 GEMV where the rule above picks it (lm_head)."""
-    if (x.is_cuda and weight.dtype == torch.float16 and x.dtype == torch.float16 and weight.is_contiguous()
-            and _rows(x) <= DENSE_GEMV_MAX_M):
+    if _uses_dense_gemv(x, weight):
         return ops_quant.dense_linear(x, weight, False)
     return F.linear(x, weight)
 
@@ -66,14 +71,10 @@ class Linear(nn.Module):
             quant.create_weights(self, in_features, out_features)
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
 
-    def _dense_gemv(self, x: torch.Tensor, max_m: int) -> bool:
-        return (x.is_cuda and self.bias is None and self.weight.dtype == torch.float16
-                and x.dtype == torch.float16 and _rows(x) <= max_m)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.quant is None:
-            if self._dense_gemv(x, DENSE_GEMV_MAX_M):
-                return ops_quant.dense_linear(x, self.weight, False)
+            if self.bias is None:
+                return dense_matmul(x, self.weight)
             return F.linear(x, self.weight, self.bias)
         y = self.quant.apply(self, x)
         return y if self.bias is None else y + self.bias
@@ -83,7 +84,7 @@ class Linear(nn.Module):
         if not FUSED_SILU or not x.is_cuda or x.dtype != torch.float16:
             return False
         if self.quant is None:
-            return FUSED_SILU_DENSE and self._dense_gemv(x, DENSE_GEMV_MAX_M)
+            return FUSED_SILU_DENSE and self.bias is None and _uses_dense_gemv(x, self.weight)
         return _rows(x) <= SKINNY_MAX_M
 
     def forward_silu(self, x: torch.Tensor) -> torch.Tensor:
