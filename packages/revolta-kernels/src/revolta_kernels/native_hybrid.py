@@ -161,19 +161,38 @@ def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2no
     return out
 
 
+def _fused_step_args_ok(a, b, a_log, dt_bias, z, norm_weight, states, batch: int, hv: int, dk: int) -> bool:
+    """What the fused decode kernels need of everything but q/k/v (z's dtype is the activations' dtype)."""
+    return (
+        all(t.dtype == z.dtype for t in (a, b, a_log, dt_bias, norm_weight)) and a.shape == (batch, hv)
+        and b.shape == a.shape and a_log.shape == (hv,) and dt_bias.shape == a_log.shape
+        and norm_weight.shape == (128,) and all(t.stride(-1) == 1 for t in (a, b, z)) and a_log.is_contiguous()
+        and dt_bias.is_contiguous() and norm_weight.is_contiguous() and states.dtype == torch.float32
+        and states.is_contiguous() and states.data_ptr() % 16 == 0 and tuple(states.shape[1:]) == (hv, dk, 128)
+    )
+
+
+def _fused_params(q, k, v, a, b, a_log, dt_bias, z, norm_weight, states, state_indices, out, use_qk_l2norm,
+                  eps) -> tuple[GdnFusedParams, torch.Tensor]:
+    """The fused decode kernels' parameters, and the int64 state indices they point at (keep it alive)."""
+    idx = state_indices.to(torch.int64).contiguous()
+    p = GdnFusedParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
+                       dt_bias.data_ptr(), z.data_ptr(), norm_weight.data_ptr(), states.data_ptr(), idx.data_ptr(),
+                       out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+                       a.stride(0), b.stride(0), z.stride(0), z.stride(1), v.shape[0], q.shape[1], v.shape[1],
+                       int(use_qk_l2norm), eps)
+    return p, idx
+
+
 def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states, state_indices,
                                   use_qk_l2norm):
     code = _DTYPE.get(v.dtype)
     dk = q.shape[-1]
     ok = (
-        code is not None and all(t.dtype == v.dtype for t in (q, k, a, b, a_log, dt_bias, z, norm_weight))
+        code is not None and q.dtype == v.dtype and k.dtype == v.dtype
         and q.dim() == 3 and k.shape == q.shape and v.dim() == 3 and dk in (64, 128) and v.shape[2] == 128
-        and v.shape[1] % q.shape[1] == 0 and z.shape == v.shape and a.shape == v.shape[:2] and b.shape == a.shape
-        and a_log.shape == (v.shape[1],) and dt_bias.shape == a_log.shape and norm_weight.shape == (128,)
-        and all(t.stride(-1) == 1 for t in (q, k, v, a, b, z)) and a_log.is_contiguous()
-        and dt_bias.is_contiguous() and norm_weight.is_contiguous() and states.dtype == torch.float32
-        and states.is_contiguous() and states.data_ptr() % 16 == 0
-        and tuple(states.shape[1:]) == (v.shape[1], dk, 128)
+        and v.shape[1] % q.shape[1] == 0 and z.shape == v.shape and all(t.stride(-1) == 1 for t in (q, k, v))
+        and _fused_step_args_ok(a, b, a_log, dt_bias, z, norm_weight, states, v.shape[0], v.shape[1], dk)
     )
     if not ok:
         return ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
@@ -182,12 +201,8 @@ def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight,
     out = torch.empty((batch, hv, dv), dtype=v.dtype, device=v.device)
     if batch == 0:
         return out
-    idx = state_indices.to(torch.int64).contiguous()
-    p = GdnFusedParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
-                       dt_bias.data_ptr(), z.data_ptr(), norm_weight.data_ptr(), states.data_ptr(), idx.data_ptr(),
-                       out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                       a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
-                       int(use_qk_l2norm), eps)
+    p, _idx = _fused_params(q, k, v, a, b, a_log, dt_bias, z, norm_weight, states, state_indices, out,
+                            use_qk_l2norm, eps)
     if batch * hv < GDN_SPLIT_MAX_BLOCKS:  # arrival counters, one per (sequence, head), left zero by the kernel
         counters = native_ops._split_counters(v.device, batch * (hv + q.shape[1]))
         check(_lib().revolta_gdn_decode_fused_split(ctypes.byref(p), None, counters.data_ptr(), dk, code,
@@ -209,35 +224,21 @@ def gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_lo
         and hv % (key_dim // dk) == 0 and qkv.shape[1] == 2 * key_dim + hv * dv
         and _conv_ok(qkv, conv_weight, None, conv_states)
     )
-    y = None
-    if ok:
-        y = qkv  # the fused kernel reads q/k/v through the conv; the views only carry shapes and strides
-    else:
-        y = ops_hybrid.causal_conv1d_update(qkv, conv_weight, None, conv_states, state_indices, True)
+    # the fused kernel reads q/k/v through the conv; the views of qkv only carry shapes and strides
+    y = qkv if ok else ops_hybrid.causal_conv1d_update(qkv, conv_weight, None, conv_states, state_indices, True)
     q, k, v = y.split([key_dim, key_dim, hv * dv], dim=-1)
     q, k, v = q.reshape(batch, -1, dk), k.reshape(batch, -1, dk), v.reshape(batch, hv, dv)
     if not ok:
         return ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
                                                         state_indices, use_qk_l2norm)
-    fused_ok = (
-        all(t.dtype == z.dtype for t in (a, b, a_log, dt_bias, norm_weight)) and a.shape == (batch, hv)
-        and b.shape == a.shape and a_log.shape == (hv,) and dt_bias.shape == a_log.shape
-        and norm_weight.shape == (128,) and all(t.stride(-1) == 1 for t in (a, b, z)) and a_log.is_contiguous()
-        and dt_bias.is_contiguous() and norm_weight.is_contiguous() and states.dtype == torch.float32
-        and states.is_contiguous() and states.data_ptr() % 16 == 0 and tuple(states.shape[1:]) == (hv, dk, 128)
-    )
-    if not fused_ok:
+    if not _fused_step_args_ok(a, b, a_log, dt_bias, z, norm_weight, states, batch, hv, dk):
         return ref_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_log, dt_bias, z,
                                                           norm_weight, eps, states, state_indices, use_qk_l2norm)
     out = torch.empty((batch, hv, dv), dtype=z.dtype, device=z.device)
     if batch == 0:
         return out
-    idx = state_indices.to(torch.int64).contiguous()
-    p = GdnFusedParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), a.data_ptr(), b.data_ptr(), a_log.data_ptr(),
-                       dt_bias.data_ptr(), z.data_ptr(), norm_weight.data_ptr(), states.data_ptr(), idx.data_ptr(),
-                       out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                       a.stride(0), b.stride(0), z.stride(0), z.stride(1), batch, q.shape[1], hv,
-                       int(use_qk_l2norm), eps)
+    p, _idx = _fused_params(q, k, v, a, b, a_log, dt_bias, z, norm_weight, states, state_indices, out,
+                            use_qk_l2norm, eps)
     cv = GdnConvParams(qkv.data_ptr(), conv_weight.data_ptr(), conv_states.data_ptr(), qkv.stride(0),
                        qkv.shape[1], conv_weight.shape[1], key_dim)
     counters = native_ops._split_counters(z.device, batch * (hv + q.shape[1]))
