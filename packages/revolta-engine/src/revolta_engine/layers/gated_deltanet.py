@@ -15,6 +15,7 @@ from transformers import PretrainedConfig
 
 from revolta_engine.forward_context import get_forward_context
 from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.norm import AddNorm
 from revolta_kernels import ops_hybrid
 
 
@@ -52,12 +53,20 @@ class GatedDeltaNet(nn.Module):
         self.out_proj = Linear(self.value_dim, config.hidden_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._mix(self.in_proj(x))
+
+    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer on ``norm(h)`` (norm fused into the input projection where it can be), and ``h``."""
+        y, residual = self.in_proj.forward_prenorm(inp)
+        return self._mix(y), residual
+
+    def _mix(self, projected: torch.Tensor) -> torch.Tensor:
         ctx = get_forward_context()
         meta, attn = ctx.state, ctx.attn
         assert meta is not None, "a Gated DeltaNet layer ran without state metadata"
         cache = ctx.state_caches[self.state_idx]
-        n = x.shape[0]
-        qkv, z, b, a = self.in_proj.split(self.in_proj(x))
+        n = projected.shape[0]
+        qkv, z, b, a = self.in_proj.split(projected)
         weight = self.conv1d.weight.squeeze(1)
         decode = attn.max_query_len == 1 and meta.snapshot_seq.numel() == 0
         z = z.reshape(n, self.num_v_heads, self.head_v_dim)

@@ -25,6 +25,7 @@ from torch import nn
 from revolta_kernels import ops, ops_quant
 
 if TYPE_CHECKING:
+    from revolta_engine.layers.norm import AddNorm
     from revolta_engine.layers.quant import QuantLinearMethod
 
 SKINNY_MAX_M = ops_quant.SKINNY_MAX_M
@@ -78,6 +79,15 @@ class Linear(nn.Module):
             return F.linear(x, self.weight, self.bias)
         y = self.quant.apply(self, x)
         return y if self.bias is None else y + self.bias
+
+    def fuses_norm(self, inp: AddNorm) -> bool:
+        """Whether :meth:`forward_prenorm` computes ``inp``'s add + norm inside this layer's kernel."""
+        return False
+
+    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(self(norm(h)), h)`` for ``h = inp.x + inp.residual``, fused where :meth:`fuses_norm` says so."""
+        normed, residual = inp.run()
+        return self.forward(normed), residual
 
     def fuses_silu(self, x: torch.Tensor) -> bool:
         """Whether :meth:`forward_silu` runs one fused kernel for ``x`` (CUDA, at most 8 rows)."""

@@ -10,6 +10,7 @@ from transformers import PretrainedConfig
 
 from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.norm import AddNorm
 from revolta_kernels import ops_hybrid
 
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
@@ -63,6 +64,11 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act(self.gate_up_proj(x)))
 
+    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """The MLP of ``norm(h)`` (norm fused into gate/up where it can be), and ``h``."""
+        y, residual = self.gate_up_proj.forward_prenorm(inp)
+        return self.down_proj(self.act(y)), residual
+
 
 class SparseMoeBlock(nn.Module):
     """Router ``gate`` + ``experts``; with ``shared_expert`` added under a sigmoid ``shared_expert_gate``."""
@@ -87,6 +93,11 @@ class SparseMoeBlock(nn.Module):
         return shared is None or (shared.gate_up_proj.quant is None and shared.down_proj.quant is None
                                   and shared.gate_up_proj.bias is None and shared.down_proj.bias is None
                                   and self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None)
+
+    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block on ``norm(h)``, and ``h``."""
+        x, residual = inp.run()
+        return self.forward(x), residual
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):

@@ -19,7 +19,7 @@ from transformers import PretrainedConfig
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.gated_deltanet import GatedDeltaNet
 from revolta_engine.layers.linear import Linear, MergedLinear
-from revolta_engine.layers.norm import RMSNorm
+from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.models.moe_weights import MoeWeightLoader
 from revolta_engine.worker.state_cache import StateCacheSpec
@@ -45,8 +45,16 @@ class GatedAttention(nn.Module):
         self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, attn_idx)
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        n = x.shape[0]
-        qg, k, v = self.qkv_proj.split(self.qkv_proj(x))
+        return self._attend(positions, self.qkv_proj(x))
+
+    def forward_prenorm(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of ``norm(h)`` (norm fused into the q/k/v projection where it can be), and ``h``."""
+        qkv, residual = self.qkv_proj.forward_prenorm(inp)
+        return self._attend(positions, qkv), residual
+
+    def _attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
+        n = qkv.shape[0]
+        qg, k, v = self.qkv_proj.split(qkv)
         q, gate = qg.reshape(n, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
         q = self.q_norm(q.contiguous())
         k = self.k_norm(k.reshape(n, self.num_kv_heads, self.head_dim))
@@ -73,13 +81,13 @@ class HybridDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
-        if residual is None:
-            residual, x = x, self.input_layernorm(x)
+        # each norm is handed to the block after it, whose first kernel may compute it (decode GEMVs, router)
+        pre = AddNorm(x, residual, self.input_layernorm)
+        if self.is_linear:
+            x, residual = self.linear_attn.forward_prenorm(pre)
         else:
-            x, residual = self.input_layernorm(x, residual)
-        x = self.linear_attn(x) if self.is_linear else self.self_attn(positions, x)
-        x, residual = self.post_attention_layernorm(x, residual)
-        return self.mlp(x), residual
+            x, residual = self.self_attn.forward_prenorm(positions, pre)
+        return self.mlp.forward_prenorm(AddNorm(x, residual, self.post_attention_layernorm))
 
 
 class HybridModel(nn.Module):

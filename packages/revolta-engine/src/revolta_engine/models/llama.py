@@ -12,7 +12,7 @@ from transformers import PretrainedConfig
 from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
-from revolta_engine.layers.norm import RMSNorm
+from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.models.weights import WeightLoader
@@ -44,7 +44,16 @@ class LlamaAttention(nn.Module):
         self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, layer_idx)
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self.qkv_proj.split(self.qkv_proj(x))
+        return self._attend(positions, self.qkv_proj(x))
+
+    def forward_prenorm(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of ``norm(h)`` for ``h = inp.x + inp.residual`` (norm fused into q/k/v where it can be),
+        and ``h``."""
+        qkv, residual = self.qkv_proj.forward_prenorm(inp)
+        return self._attend(positions, qkv), residual
+
+    def _attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv_proj.split(qkv)
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
@@ -68,7 +77,14 @@ class LlamaMLP(nn.Module):
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.gate_up_proj(x)
+        return self._down(self.gate_up_proj(x))
+
+    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """The MLP of ``norm(h)`` (norm fused into gate/up where it can be), and ``h``."""
+        y, residual = self.gate_up_proj.forward_prenorm(inp)
+        return self._down(y), residual
+
+    def _down(self, y: torch.Tensor) -> torch.Tensor:
         if self.down_proj.fuses_silu(y):  # decode on CUDA: SiLU-and-mul inside the down projection's kernel
             return self.down_proj.forward_silu(y)
         return self.down_proj(self.act(y))
@@ -87,13 +103,9 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
-        if residual is None:
-            residual, x = x, self.input_layernorm(x)
-        else:
-            x, residual = self.input_layernorm(x, residual)
-        x = self.self_attn(positions, x)
-        x, residual = self.post_attention_layernorm(x, residual)
-        return self.mlp(x), residual
+        # each norm is handed to the block after it, whose first kernel may compute it (decode GEMVs)
+        x, residual = self.self_attn.forward_prenorm(positions, AddNorm(x, residual, self.input_layernorm))
+        return self.mlp.forward_prenorm(AddNorm(x, residual, self.post_attention_layernorm))
 
 
 class LlamaModel(nn.Module):
