@@ -37,6 +37,8 @@ def _rows(x: torch.Tensor) -> int:
 
 DENSE_GEMV_MAX_M = min(int(os.environ.get("REVOLTA_DENSE_GEMV_MAX_M", "2")), SKINNY_MAX_M)
 FUSED_SILU = os.environ.get("REVOLTA_FUSED_SILU", "1") != "0"
+# decode GEMVs compute the residual add + RMSNorm before them while staging activations (AddNorm)
+FUSED_NORM = os.environ.get("REVOLTA_FUSED_NORM", "1") != "0"
 FUSED_SILU_DENSE = FUSED_SILU and os.environ.get("REVOLTA_FUSED_SILU_DENSE", "0") == "1"
 
 
@@ -44,6 +46,16 @@ def _uses_dense_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """The rule above: a bias-free fp16 call of at most ``DENSE_GEMV_MAX_M`` rows on CUDA."""
     return (x.is_cuda and weight.dtype == torch.float16 and x.dtype == torch.float16 and weight.is_contiguous()
             and _rows(x) <= DENSE_GEMV_MAX_M)
+
+
+def _dense_fuses_norm(inp: AddNorm, weight: torch.Tensor) -> bool:
+    """Whether the skinny fp16 GEMV computes ``inp``'s add + norm while it stages its activations."""
+    return False
+
+
+def _dense_prenorm(inp: AddNorm, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(norm(h) @ weight.T, h)`` in the skinny fp16 GEMV."""
+    raise NotImplementedError("the fp16 GEMV does not fuse the norm yet")
 
 
 def dense_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -82,12 +94,20 @@ class Linear(nn.Module):
 
     def fuses_norm(self, inp: AddNorm) -> bool:
         """Whether :meth:`forward_prenorm` computes ``inp``'s add + norm inside this layer's kernel."""
-        return False
+        if not FUSED_NORM or not inp.x.is_cuda or inp.x.dtype != torch.float16 or self.bias is not None:
+            return False
+        if self.quant is None:
+            return _dense_fuses_norm(inp, self.weight)
+        return self.quant.fuses_norm(self, inp)
 
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self(norm(h)), h)`` for ``h = inp.x + inp.residual``, fused where :meth:`fuses_norm` says so."""
-        normed, residual = inp.run()
-        return self.forward(normed), residual
+        if not self.fuses_norm(inp):
+            normed, residual = inp.run()
+            return self.forward(normed), residual
+        if self.quant is None:
+            return _dense_prenorm(inp, self.weight)
+        return self.quant.apply_prenorm(self, inp)
 
     def fuses_silu(self, x: torch.Tensor) -> bool:
         """Whether :meth:`forward_silu` runs one fused kernel for ``x`` (CUDA, at most 8 rows)."""

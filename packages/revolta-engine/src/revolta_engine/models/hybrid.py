@@ -19,6 +19,7 @@ from transformers import PretrainedConfig
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.gated_deltanet import GatedDeltaNet
 from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.moe import GatedMLP, SparseMoeBlock
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.models.moe_weights import MoeWeightLoader
@@ -69,7 +70,7 @@ class HybridDecoderLayer(nn.Module):
     """Pre-norm mixer (Gated DeltaNet or attention) + feed-forward, with the residual carried along."""
 
     def __init__(self, config: PretrainedConfig, layer_type: str, mixer_idx: int, rotary: RotaryEmbedding,
-                 mlp: nn.Module) -> None:
+                 mlp: GatedMLP | SparseMoeBlock) -> None:
         super().__init__()
         self.is_linear = layer_type == LINEAR
         if self.is_linear:

@@ -8,7 +8,7 @@ columns. AWQ's column-interleaved packing is converted once at load; GPTQ is alr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -17,6 +17,9 @@ from revolta_engine.errors import ModelLoadError
 from revolta_engine.layers.quant.config import QuantConfig
 from revolta_kernels import ops_quant
 from revolta_kernels.reference.quant import pack_int32, unpack_int32
+
+if TYPE_CHECKING:
+    from revolta_engine.layers.norm import AddNorm
 
 # AutoAWQ packs the 8 columns of a word in the order 0, 2, 4, 6, 1, 3, 5, 7 (field i holds column AWQ_ORDER[i]).
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
@@ -90,6 +93,14 @@ class QuantLinearMethod:
         """``x @ W`` for the layer's quantized ``W``."""
         return ops_quant.quant_matmul(x, layer.qweight, layer.scales, layer.qzeros, self.bits, layer.group_size,
                                       self.config.zero_offset)
+
+    def fuses_norm(self, layer: Any, inp: AddNorm) -> bool:
+        """Whether :meth:`apply_prenorm` computes ``inp``'s add + norm inside the quantized kernel."""
+        return False
+
+    def apply_prenorm(self, layer: Any, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(norm(h) @ W, h)`` for ``h = inp.x + inp.residual`` in one kernel (see :meth:`fuses_norm`)."""
+        raise NotImplementedError("the quantized GEMV does not fuse the norm yet")
 
     def apply_silu(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``silu_and_mul(x) @ W`` for ``x = [gate, up]`` (one fused kernel at decode sizes on CUDA)."""
