@@ -7,6 +7,7 @@
 #include "frag_layout.cuh"
 #include "norm.cuh"
 #include "rotary.cuh"
+#include "sampling.cuh"
 
 #ifndef REVOLTA_ARCHS
 #define REVOLTA_ARCHS "unknown"
@@ -141,6 +142,14 @@ int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, con
       static_cast<T*>(out), static_cast<T*>(residual_out), static_cast<const T*>(x),
       static_cast<const T*>(residual), static_cast<const T*>(w), eps, hidden, zero_centered != 0)) return e)
   return cudaSuccess;
+}
+
+int revolta_argmax_rows(long long* out, const float* x, int rows, int cols, int* ws, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const dim3 grid(chunks_of(cols, kArgmaxChunk), rows);
+  const bool vec = cols % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return vec ? launch(argmax_rows_kernel<true>, grid, kArgmaxThreads, 0, stream, x, out, cols, ws)
+             : launch(argmax_rows_kernel<false>, grid, kArgmaxThreads, 0, stream, x, out, cols, ws);
 }
 
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream) {

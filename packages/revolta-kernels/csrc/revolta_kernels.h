@@ -32,6 +32,8 @@ int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, con
                                const void* w, int rows, int hidden, float eps, int zero_centered, int dtype,
                                cudaStream_t stream);
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream);
+// out[r] = argmax of float32 row r (torch.argmax semantics); ws: 4 * rows zeroed ints, left zero.
+int revolta_argmax_rows(long long* out, const float* x, int rows, int cols, int* ws, cudaStream_t stream);
 int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void* k, const int64_t* positions,
                              const void* cos_sin, int cos_sin_is_f32, int num_tokens, int num_heads,
                              int num_kv_heads, int head_dim, int rot_dim, long long q_tok_stride,

@@ -211,3 +211,12 @@ def test_rotary_and_cache_cpu_is_the_two_ops(cache_dtype, is_neox, rot_dim, t):
     for a, b in zip(caches[0], caches[1], strict=True):
         if a is not None:
             assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def test_argmax_op_matches_torch_on_cpu():
+    x = torch.randn(3, 5, 1001)
+    x[0, 0, 7] = x[0, 0].max() + 1
+    x[0, 0, 9] = x[0, 0, 7]
+    assert ops.argmax(x).tolist() == x.argmax(dim=-1).tolist()
+    assert ops.argmax(x)[0, 0].item() == 7
+    assert torch.ops.revolta.argmax(x).dtype == torch.int64

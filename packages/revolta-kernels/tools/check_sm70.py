@@ -112,6 +112,9 @@ def kernels() -> list[Kernel]:
         name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{f' split{split}' if split else ''}"
         ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
+    for vec in ("true", "false"):
+        ks.append(Kernel(f"argmax rows {'float4' if vec == 'true' else 'scalar'}",
+                         f"&revolta::argmax_rows_kernel<{vec}>", False))
     for t, tn in DTYPES.items():
         ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
         ks.append(Kernel(f"fused_add_rms_norm {tn}", f"&revolta::fused_add_rms_norm_kernel<{t}>", False))
@@ -164,6 +167,7 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
         b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
         b'#include "norm.cuh"\n'
         b'#include "rotary.cuh"\n'
+        b'#include "sampling.cuh"\n'
     )
     prog = ctypes.c_void_p()
 

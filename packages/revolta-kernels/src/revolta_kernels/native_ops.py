@@ -99,6 +99,18 @@ def silu_and_mul(x):
     return out
 
 
+def argmax(x):
+    if x.dtype != torch.float32 or x.dim() < 1 or x.numel() == 0 or x.shape[-1] >= 2**31 - 1:
+        return x.argmax(dim=-1)
+    xc = x.contiguous()
+    cols = xc.shape[-1]
+    rows = xc.numel() // cols
+    out = torch.empty(xc.shape[:-1], dtype=torch.int64, device=x.device)
+    ws = _split_counters(x.device, 4 * rows)  # per row: a 64-bit key slot and an arrival counter
+    check(LIB.revolta_argmax_rows(out.data_ptr(), xc.data_ptr(), rows, cols, ws.data_ptr(), _stream(x)))
+    return out
+
+
 def rotary_embedding(positions, query, key, cos_sin_cache, is_neox):
     code = _DTYPE.get(query.dtype)
     rot_dim = cos_sin_cache.shape[-1]
@@ -525,6 +537,7 @@ def register() -> None:
     ops.rms_norm.register_kernel("cuda")(rms_norm)
     ops.fused_add_rms_norm.register_kernel("cuda")(fused_add_rms_norm)
     ops.silu_and_mul.register_kernel("cuda")(silu_and_mul)
+    ops.argmax.register_kernel("cuda")(argmax)
     ops.rotary_embedding.register_kernel("cuda")(rotary_embedding)
     ops._reshape_and_cache.register_kernel("cuda")(reshape_and_cache)
     ops._rotary_and_cache.register_kernel("cuda")(rotary_and_cache)

@@ -52,6 +52,18 @@ def _(x):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
+@torch.library.custom_op(f"{LIB}::argmax", mutates_args=())
+def argmax(x: torch.Tensor) -> torch.Tensor:
+    """Index of the maximum of each row (last dimension) as int64, like ``torch.argmax(x, dim=-1)``: the
+    first index of the maximum, NaN above every number. Greedy sampling's op (float32 logits)."""
+    return x.argmax(dim=-1)
+
+
+@argmax.register_fake
+def _(x):
+    return x.new_empty(x.shape[:-1], dtype=torch.int64)
+
+
 @torch.library.custom_op(f"{LIB}::rotary_embedding", mutates_args=())
 def rotary_embedding(
     positions: torch.Tensor,
@@ -234,6 +246,7 @@ class _CpuShortcut:
 rms_norm = _CpuShortcut(rms_norm, cpu_fast.rms_norm)  # type: ignore[assignment]
 fused_add_rms_norm = _CpuShortcut(fused_add_rms_norm, cpu_fast.fused_add_rms_norm)  # type: ignore[assignment]
 silu_and_mul = _CpuShortcut(silu_and_mul, cpu_fast.silu_and_mul)  # type: ignore[assignment]
+argmax = _CpuShortcut(argmax, lambda x: x.argmax(dim=-1))  # type: ignore[assignment]
 rotary_embedding = _CpuShortcut(rotary_embedding, cpu_fast.rotary_embedding)  # type: ignore[assignment]
 paged_attention_decode = _CpuShortcut(paged_attention_decode, paged_attention_short_queries)
 paged_attention_prefill = _CpuShortcut(paged_attention_prefill, paged_attention_chunks)

@@ -13,6 +13,7 @@ import torch
 
 from revolta_engine.sample.penalties import apply_penalties
 from revolta_engine.sampling_params import SamplingParams
+from revolta_kernels import ops
 
 if TYPE_CHECKING:
     from revolta_engine.sample.structured import GrammarMask, GrammarState
@@ -109,7 +110,7 @@ class Sampler:
         penalties = any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params)
         masks = any(r.params.allowed_token_ids or r.blocked_ids for r in rows)
         if not penalties and not masks and all(p.greedy for p in params):
-            return logits.argmax(dim=-1)  # greedy fast path: nothing modifies the logits
+            return ops.argmax(logits)  # greedy fast path: nothing modifies the logits (one kernel on CUDA)
         logits = logits.clone()
         if penalties:
             apply_penalties(
@@ -124,7 +125,7 @@ class Sampler:
                 logits[i] += mask
             if row.blocked_ids:
                 logits[i, _device_tensor(row.blocked_ids, torch.long, logits.device)] = float("-inf")
-        tokens = logits.argmax(dim=-1)
+        tokens = ops.argmax(logits)
         random_rows = [i for i, p in enumerate(params) if not p.greedy]
         if random_rows:
             idx = _device_tensor(random_rows, torch.long, logits.device)
