@@ -32,6 +32,9 @@ echo "[${SECONDS}s] kernels_bench rc=$?"; grep -vE "^\s*$" /tmp/v/kernels_bench.
 timeout "${T_GEMV:-70}" python3 benchmarks/gemv_bench.py --sections awq,dense,llama8b --out /tmp/v/gemv_bench.json >/tmp/v/gemv_bench.log 2>&1
 echo "[${SECONDS}s] gemv_bench rc=$?"; grep -vE "^\s*$" /tmp/v/gemv_bench.log | tail -22
 
+timeout 40 python3 benchmarks/argmax_bench.py --out /tmp/v/argmax_bench.json >/tmp/v/argmax_bench.log 2>&1
+echo "[${SECONDS}s] argmax bench rc=$?"; tail -2 /tmp/v/argmax_bench.log
+
 timeout "${T_E2E:-120}" python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --out /tmp/v/gpu_e2e.json \
   >/tmp/v/gpu_e2e.log 2>&1
 echo "[${SECONDS}s] gpu_e2e fp16 rc=$?"
