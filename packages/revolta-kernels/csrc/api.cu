@@ -205,17 +205,20 @@ int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const vo
                              float* k_scales, float* v_scales, const int64_t* slots, int num_tokens, int num_heads,
                              int num_kv_heads, int head_dim, int rot_dim, int block_size, long long q_tok_stride,
                              long long q_head_stride, long long k_tok_stride, long long k_head_stride,
-                             long long v_tok_stride, long long v_head_stride, int neox, int dtype, int cache_kind,
+                             long long v_tok_stride, long long v_head_stride, int neox, const void* q_norm_w,
+                             const void* k_norm_w, float eps, int zero_centered, int dtype, int cache_kind,
                              cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
-  constexpr int kWarps = 8;  // one warp per (token, head of q, k or v)
+  if ((q_norm_w != nullptr || k_norm_w != nullptr) && head_dim > kRopeNormMaxDim) return cudaErrorInvalidValue;
+  constexpr int kWarps = kRopeCacheWarps;  // one warp per (token, head of q, k or v)
   const dim3 grid(num_tokens, (num_heads + 2 * num_kv_heads + kWarps - 1) / kWarps);
 #define REVOLTA_ROPE_CACHE(CS, KIND)                                                                          \
   if (cudaError_t e = launch(rotary_and_cache_kernel<T, CS, KIND>, grid, 32 * kWarps, 0, stream,                \
       static_cast<T*>(q_out), static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),     \
       positions, static_cast<const CS*>(cos_sin), key_cache, value_cache, k_scales, v_scales, slots, num_heads, \
       num_kv_heads, head_dim, rot_dim, block_size, q_tok_stride, q_head_stride, k_tok_stride, k_head_stride,    \
-      v_tok_stride, v_head_stride, neox != 0)) return e
+      v_tok_stride, v_head_stride, neox != 0, static_cast<const T*>(q_norm_w), static_cast<const T*>(k_norm_w), \
+      eps, zero_centered != 0)) return e
 #define REVOLTA_ROPE_CACHE_KINDS(CS)                               \
   switch (cache_kind) {                                            \
     case CACHE_SAME: REVOLTA_ROPE_CACHE(CS, CACHE_SAME); break;    \

@@ -50,7 +50,8 @@ int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const vo
                              float* k_scales, float* v_scales, const int64_t* slots, int num_tokens, int num_heads,
                              int num_kv_heads, int head_dim, int rot_dim, int block_size, long long q_tok_stride,
                              long long q_head_stride, long long k_tok_stride, long long k_head_stride,
-                             long long v_tok_stride, long long v_head_stride, int neox, int dtype, int cache_kind,
+                             long long v_tok_stride, long long v_head_stride, int neox, const void* q_norm_w,
+                             const void* k_norm_w, float eps, int zero_centered, int dtype, int cache_kind,
                              cudaStream_t stream);
 /* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
 int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);

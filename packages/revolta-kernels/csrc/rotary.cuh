@@ -60,25 +60,51 @@ __global__ void rotary_kernel(T* __restrict__ q_out, T* __restrict__ k_out, cons
 // One warp per (token, job): jobs are the H query heads, then the Hkv key heads, then the Hkv value heads;
 // WPB warps per block, grid = (token, job chunk). The rotated k is not returned: attention reads it from
 // the cache. Same per-element arithmetic as rotary_kernel + reshape_and_cache_kernel.
+// With q_norm_w / k_norm_w (Qwen3's and Qwen3.5's per-head q/k RMSNorm, head_dim <= kRopeNormMaxDim), each
+// q/k head is first normalised as rms_norm_kernel does (rounded to T) into the warp's shared-memory row,
+// and rotary reads it from there.
+constexpr int kRopeCacheWarps = 8;
+constexpr int kRopeNormMaxDim = 256;
+
+template <typename T>
+__device__ __forceinline__ const T* head_rms_norm(const T* src, T* row, const T* w, float eps, bool zero_centered,
+                                                  int head_dim, int lane) {
+  float ss = 0.f;
+  for (int d = lane; d < head_dim; d += 32) {
+    const float x = to_float(src[d]);
+    ss += x * x;
+  }
+  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(head_dim) + eps);
+  for (int d = lane; d < head_dim; d += 32)
+    row[d] = from_float<T>(to_float(src[d]) * inv * (to_float(w[d]) + (zero_centered ? 1.f : 0.f)));
+  __syncwarp();
+  return row;
+}
+
 template <typename T, typename CS, int KIND>
-__global__ void rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T* __restrict__ k,
-                                        const T* __restrict__ v, const int64_t* __restrict__ positions,
-                                        const CS* __restrict__ cos_sin, void* __restrict__ key_cache,
-                                        void* __restrict__ value_cache, float* __restrict__ k_scales,
-                                        float* __restrict__ v_scales, const int64_t* __restrict__ slots,
-                                        int num_heads, int num_kv_heads, int head_dim, int rot_dim, int block_size,
-                                        long long q_tok_stride, long long q_head_stride, long long k_tok_stride,
-                                        long long k_head_stride, long long v_tok_stride, long long v_head_stride,
-                                        bool neox) {
+__global__ void __launch_bounds__(32 * kRopeCacheWarps)
+rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T* __restrict__ k,
+                        const T* __restrict__ v, const int64_t* __restrict__ positions,
+                        const CS* __restrict__ cos_sin, void* __restrict__ key_cache,
+                        void* __restrict__ value_cache, float* __restrict__ k_scales,
+                        float* __restrict__ v_scales, const int64_t* __restrict__ slots,
+                        int num_heads, int num_kv_heads, int head_dim, int rot_dim, int block_size,
+                        long long q_tok_stride, long long q_head_stride, long long k_tok_stride,
+                        long long k_head_stride, long long v_tok_stride, long long v_head_stride,
+                        bool neox, const T* __restrict__ q_norm_w, const T* __restrict__ k_norm_w, float eps,
+                        bool zero_centered) {
   pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel, the cache is read by others
   pdl_trigger();
+  __shared__ T normed[kRopeCacheWarps][kRopeNormMaxDim];
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (job >= num_heads + 2 * num_kv_heads) return;
+  T* row = normed[threadIdx.x >> 5];
   const CS* cs = cos_sin + positions[t] * rot_dim;
   if (job < num_heads) {
     const T* src = q + t * q_tok_stride + job * q_head_stride;
+    if (q_norm_w != nullptr) src = head_rms_norm(src, row, q_norm_w, eps, zero_centered, head_dim, lane);
     T* dst = q_out + (static_cast<size_t>(t) * num_heads + job) * head_dim;
     for (int d = lane; d < head_dim; d += 32) dst[d] = from_float<T>(rotate_one(src, cs, d, rot_dim, neox));
     return;
@@ -88,6 +114,7 @@ __global__ void rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restri
   const bool is_v = job >= num_heads + num_kv_heads;
   const int h = job - num_heads - (is_v ? num_kv_heads : 0);
   const T* src = is_v ? v + t * v_tok_stride + h * v_head_stride : k + t * k_tok_stride + h * k_head_stride;
+  if (!is_v && k_norm_w != nullptr) src = head_rms_norm(src, row, k_norm_w, eps, zero_centered, head_dim, lane);
   const int64_t blk = slot / block_size, off = slot % block_size;
   const size_t tok = (static_cast<size_t>(blk) * num_kv_heads + h) * block_size + off;
   const size_t dst = tok * head_dim;

@@ -427,3 +427,57 @@ def test_rotary_and_cache(dtype, cache_dtype, is_neox, head_dim, rot_dim, h, hkv
             assert torch.allclose(g, w, rtol=1e-2, atol=0)
         else:
             assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("cache_dtype", ["same", torch.int8, torch.float8_e4m3fn])
+@pytest.mark.parametrize("zero_centered", [False, True])
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("head_dim,rot_dim,h,hkv", [(128, 128, 32, 8), (256, 64, 16, 2), (64, 32, 4, 4)])
+def test_qk_norm_rotary_and_cache(dtype, cache_dtype, zero_centered, gated, head_dim, rot_dim, h, hkv):
+    """Per-head q/k RMSNorm + rotary + cache write in one op against the reference (rms_norm of q and k, then
+    rotary_and_cache), on strided views of one fused projection: Qwen3's [q | k | v] and Qwen3.5's gated
+    attention (each query head followed by its output gate, so the query head stride is 2 * head_dim)."""
+    t, bs, nb = 29, 16, 4
+    cdt = dtype if cache_dtype == "same" else cache_dtype
+    qw = h * head_dim * (2 if gated else 1)
+    qkv = (torch.randn(t, qw + 2 * hkv * head_dim, device="cuda") * 3).to(dtype)
+    q = qkv[:, :qw].view(t, h, -1)[..., :head_dim]
+    k = qkv[:, qw : qw + hkv * head_dim].view(t, hkv, head_dim)
+    v = qkv[:, qw + hkv * head_dim :].view(t, hkv, head_dim)
+    qn = (torch.rand(head_dim, device="cuda") + 0.5).to(dtype)
+    kn = (torch.randn(head_dim, device="cuda") * 0.3).to(dtype)
+    angles = torch.rand(4096, rot_dim // 2, device="cuda") * 100
+    cs = torch.cat((angles.cos(), angles.sin()), -1)
+    pos = torch.randint(0, 4096, (t,), device="cuda")
+    slots = torch.randperm(nb * bs, device="cuda")[:t]
+    slots[::4] = -1
+    caches = []
+    for _ in range(2):  # native, reference
+        if cdt == torch.int8:
+            kc, vc = (torch.full((nb, hkv, bs, head_dim), -128, dtype=torch.int8, device="cuda") for _ in range(2))
+            sc = [torch.full((nb, hkv, bs), float("nan"), device="cuda") for _ in range(2)]
+        else:
+            kc, vc = (torch.full((nb, hkv, bs, head_dim), float("nan"), device="cuda").to(cdt) for _ in range(2))
+            sc = [None, None]
+        caches.append((kc, vc, *sc))
+    poison_allocator()
+    args = (qn, kn, 1e-6, zero_centered, cs, True)
+    got_q = ops.qk_norm_rotary_and_cache(pos, q, k, v, *args, *caches[0][:2], slots, *caches[0][2:])
+    want_q = reference.qk_norm_rotary_and_cache(pos, q, k, v, *args, *caches[1][:2], slots, *caches[1][2:])
+    assert got_q.shape == (t, h, head_dim) and got_q.is_contiguous()
+    assert rel_err(got_q, want_q) < DT_TOL[dtype]
+    written = torch.zeros(nb * bs, dtype=torch.bool, device="cuda")
+    written[slots[slots >= 0]] = True
+    written = written.view(nb, 1, bs).expand(nb, hkv, bs)
+    for got, want in zip(caches[0], caches[1], strict=True):
+        if got is None:
+            continue
+        assert torch.equal(got[~written].view(torch.uint8), want[~written].view(torch.uint8))
+        g, w = got[written], want[written]
+        if got.dtype == torch.int8:  # an ulp of the normed / rotated k can move a value near a tie by one step
+            assert (g.int() - w.int()).abs().max() <= 1
+        elif got.dtype == torch.float32:
+            assert torch.allclose(g, w, rtol=1e-2, atol=0)
+        else:
+            assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)

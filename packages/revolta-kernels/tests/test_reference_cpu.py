@@ -220,3 +220,26 @@ def test_argmax_op_matches_torch_on_cpu():
     assert ops.argmax(x).tolist() == x.argmax(dim=-1).tolist()
     assert ops.argmax(x)[0, 0].item() == 7
     assert torch.ops.revolta.argmax(x).dtype == torch.int64
+
+
+@pytest.mark.parametrize("zero_centered", [False, True])
+def test_qk_norm_rotary_and_cache_is_the_separate_ops_on_cpu(zero_centered):
+    """On the CPU the fused op runs exactly the separate steps (so CPU parity with transformers is untouched)."""
+    t, h, hkv, d, bs = 5, 4, 2, 64, 8
+    qkv = torch.randn(t, 2 * h * d + 2 * hkv * d)
+    q = qkv[:, : 2 * h * d].view(t, h, 2 * d)[..., :d]  # gated layout: strided query heads
+    k = qkv[:, 2 * h * d : (2 * h + hkv) * d].view(t, hkv, d)
+    v = qkv[:, (2 * h + hkv) * d :].view(t, hkv, d)
+    qn, kn = torch.rand(d) + 0.5, torch.randn(d)
+    angles = torch.rand(64, 16) * 10
+    cs = torch.cat((angles.cos(), angles.sin()), -1)  # partial rotary: 32 of 64 channels
+    pos, slots = torch.tensor([3, 9, 0, 63, 5]), torch.tensor([0, 7, -1, 12, 3])
+    kc1, vc1, kc2, vc2 = (torch.zeros(2, hkv, bs, d) for _ in range(4))
+    got = ops.qk_norm_rotary_and_cache(pos, q, k, v, qn, kn, 1e-6, zero_centered, cs, True, kc1, vc1, slots)
+    qr, kr = ops.rotary_embedding(pos, ops.rms_norm(q.contiguous(), qn, 1e-6, zero_centered),
+                                  ops.rms_norm(k, kn, 1e-6, zero_centered), cs, True)
+    ops.reshape_and_cache(kr, v, kc2, vc2, slots)
+    assert torch.equal(got, qr) and torch.equal(kc1, kc2) and torch.equal(vc1, vc2)
+    ref_q = reference.qk_norm_rotary_and_cache(pos, q, k, v, qn, kn, 1e-6, zero_centered, cs, True,
+                                               torch.zeros_like(kc1), torch.zeros_like(vc1), slots)
+    torch.testing.assert_close(got, ref_q)

@@ -92,7 +92,7 @@ _SIGNATURES: dict[str, list] = {
         _ptr,
     ],
     "revolta_rotary_and_cache": [_ptr] * 6 + [_c_int] + [_ptr] * 5 + [_c_int] * 6 + [_c_ll] * 6
-    + [_c_int, _c_int, _c_int, _ptr],
+    + [_c_int, _ptr, _ptr, _c_float, _c_int, _c_int, _c_int, _ptr],
     "revolta_reshape_and_cache": [
         _ptr,
         _ptr,

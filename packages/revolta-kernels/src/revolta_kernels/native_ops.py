@@ -222,6 +222,19 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
 
 def rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
                      k_scales, v_scales):
+    return _rope_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                       k_scales, v_scales, None, None, 0.0, False)
+
+
+def qk_norm_rotary_and_cache(positions, query, key, value, q_norm_weight, k_norm_weight, eps, zero_centered,
+                             cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    return _rope_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                       k_scales, v_scales, q_norm_weight, k_norm_weight, eps, zero_centered)
+
+
+def _rope_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                k_scales, v_scales, q_norm_weight, k_norm_weight, eps, zero_centered):
+    norms = q_norm_weight is not None
     code = _DTYPE.get(query.dtype)
     rot_dim = cos_sin_cache.shape[-1]
     kind = 0 if key_cache.dtype == key.dtype else _CACHE_KIND.get(key_cache.dtype)
@@ -249,6 +262,18 @@ def rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_c
         and rot_dim <= query.shape[-1]
         and query.shape[0] > 0
         and (
+            not norms
+            or (
+                query.shape[-1] <= 256
+                and q_norm_weight.shape == (query.shape[-1],)
+                and k_norm_weight.shape == (query.shape[-1],)
+                and q_norm_weight.dtype == query.dtype
+                and k_norm_weight.dtype == query.dtype
+                and q_norm_weight.is_contiguous()
+                and k_norm_weight.is_contiguous()
+            )
+        )
+        and (
             not int8
             or (
                 k_scales is not None
@@ -260,7 +285,10 @@ def rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_c
             )
         )
     )
-    if not ok:  # the two ops, each native where it can be
+    if not ok:  # the separate ops, each native where it can be
+        if norms:
+            query = rms_norm(query.contiguous(), q_norm_weight, eps, zero_centered)
+            key = rms_norm(key.contiguous(), k_norm_weight, eps, zero_centered)
         q, k = rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
         reshape_and_cache(k, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
         return q
@@ -296,6 +324,10 @@ def rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_c
             value.stride(0),
             value.stride(1),
             int(is_neox),
+            q_norm_weight.data_ptr() if norms else None,
+            k_norm_weight.data_ptr() if norms else None,
+            eps,
+            int(zero_centered),
             code,
             kind,
             _stream(query),
@@ -541,5 +573,6 @@ def register() -> None:
     ops.rotary_embedding.register_kernel("cuda")(rotary_embedding)
     ops._reshape_and_cache.register_kernel("cuda")(reshape_and_cache)
     ops._rotary_and_cache.register_kernel("cuda")(rotary_and_cache)
+    ops._qk_norm_rotary_and_cache.register_kernel("cuda")(qk_norm_rotary_and_cache)
     ops.paged_attention_decode.register_kernel("cuda")(_attention(prefill=False))
     ops.paged_attention_prefill.register_kernel("cuda")(_attention(prefill=True))

@@ -170,6 +170,67 @@ def rotary_and_cache(
                              slot_mapping, k_scales, v_scales)
 
 
+@torch.library.custom_op(
+    f"{LIB}::qk_norm_rotary_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
+)
+def _qk_norm_rotary_and_cache(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    eps: float,
+    zero_centered: bool,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+) -> torch.Tensor:
+    return ref.qk_norm_rotary_and_cache(positions, query, key, value, q_norm_weight, k_norm_weight, eps,
+                                        zero_centered, cos_sin_cache, is_neox, key_cache, value_cache,
+                                        slot_mapping, k_scales, v_scales)
+
+
+@_qk_norm_rotary_and_cache.register_fake
+def _(positions, query, key, value, q_norm_weight, k_norm_weight, eps, zero_centered, cos_sin_cache, is_neox,
+      key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    return torch.empty(query.shape, dtype=query.dtype, device=query.device)
+
+
+def qk_norm_rotary_and_cache(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    eps: float,
+    zero_centered: bool,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-head RMSNorm of query [T, H, D] and key [T, Hkv, D] (weights [D]; ``zero_centered``: ``1 + w``),
+    then :func:`rotary_and_cache`: one kernel on CUDA, the separate steps on the CPU (the same code as the
+    separate ops, so CPU results do not change). Query and key may be strided views of a fused projection."""
+    if query.device.type == "cpu" and not torch.compiler.is_compiling():
+        q = cpu_fast.rms_norm(query, q_norm_weight, eps, zero_centered)
+        k = cpu_fast.rms_norm(key, k_norm_weight, eps, zero_centered)
+        return rotary_and_cache(positions, q, k, value, cos_sin_cache, is_neox, key_cache, value_cache,
+                                slot_mapping, k_scales, v_scales)
+    return _qk_norm_rotary_and_cache(positions, query, key, value, q_norm_weight, k_norm_weight, eps,
+                                     zero_centered, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                                     k_scales, v_scales)
+
+
 def _attention_schema(name: str, doc: str, cpu_impl):
     @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
     def op(

@@ -56,12 +56,12 @@ class GatedAttention(nn.Module):
         n = qkv.shape[0]
         qg, k, v = self.qkv_proj.split(qkv)
         q, gate = qg.reshape(n, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
-        q = self.q_norm(q.contiguous())
-        k = self.k_norm(k.reshape(n, self.num_kv_heads, self.head_dim))
+        k = k.reshape(n, self.num_kv_heads, self.head_dim)
         v = v.reshape(n, self.num_kv_heads, self.head_dim)
-        q, k = self.rotary(positions, q, k)
-        # the gate stays a strided view (its reshape to [n, -1] would be one more copy kernel per layer)
-        out = self.attn(q, k, v).reshape(n, self.num_heads, self.head_dim) * torch.sigmoid(gate)
+        # q/k norms, partial rotary and the KV-cache write in one op (one kernel on CUDA) on the strided views;
+        # the gate stays a strided view too (its reshape to [n, -1] would be one more copy kernel per layer)
+        out = self.attn(q, k, v, positions, self.rotary, (self.q_norm, self.k_norm))
+        out = out.reshape(n, self.num_heads, self.head_dim) * torch.sigmoid(gate)
         return self.o_proj(out.reshape(n, -1))
 
 

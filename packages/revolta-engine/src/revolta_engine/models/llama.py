@@ -57,9 +57,9 @@ class LlamaAttention(nn.Module):
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        out = self.attn(q, k, v, positions, self.rotary)  # rotary fused with the KV-cache write
+        # q/k norms (Qwen3) and rotary fused with the KV-cache write: one kernel on CUDA
+        qk_norm = (self.q_norm, self.k_norm) if self.qk_norm else None
+        out = self.attn(q, k, v, positions, self.rotary, qk_norm)
         return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim))
 
 

@@ -10,7 +10,7 @@ from revolta_kernels.reference.cache import dequantize_kv, reshape_and_cache
 from revolta_kernels.reference.norm import fused_add_rms_norm, rms_norm
 from revolta_kernels.reference.quant import dequantize as dequantize_quant
 from revolta_kernels.reference.quant import quant_matmul
-from revolta_kernels.reference.rotary import rotary_and_cache, rotary_embedding
+from revolta_kernels.reference.rotary import qk_norm_rotary_and_cache, rotary_and_cache, rotary_embedding
 
 __all__ = [
     "dequantize_kv",
@@ -21,6 +21,7 @@ __all__ = [
     "reshape_and_cache",
     "rms_norm",
     "rotary_and_cache",
+    "qk_norm_rotary_and_cache",
     "rotary_embedding",
     "silu_and_mul",
 ]

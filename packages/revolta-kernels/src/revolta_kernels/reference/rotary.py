@@ -63,3 +63,29 @@ def rotary_and_cache(
     q, k = rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
     reshape_and_cache(k, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
     return q
+
+
+def qk_norm_rotary_and_cache(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    q_norm_weight: torch.Tensor,
+    k_norm_weight: torch.Tensor,
+    eps: float,
+    zero_centered: bool,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-head RMSNorm of query and key (Qwen3 / Qwen3.5 q/k norms), then :func:`rotary_and_cache`."""
+    from revolta_kernels.reference.norm import rms_norm
+
+    q = rms_norm(query, q_norm_weight, eps, zero_centered)
+    k = rms_norm(key, k_norm_weight, eps, zero_centered)
+    return rotary_and_cache(positions, q, k, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                            k_scales, v_scales)
