@@ -152,6 +152,16 @@ int revolta_argmax_rows(long long* out, const float* x, int rows, int cols, int*
              : launch(argmax_rows_kernel<false>, grid, kArgmaxThreads, 0, stream, x, out, cols, ws);
 }
 
+int revolta_sigmoid_gate_mul(void* out, const void* x, const void* gate, int rows, int heads, int d,
+                             long long gate_row, long long gate_head, int dtype, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const dim3 grid(rows, chunks_of(heads * d, kElementwiseThreads));
+  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(sigmoid_gate_mul_kernel<T>, grid, kElementwiseThreads, 0,
+      stream, static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(gate), heads, d, gate_row,
+      gate_head)) return e)
+  return cudaSuccess;
+}
+
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const dim3 grid(rows, chunks_of(d, kElementwiseThreads));

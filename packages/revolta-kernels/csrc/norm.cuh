@@ -102,4 +102,21 @@ __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ x
   }
 }
 
+// out = x * sigmoid(gate) with torch's rounding (sigmoid rounded to T, then the product): Qwen3.5's attention
+// output gate. x is contiguous [rows, heads * d]; gate is [rows, heads, d] with strides (gate_row, gate_head, 1)
+// (a view into the q projection). Grid = (row, chunk of its heads * d elements).
+template <typename T>
+__global__ void sigmoid_gate_mul_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ gate,
+                                        int heads, int d, long long gate_row, long long gate_head) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernels
+  pdl_trigger();
+  const size_t o = static_cast<size_t>(blockIdx.x) * heads * d;
+  const T* g = gate + blockIdx.x * gate_row;
+  for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < heads * d; i += gridDim.y * blockDim.x) {
+    const float gv = to_float(g[(i / d) * gate_head + i % d]);
+    const float s = to_float(from_float<T>(1.f / (1.f + expf(-gv))));
+    out[o + i] = from_float<T>(to_float(x[o + i]) * s);
+  }
+}
+
 }  // namespace revolta

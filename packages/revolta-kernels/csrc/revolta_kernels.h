@@ -32,6 +32,9 @@ int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, con
                                const void* w, int rows, int hidden, float eps, int zero_centered, int dtype,
                                cudaStream_t stream);
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream);
+// out [rows, heads * d] = x * sigmoid(gate), gate strided [rows, heads, d] (torch's rounding).
+int revolta_sigmoid_gate_mul(void* out, const void* x, const void* gate, int rows, int heads, int d,
+                             long long gate_row, long long gate_head, int dtype, cudaStream_t stream);
 // out[r] = argmax of float32 row r (torch.argmax semantics); ws: 4 * rows zeroed ints, left zero.
 int revolta_argmax_rows(long long* out, const float* x, int rows, int cols, int* ws, cudaStream_t stream);
 int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void* k, const int64_t* positions,

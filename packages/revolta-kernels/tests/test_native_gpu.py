@@ -481,3 +481,17 @@ def test_qk_norm_rotary_and_cache(dtype, cache_dtype, zero_centered, gated, head
             assert torch.allclose(g, w, rtol=1e-2, atol=0)
         else:
             assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("t,h,d", [(1, 16, 256), (7, 32, 128), (300, 4, 64)])
+def test_sigmoid_gate_mul(dtype, t, h, d):
+    """x * sigmoid(gate) against torch on the gated-attention layout (gate heads interleaved with q heads)."""
+    qg = (torch.randn(t, h, 2 * d, device="cuda") * 4).to(dtype)
+    gate = qg[..., d:]
+    x = torch.randn(t, h * d, device="cuda").to(dtype)
+    poison_allocator()
+    got = ops.sigmoid_gate_mul(x, gate)
+    want = (x.view(t, h, d) * torch.sigmoid(gate)).reshape(t, h * d)
+    assert got.shape == (t, h * d)
+    assert rel_err(got, want) < DT_TOL[dtype]

@@ -243,3 +243,11 @@ def test_qk_norm_rotary_and_cache_is_the_separate_ops_on_cpu(zero_centered):
     ref_q = reference.qk_norm_rotary_and_cache(pos, q, k, v, qn, kn, 1e-6, zero_centered, cs, True,
                                                torch.zeros_like(kc1), torch.zeros_like(vc1), slots)
     torch.testing.assert_close(got, ref_q)
+
+
+def test_sigmoid_gate_mul_on_cpu_is_torch():
+    qg = torch.randn(3, 4, 16).half()
+    x = torch.randn(3, 32).half()
+    want = (x.view(3, 4, 8) * torch.sigmoid(qg[..., 8:])).reshape(3, 32)
+    assert torch.equal(ops.sigmoid_gate_mul(x, qg[..., 8:]), want)
+    assert torch.equal(torch.ops.revolta.sigmoid_gate_mul(x, qg[..., 8:]), want)

@@ -119,6 +119,7 @@ def kernels() -> list[Kernel]:
         ks.append(Kernel(f"rms_norm {tn}", f"&revolta::rms_norm_kernel<{t}>", False))
         ks.append(Kernel(f"fused_add_rms_norm {tn}", f"&revolta::fused_add_rms_norm_kernel<{t}>", False))
         ks.append(Kernel(f"silu_and_mul {tn}", f"&revolta::silu_and_mul_kernel<{t}>", False))
+        ks.append(Kernel(f"sigmoid_gate_mul {tn}", f"&revolta::sigmoid_gate_mul_kernel<{t}>", False))
         for cs, csn in ((t, "same"), ("float", "fp32")):
             if cs == t and t == "float" and csn == "fp32":
                 continue

@@ -70,6 +70,7 @@ _SIGNATURES: dict[str, list] = {
     ],
     "revolta_silu_and_mul": [_ptr, _ptr, _c_int, _c_int, _c_int, _ptr],
     "revolta_argmax_rows": [_ptr, _ptr, _c_int, _c_int, _ptr, _ptr],
+    "revolta_sigmoid_gate_mul": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_ll, _c_ll, _c_int, _ptr],
     "revolta_rotary_embedding": [
         _ptr,
         _ptr,

@@ -99,6 +99,19 @@ def silu_and_mul(x):
     return out
 
 
+def sigmoid_gate_mul(x, gate):
+    code = _DTYPE.get(x.dtype)
+    if (code is None or gate.dtype != x.dtype or gate.dim() != 3 or gate.stride(-1) != 1 or x.numel() == 0
+            or x.shape[0] != gate.shape[0] or x.shape[-1] != gate.shape[1] * gate.shape[2]):
+        return ref.sigmoid_gate_mul(x, gate)
+    xc = x.contiguous()
+    out = torch.empty_like(xc)
+    rows, heads, d = gate.shape
+    check(LIB.revolta_sigmoid_gate_mul(out.data_ptr(), xc.data_ptr(), gate.data_ptr(), rows, heads, d,
+                                       gate.stride(0), gate.stride(1), code, _stream(x)))
+    return out
+
+
 def argmax(x):
     if x.dtype != torch.float32 or x.dim() < 1 or x.numel() == 0 or x.shape[-1] >= 2**31 - 1:
         return x.argmax(dim=-1)
@@ -570,6 +583,7 @@ def register() -> None:
     ops.fused_add_rms_norm.register_kernel("cuda")(fused_add_rms_norm)
     ops.silu_and_mul.register_kernel("cuda")(silu_and_mul)
     ops.argmax.register_kernel("cuda")(argmax)
+    ops.sigmoid_gate_mul.register_kernel("cuda")(sigmoid_gate_mul)
     ops.rotary_embedding.register_kernel("cuda")(rotary_embedding)
     ops._reshape_and_cache.register_kernel("cuda")(reshape_and_cache)
     ops._rotary_and_cache.register_kernel("cuda")(rotary_and_cache)

@@ -52,6 +52,18 @@ def _(x):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
 
+@torch.library.custom_op(f"{LIB}::sigmoid_gate_mul", mutates_args=())
+def sigmoid_gate_mul(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """``x * sigmoid(gate)`` (torch's rounding) for ``x`` [T, H * D] and ``gate`` [T, H, D], which may be a
+    strided view (Qwen3.5's attention output gate, interleaved with the query heads); returns [T, H * D]."""
+    return ref.sigmoid_gate_mul(x, gate)
+
+
+@sigmoid_gate_mul.register_fake
+def _(x, gate):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
 @torch.library.custom_op(f"{LIB}::argmax", mutates_args=())
 def argmax(x: torch.Tensor) -> torch.Tensor:
     """Index of the maximum of each row (last dimension) as int64, like ``torch.argmax(x, dim=-1)``: the
@@ -308,6 +320,7 @@ rms_norm = _CpuShortcut(rms_norm, cpu_fast.rms_norm)  # type: ignore[assignment]
 fused_add_rms_norm = _CpuShortcut(fused_add_rms_norm, cpu_fast.fused_add_rms_norm)  # type: ignore[assignment]
 silu_and_mul = _CpuShortcut(silu_and_mul, cpu_fast.silu_and_mul)  # type: ignore[assignment]
 argmax = _CpuShortcut(argmax, lambda x: x.argmax(dim=-1))  # type: ignore[assignment]
+sigmoid_gate_mul = _CpuShortcut(sigmoid_gate_mul, ref.sigmoid_gate_mul)  # type: ignore[assignment]
 rotary_embedding = _CpuShortcut(rotary_embedding, cpu_fast.rotary_embedding)  # type: ignore[assignment]
 paged_attention_decode = _CpuShortcut(paged_attention_decode, paged_attention_short_queries)
 paged_attention_prefill = _CpuShortcut(paged_attention_prefill, paged_attention_chunks)

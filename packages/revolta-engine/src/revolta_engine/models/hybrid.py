@@ -23,6 +23,7 @@ from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.models.moe_weights import MoeWeightLoader
 from revolta_engine.worker.state_cache import StateCacheSpec
+from revolta_kernels import ops
 
 LINEAR, FULL = "linear_attention", "full_attention"
 
@@ -61,8 +62,7 @@ class GatedAttention(nn.Module):
         # q/k norms, partial rotary and the KV-cache write in one op (one kernel on CUDA) on the strided views;
         # the gate stays a strided view too (its reshape to [n, -1] would be one more copy kernel per layer)
         out = self.attn(q, k, v, positions, self.rotary, (self.q_norm, self.k_norm))
-        out = out.reshape(n, self.num_heads, self.head_dim) * torch.sigmoid(gate)
-        return self.o_proj(out.reshape(n, -1))
+        return self.o_proj(ops.sigmoid_gate_mul(out.reshape(n, -1), gate))  # one kernel on CUDA
 
 
 class HybridDecoderLayer(nn.Module):

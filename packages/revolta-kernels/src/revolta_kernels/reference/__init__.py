@@ -4,7 +4,7 @@ Each function is written to be obviously right rather than fast: inputs are upca
 math follows the textbook definition, and results are cast back to the caller's dtype.
 """
 
-from revolta_kernels.reference.activation import silu_and_mul
+from revolta_kernels.reference.activation import sigmoid_gate_mul, silu_and_mul
 from revolta_kernels.reference.attention import paged_attention
 from revolta_kernels.reference.cache import dequantize_kv, reshape_and_cache
 from revolta_kernels.reference.norm import fused_add_rms_norm, rms_norm
@@ -24,4 +24,5 @@ __all__ = [
     "qk_norm_rotary_and_cache",
     "rotary_embedding",
     "silu_and_mul",
+    "sigmoid_gate_mul",
 ]
