@@ -41,6 +41,10 @@ def kernels() -> list[Kernel]:
                         ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}{' defer' * (defer == 'true')}",
                                          f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
                                          f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
+        for mt in (1, 2):  # the co-resident variant (4 blocks per SM): 8 warps x 4 rows, deferred scale
+            ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u4 defer minb4",
+                             f"&revolta::quant_gemv_kernel<{bits}, {mt}, 8, 4, true, 4>", False,
+                             f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
     for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
         for rows in (4,) if mt >= 8 else (4, 8):
             for warps in (4, 8):
