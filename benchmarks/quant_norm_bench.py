@@ -5,7 +5,9 @@ of gemv_bench.py: us per call inside one captured graph, weights rotated through
 
 - ``sweep``: chains K x N then N x K (each output feeds the next call) per plan variant (``native_quant.tune``
   process-wide): default (8 warps x 8 rows, every resident slot), 4 rows per step, half the slots, and the
-  co-resident kernel (4 blocks per SM, <= 64 registers) with all / half the slots. % of copy = bytes / time /
+  co-resident kernel (4 blocks per SM, <= 64 registers) with half the slots, and the split-K-free kernel
+  (csrc/quant_gemv_full.cuh; "default" = its built-in rule: N <= 8192, "full" = wherever it exists, "nofull" =
+  never). % of copy = bytes / time /
   copy bandwidth (bytes = packed int4 + scales + zeros + x + y), as gemv_bench.py.
 - ``llama8b``: Llama-3.1-8B's 32 distinct layers in decode order (qkv 4096x6144, o 4096x4096, gate_up
   4096x28672, down 14336x4096 with SiLU fused), the add + norm before qkv and gate_up either as the separate
@@ -23,15 +25,15 @@ from gemv_bench import awq_bytes, awq_weights, copies, copy_bandwidth, graph_us
 
 from revolta_kernels import native_quant, ops, ops_quant
 
-VARIANTS = {  # name -> native_quant.tune kwargs
+VARIANTS = {  # name -> native_quant.tune kwargs (run 1 also had share2, r4_share2, co: all slower)
     "default": {},
-    "r4": {"gemv_warps": 8, "gemv_rows": 4},
-    "share2": {"gemv_share": 2},
-    "r4_share2": {"gemv_warps": 8, "gemv_rows": 4, "gemv_share": 2},
-    "co": {"gemv_warps": 8, "gemv_rows": 4, "gemv_minb": 4},
-    "co_share2": {"gemv_warps": 8, "gemv_rows": 4, "gemv_share": 2, "gemv_minb": 4},
+    "nofull": {"gemv_full": 0},
+    "full": {"gemv_full": 1},
+    "r4": {"gemv_warps": 8, "gemv_rows": 4, "gemv_full": 0},
+    "co_share2": {"gemv_warps": 8, "gemv_rows": 4, "gemv_share": 2, "gemv_minb": 4, "gemv_full": 0},
+    "full_co_share2": {"gemv_warps": 8, "gemv_rows": 4, "gemv_share": 2, "gemv_minb": 4, "gemv_full": 1},
 }
-SWEEP_SHAPES = [(4096, 4096), (4096, 6144), (4096, 14336), (14336, 4096), (5120, 27648)]
+SWEEP_SHAPES = [(4096, 4096), (4096, 6144), (4096, 14336), (4096, 28672), (5120, 27648)]
 
 
 def sweep(copy_gbs: float, names: list[str]) -> dict:
@@ -55,7 +57,8 @@ def sweep(copy_gbs: float, names: list[str]) -> dict:
         res[f"{k}x{n}"] = row
         print(f"AWQ chain {k}x{n} + back, % of copy: " + ", ".join(
             f"{name} {100 * v['frac_copy']:.1f} ({v['us']:.2f} us, splits {v['plans'][0]['splits']}/"
-            f"{v['plans'][1]['splits']}, {v['plans'][0]['blocks_per_sm']} blk/SM)" for name, v in row.items()),
+            f"{v['plans'][1]['splits']}, {v['plans'][0]['blocks_per_sm']} blk/SM, full {v['plans'][0]['full']}/"
+            f"{v['plans'][1]['full']})" for name, v in row.items()),
             flush=True)
         del fwd, back, calls
     return res

@@ -3,7 +3,8 @@
 # kernels it touches), quant_norm_bench.py (plan sweep on 4096-class chains, Llama-8B 32-layer chains with the
 # norm separate / fused), gemv_bench.py (awq, llama8b), and Llama-3.1-8B batch-1 decode end to end: fp16, AWQ
 # g128 (REVOLTA_FUSED_NORM=1, the default) and AWQ with REVOLTA_FUSED_NORM=0 (A/B), plus optional extra AWQ
-# runs with REVOLTA_QUANT_TUNE variants ($QN_TUNES, space-separated). Expects PYTHONPATH and REVOLTA_NATIVE_LIB
+# runs with REVOLTA_QUANT_TUNE variants ($QN_TUNES, space-separated), and optionally the quantized GPU tests
+# again with the split-K-free kernel forced wherever it exists ($QN_FULL_TESTS). Expects PYTHONPATH and REVOLTA_NATIVE_LIB
 # set by the caller. At most 8 files under $OUT: run.log, tests.log, bench.log and the JSONs.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +22,11 @@ timeout "${T_TEST:-100}" $PYTEST $K/test_quant_norm_gpu.py $E/test_linear_quant_
   ${QN_MORE_TESTS:-} >"$OUT/tests.log" 2>&1
 echo "[${SECONDS}s] GPU tests rc=$?"; grep -E "passed|failed" "$OUT/tests.log" | tail -1
 grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -15
+if [ -n "${QN_FULL_TESTS:-}" ]; then  # the same quantized tests with the split-K-free kernel wherever it exists
+  REVOLTA_QUANT_TUNE=0,0,1,-1,-1,-1,0,0,1 timeout "${T_TEST2:-60}" $PYTEST $QN_FULL_TESTS >>"$OUT/tests.log" 2>&1
+  echo "[${SECONDS}s] GPU tests with REVOLTA_QUANT_TUNE=0,0,1,-1,-1,-1,0,0,1 rc=$?"; grep -E "passed|failed" "$OUT/tests.log" | tail -1
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | tail -10
+fi
 
 timeout "${T_QNB:-70}" python3 benchmarks/quant_norm_bench.py ${QNB_ARGS:-} --out "$OUT/quant_norm_bench.json" \
   >/tmp/qn/quant_norm_bench.log 2>&1

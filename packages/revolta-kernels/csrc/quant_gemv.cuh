@@ -122,11 +122,9 @@ __device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* 
   __syncthreads();
 }
 
-// MINB > 1 caps registers so that MINB blocks fit one SM (the "co-resident" variant: with the split-K plan
-// filling only part of the slots, the next PDL-launched kernel's blocks become resident beside this one's and
-// issue their weight loads during its tail; quant_gemm.cu instantiates it for 8 warps x 4 rows, M <= 2).
-template <int BITS, int MT, int WARPS, int U, bool DEFER, int MINB = 1>
-__global__ void __launch_bounds__(WARPS * 32, MINB) quant_gemv_kernel(QuantGemmParams p) {
+// The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds.
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
+__device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
   static_assert(U % kGemvFlush == 0, "steps must hold whole flush groups");
   using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
@@ -355,6 +353,21 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) quant_gemv_kernel(QuantGemmP
     p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])));
   }
   if (tid == 0) p.counters[tile] = 0;
+}
+
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
+__global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
+  quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
+}
+
+// The "co-resident" variant: registers capped so that 4 blocks fit one SM (<= 64 at 8 warps). With the split-K
+// plan filling only part of the slots, the next PDL-launched kernel's blocks become resident beside this one's
+// and issue their weight loads during its tail; quant_gemm.cu instantiates it for 8 warps x 4 rows, M <= 2.
+// (A minimum-blocks bound of 1 is not the same as none: it measured 228 instead of 128 registers for
+// quant_gemv_kernel<4, 1, 8, 8, true>, hence a separate kernel.)
+template <int BITS, int MT, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32, 4) quant_gemv_co_kernel(QuantGemmParams p) {
+  quant_gemv_body<BITS, MT, WARPS, U, true>(p);
 }
 
 }  // namespace revolta

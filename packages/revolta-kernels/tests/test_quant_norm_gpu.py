@@ -185,3 +185,56 @@ def test_coresident_variant_matches_reference(restore_tuning, share, m, k, n, bi
     ref = normed.float() @ w
     bound = 2e-3 * (normed.float().abs() @ w.abs()) + 2e-3 * ref.abs()
     assert bool(((y.float() - ref).abs() <= bound).all())
+
+
+@pytest.mark.parametrize("gemv_full", [0, 1])
+@pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize(("k", "n"), [(4096, 4096), (4096, 6144), (4096, 28672), (2048, 1024), (1024, 256),
+                                      (3072, 96), (14336, 4096)])
+def test_split_k_free_variant_matches_reference(restore_tuning, gemv_full, m, k, n):
+    # gemv_full=1: csrc/quant_gemv_full.cuh wherever it exists (int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
+    # M <= 2), plain quant_matmul and the fused norm; elsewhere the split-K kernel.
+    native_quant.tune(gemv_full=gemv_full)
+    plan = native_quant.plan(m, n, k, 4, 128, torch.device("cuda"))
+    assert plan["full"] == int(gemv_full == 1 and m <= 2 and k <= 4096)
+    x, res, w, qweight, scales, qzeros = make_case(m, k, n, 4, 128, seed=m * k + n, residual=True)
+    poison(m * n)
+    got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+    wd = rq.dequantize(qweight, scales, qzeros, 4, 128, 0)
+    ref = x.float() @ wd
+    bound = 2e-3 * (x.float().abs() @ wd.abs()) + 2e-3 * ref.abs()
+    assert bool(torch.isfinite(got).all()) and bool(((got.float() - ref).abs() <= bound).all())
+    for residual in (True, False):
+        check(m, k, n, 4, 128, 0, residual=residual, zc=not residual, seed=m + k + n + residual)
+
+
+def test_split_k_free_variant_in_dependent_graph_chain(restore_tuning):
+    # PDL chain (each output feeds the next call) captured in a graph: the same as the split-K kernel's chain.
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    k = 4096
+    ws = [(torch.randint(-(2**31), 2**31 - 1, (k // 8, k), dtype=torch.int32, device="cuda", generator=gen),
+           (torch.rand(k // 128, k, device="cuda", generator=gen) * 2e-3 + 1e-3).half(),
+           torch.randint(-(2**31), 2**31 - 1, (k // 128, k // 8), dtype=torch.int32, device="cuda", generator=gen))
+          for _ in range(4)]
+    nw = (torch.rand(k, device="cuda", generator=gen) + 0.5).half()
+    x0 = torch.randn(1, k, device="cuda", generator=gen).half()
+
+    def chain():
+        x, r = x0, None
+        for w in ws:
+            y, r = ops_quant.quant_matmul_add_rms_norm(x, r, nw, 1e-5, False, *w, 4, 128, 0)
+            x = ops_quant.quant_matmul(y, *w, 4, 128, 0)
+        return x, r
+
+    native_quant.tune(gemv_full=0)
+    want = chain()
+    native_quant.tune(gemv_full=1)
+    eager = chain()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = chain()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out[0], eager[0]) and torch.equal(out[1], eager[1])
+    torch.testing.assert_close(eager[0].float(), want[0].float(), rtol=2e-2, atol=2e-2 * float(want[0].abs().max()))
+    torch.testing.assert_close(eager[1].float(), want[1].float(), rtol=2e-2, atol=2e-2 * float(want[1].abs().max()))

@@ -29,7 +29,7 @@ _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                                _c_int, _c_int, _c_int, _ptr],
     "revolta_quant_gemm_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _ptr, _c_ll,
@@ -102,7 +102,8 @@ def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
 
 
 def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
-         gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0, gemv_minb: int = 0) -> None:
+         gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0, gemv_minb: int = 0,
+         gemv_full: int = -1) -> None:
     """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
 
     Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
@@ -111,14 +112,16 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     before its PDL wait (0 none, -1 the default: none; the dense fp16 GEMV takes the same setting);
     ``gemv_share``: 1 = the split-K plan fills every resident block slot, 2 = half of them (room for the next
     PDL-launched kernel), 0 = default; ``gemv_minb``: 4 = the co-resident skinny variant (compiled for 4 blocks
-    per SM; exists for 8 warps x 4 rows per step at M <= 2, deferred scale), 0 = default.
-    ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb]"``
+    per SM; exists for 8 warps x 4 rows per step at M <= 2, deferred scale), 0 = default; ``gemv_full``: the
+    split-K-free skinny variant (csrc/quant_gemv_full.cuh: int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
+    M <= 2): 1 = wherever it exists, 0 = never, -1 = the built-in rule.
+    ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
     global _epoch
     assert native.LIB is not None
     check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer,
-                                        gemv_prefetch_kb, gemv_share, gemv_minb))
+                                        gemv_prefetch_kb, gemv_share, gemv_minb, gemv_full))
     _dense_tuning[0] = gemv_prefetch_kb
     check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1
@@ -155,14 +158,14 @@ def set_pdl(on: bool) -> bool:
 def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> dict[str, int]:
     """The launch a call with these sizes makes (kernel, K splits, block shape), for benchmark reports."""
     assert native.LIB is not None
-    info = (ctypes.c_int * 11)()
+    info = (ctypes.c_int * 12)()
     index = _index(device)
     with torch.cuda.device(index):
         check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, _sm_count(index), info))
     if info[0] == 1:
         return {"kernel": "gemm", "variant": info[1]}
     keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer",
-            "prefetch_rows", "pdl", "minb")
+            "prefetch_rows", "pdl", "minb", "full")
     return {"kernel": "skinny", **dict(zip(keys, info[1:], strict=True))}
 
 
