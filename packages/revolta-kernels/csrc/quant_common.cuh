@@ -38,6 +38,14 @@ struct QuantGemmParams {
   // act = 1: x rows hold [gate (K), up (K)] and the kernel multiplies by silu(gate) * up (rounded to fp16,
   // as revolta::silu_and_mul), and packed rows per block prefetched to L2 before the PDL wait.
   int x_stride, act, prefetch_rows;
+  // act = 2 (fused residual add + RMSNorm; skinny kernel only): a = rms_norm(h) with h = x + residual (or x
+  // when residual is null), rounded to fp16 as revolta::fused_add_rms_norm; h_out[M, K] receives h (written
+  // by block (0, 0) alone, a tensor no block reads). norm_weight [K]; zero_centered: weight (1 + w).
+  const __half* residual;
+  const __half* norm_weight;
+  __half* h_out;
+  float eps;
+  int zero_centered;
 };
 
 __device__ __forceinline__ __half2 u2h(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }

@@ -26,6 +26,12 @@
 //
 // act = 1 (fused SiLU-and-mul for the MLP's down projection): x rows are [gate (K), up (K)] of the gate_up
 // output and the staging multiplies silu(gate) * up in fp32, rounded to fp16 as revolta::silu_and_mul.
+//
+// act = 2 (fused residual add + RMSNorm of a pre-norm block, K = the hidden size): after the PDL wait every
+// block reads the whole x and residual rows (L2-resident, a few KB), sums h^2 for h = x + residual (rounded to
+// fp16 as revolta::fused_add_rms_norm) with a block reduction, and stages norm(h) * w of its split, rounded
+// to fp16 as that kernel rounds it. Block (0, 0) alone writes h to h_out, a new tensor: the other blocks
+// still read x and the old residual, so nothing is updated in place.
 #pragma once
 
 #include "pdl.cuh"
@@ -55,8 +61,70 @@ __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, i
 template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
 
+// act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
+// revolta::fused_add_rms_norm); x alone without a residual.
+__device__ __forceinline__ uint32_t add_round_h2(uint32_t a, uint32_t b) {
+  const float2 af = __half22float2(u2h(a)), bf = __half22float2(u2h(b));
+  return h2u(__floats2half2_rn(af.x + bf.x, af.y + bf.y));
+}
+
+__device__ __forceinline__ uint4 gemv_h8(const QuantGemmParams& p, int m, int c) {
+  uint4 v = __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m) * p.x_stride) + c);
+  if (p.residual != nullptr) {
+    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p.residual + static_cast<size_t>(m) * p.K) + c);
+    v.x = add_round_h2(v.x, r.x);
+    v.y = add_round_h2(v.y, r.y);
+    v.z = add_round_h2(v.z, r.z);
+    v.w = add_round_h2(v.w, r.w);
+  }
+  return v;
+}
+
+// act = 2, after the PDL wait: every block sums h^2 over the whole K of each row (h from L2; block (0, 0)
+// also writes h to h_out), then inv[m] = 1 / sqrt(mean + eps) for the staging. `scratch` holds WARPS x MT
+// floats (the dynamic shared memory, not yet in use).
+template <int MT, int WARPS>
+__device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* inv, float* scratch) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+  const int chunks = p.K / 8;
+  float ss[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    ss[m] = 0.f;
+    if (m >= p.M) continue;
+    for (int c = tid; c < chunks; c += WARPS * 32) {
+      const uint4 h = gemv_h8(p, m, c);
+      if (writer) reinterpret_cast<uint4*>(p.h_out + static_cast<size_t>(m) * p.K)[c] = h;
+      const uint32_t hw[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(u2h(hw[i]));
+        ss[m] = fmaf(f.x, f.x, ss[m]);
+        ss[m] = fmaf(f.y, f.y, ss[m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    float v = ss[m];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) scratch[warp * MT + m] = v;
+  }
+  __syncthreads();
+  if (tid < MT) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) t += scratch[w * MT + tid];
+    inv[tid] = rsqrtf(t / static_cast<float>(p.K) + p.eps);
+  }
+  __syncthreads();
+}
+
+// The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds.
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
-__global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
+__device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
   static_assert(U % kGemvFlush == 0, "steps must hold whole flush groups");
   using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
@@ -114,6 +182,8 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
   }
   pdl_wait();  // x comes from the previous kernel; out / partials / counters may still be in its use
   pdl_trigger();
+  __shared__ float norm_inv[MT];  // act = 2: 1 / rms of each row
+  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
 
   // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
   XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
@@ -123,12 +193,27 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
     if (m < p.M) {
       const __half* xrow = p.x + static_cast<size_t>(m) * p.x_stride;
       XRow raw = __ldg(reinterpret_cast<const XRow*>(xrow) + r0 + r);
-      if (p.act) {
+      if (p.act == 1) {
         const XRow up = __ldg(reinterpret_cast<const XRow*>(xrow + p.K) + r0 + r);
         uint32_t* rp = reinterpret_cast<uint32_t*>(&raw);
         const uint32_t* upp = reinterpret_cast<const uint32_t*>(&up);
 #pragma unroll
         for (int i = 0; i < PAIRS; ++i) rp[i] = silu_mul_h2(rp[i], upp[i]);
+      } else if (p.act == 2) {
+        // norm(h) * w in fp32, rounded to fp16 (revolta::fused_add_rms_norm's order: h * inv, then * w)
+        uint32_t* rp = reinterpret_cast<uint32_t*>(&raw);
+        XRow res{};
+        if (p.residual != nullptr) res = __ldg(reinterpret_cast<const XRow*>(p.residual + static_cast<size_t>(m) * p.K) + r0 + r);
+        const XRow wr = __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + r0 + r);
+        const uint32_t* resp = reinterpret_cast<const uint32_t*>(&res);
+        const uint32_t* wp = reinterpret_cast<const uint32_t*>(&wr);
+        const float inv = norm_inv[m], wz = p.zero_centered ? 1.f : 0.f;
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) {
+          const float2 h = __half22float2(u2h(p.residual != nullptr ? add_round_h2(rp[i], resp[i]) : rp[i]));
+          const float2 w = __half22float2(u2h(wp[i]));
+          rp[i] = h2u(__floats2half2_rn(h.x * inv * (w.x + wz), h.y * inv * (w.y + wz)));
+        }
       }
       if constexpr (PAIRS == 4) {
         v.x = __byte_perm(raw.x, raw.z, 0x5410);
@@ -268,6 +353,21 @@ __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams 
     p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])));
   }
   if (tid == 0) p.counters[tile] = 0;
+}
+
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
+__global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
+  quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
+}
+
+// The "co-resident" variant: registers capped so that 4 blocks fit one SM (<= 64 at 8 warps). With the split-K
+// plan filling only part of the slots, the next PDL-launched kernel's blocks become resident beside this one's
+// and issue their weight loads during its tail; quant_gemm.cu instantiates it for 8 warps x 4 rows, M <= 2.
+// (A minimum-blocks bound of 1 is not the same as none: it measured 228 instead of 128 registers for
+// quant_gemv_kernel<4, 1, 8, 8, true>, hence a separate kernel.)
+template <int BITS, int MT, int WARPS, int U>
+__global__ void __launch_bounds__(WARPS * 32, 4) quant_gemv_co_kernel(QuantGemmParams p) {
+  quant_gemv_body<BITS, MT, WARPS, U, true>(p);
 }
 
 }  // namespace revolta

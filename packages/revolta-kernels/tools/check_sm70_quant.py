@@ -41,6 +41,13 @@ def kernels() -> list[Kernel]:
                         ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}{' defer' * (defer == 'true')}",
                                          f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
                                          f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
+        for mt in (1, 2):  # the co-resident variant (4 blocks per SM): 8 warps x 4 rows, deferred scale
+            ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u4 defer minb4",
+                             f"&revolta::quant_gemv_co_kernel<{bits}, {mt}, 8, 4>", False,
+                             f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
+    for mt in (1, 2):  # the split-K-free int4 variant (quant_gemv_full.cuh)
+        ks.append(Kernel(f"quant gemv full int4 m<={mt}", f"&revolta::quant_gemv_full_kernel<{mt}>", False,
+                         f"&revolta::quant_gemv_full_max_smem<{mt}>"))
     for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
         for rows in (4,) if mt >= 8 else (4, 8):
             for warps in (4, 8):
@@ -60,7 +67,7 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
             lib.nvrtcGetErrorString.restype = ctypes.c_char_p
             raise SystemExit(f"check_sm70_quant: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
-    src = b'#include "quant_gemm.cuh"\n#include "dense_gemv.cuh"\n'
+    src = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n'
     ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"quant_sm70.cu", 0, None, None),
        "nvrtcCreateProgram")
     exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]

@@ -29,9 +29,11 @@ _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                                _c_int, _c_int, _c_int, _ptr],
+    "revolta_quant_gemm_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _ptr, _c_ll,
+                                _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv_tune": [_c_int, _c_int, _c_int],
     "revolta_dense_gemv_plan": [_c_int, ctypes.POINTER(_c_int)],
@@ -100,7 +102,8 @@ def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
 
 
 def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
-         gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0) -> None:
+         gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0, gemv_minb: int = 0,
+         gemv_full: int = -1) -> None:
     """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
 
     Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
@@ -108,13 +111,17 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     variant 0-4 (see csrc/quant_gemm.cu); ``gemv_prefetch_kb``: weights the whole skinny grid prefetches to L2
     before its PDL wait (0 none, -1 the default: none; the dense fp16 GEMV takes the same setting);
     ``gemv_share``: 1 = the split-K plan fills every resident block slot, 2 = half of them (room for the next
-    PDL-launched kernel), 0 = default. ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share]"``
+    PDL-launched kernel), 0 = default; ``gemv_minb``: 4 = the co-resident skinny variant (compiled for 4 blocks
+    per SM; exists for 8 warps x 4 rows per step at M <= 2, deferred scale), 0 = default; ``gemv_full``: the
+    split-K-free skinny variant (csrc/quant_gemv_full.cuh: int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
+    M <= 2): 1 = wherever it exists, 0 = never, -1 = the built-in rule.
+    ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
     global _epoch
     assert native.LIB is not None
     check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer,
-                                        gemv_prefetch_kb, gemv_share))
+                                        gemv_prefetch_kb, gemv_share, gemv_minb, gemv_full))
     _dense_tuning[0] = gemv_prefetch_kb
     check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1
@@ -151,14 +158,14 @@ def set_pdl(on: bool) -> bool:
 def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.device) -> dict[str, int]:
     """The launch a call with these sizes makes (kernel, K splits, block shape), for benchmark reports."""
     assert native.LIB is not None
-    info = (ctypes.c_int * 10)()
+    info = (ctypes.c_int * 12)()
     index = _index(device)
     with torch.cuda.device(index):
         check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, _sm_count(index), info))
     if info[0] == 1:
         return {"kernel": "gemm", "variant": info[1]}
     keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer",
-            "prefetch_rows", "pdl")
+            "prefetch_rows", "pdl", "minb", "full")
     return {"kernel": "skinny", **dict(zip(keys, info[1:], strict=True))}
 
 
@@ -205,6 +212,48 @@ def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset)
     return out.view(*x.shape[:-1], n)
 
 
+def norm_supports(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, qweight: torch.Tensor,
+                  scales: torch.Tensor, qzeros: torch.Tensor, bits: int, group_size: int) -> bool:
+    """Whether the skinny kernel fuses the add + RMSNorm of this call (fp16, 1..8 rows; otherwise the norm
+    kernel then :func:`quant_matmul` run)."""
+    k = x.shape[-1]
+    return (
+        native_supports(x, qweight, scales, qzeros, bits, group_size)
+        and 0 < x.numel() // k <= SKINNY_MAX_M
+        and norm_weight.dtype == torch.float16 and norm_weight.is_cuda and norm_weight.shape == (k,)
+        and (residual is None or (residual.shape == x.shape and residual.dtype == torch.float16
+                                  and residual.device == x.device))
+    )
+
+
+def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
+                              group_size, zero_offset):
+    if not norm_supports(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size):
+        if residual is None:
+            normed, h = ops.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
+        else:
+            normed, h = ops.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
+        return ops_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset), h
+    assert native.LIB is not None
+    k, n = x.shape[-1], qweight.shape[1]
+    x2 = _rows(x, k)
+    r2 = _rows(residual, k) if residual is not None else None
+    w1 = _rows(norm_weight, k)
+    m = x2.shape[0]
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    h = torch.empty((m, k), dtype=x.dtype, device=x.device)
+    index = _index(x.device)
+    need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
+    ws = workspace(x.device, need) if need else None
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    check(native.LIB.revolta_quant_gemm_norm(
+        out.data_ptr(), h.data_ptr(), x2.data_ptr(), r2.data_ptr() if r2 is not None else None, w1.data_ptr(),
+        float(eps), int(bool(zero_centered)), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
+        ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
+        m, n, k, bits, group_size, zero_offset, _sm_count(index), stream))
+    return out.view(*x.shape[:-1], n), h.view(x.shape)
+
+
 def dense_supports(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> bool:
     """Whether the native skinny fp16 GEMV takes this call (at most 8 rows; otherwise F.linear runs)."""
     k = weight.shape[-1] if weight.dim() == 2 else -1
@@ -239,6 +288,7 @@ def register() -> bool:
         fn.restype = _c_int
     ops_quant.quant_matmul.register_kernel("cuda")(quant_matmul)
     ops_quant.quant_matmul_silu.register_kernel("cuda")(quant_matmul_silu)
+    ops_quant.quant_matmul_add_rms_norm.register_kernel("cuda")(quant_matmul_add_rms_norm)
     ops_quant.dense_linear.register_kernel("cuda")(dense_linear)
     if spec := os.environ.get("REVOLTA_QUANT_TUNE"):
         values = [int(v) for v in spec.split(",")]

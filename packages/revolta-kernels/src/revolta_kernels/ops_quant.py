@@ -1,5 +1,5 @@
-"""Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``), and the
-skinny dense linear ``revolta::dense_linear``.
+"""Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``,
+``revolta::quant_matmul_add_rms_norm``), and the skinny dense linear ``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -61,6 +61,38 @@ def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tens
 @quant_matmul_silu.register_fake
 def _(x, qweight, scales, qzeros, bits, group_size, zero_offset):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
+
+
+def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                      zero_centered: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(norm(h), h)`` for ``h = x + residual`` (``h = x`` without a residual), as ``revolta::fused_add_rms_norm``
+    / ``revolta::rms_norm`` compute them; ``h`` is a new tensor."""
+    from revolta_kernels.reference import norm as ref_norm
+
+    if residual is None:
+        return ref_norm.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
+    return ref_norm.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
+
+
+@torch.library.custom_op(f"{LIB}::quant_matmul_add_rms_norm", mutates_args=())
+def quant_matmul_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                              zero_centered: bool, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                              bits: int, group_size: int, zero_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rms_norm(h) @ W, h)`` for ``h = x + residual`` (or ``h = x`` when ``residual`` is None): the first
+    projection of a pre-norm block with the residual add + RMSNorm before it (``zero_centered``: weight 1 + w).
+
+    Reference = ``revolta::fused_add_rms_norm`` (``revolta::rms_norm`` without a residual) then
+    :func:`quant_matmul`; ``h`` is always a new tensor. The native skinny kernel (M <= 8) computes the norm
+    while staging its activations (every block sums h^2 over the whole row; one block writes ``h``), so no
+    separate norm kernel runs.
+    """
+    normed, h = _add_rms_norm_ref(x, residual, norm_weight, eps, zero_centered)
+    return ref_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset), h
+
+
+@quant_matmul_add_rms_norm.register_fake
+def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset):
+    return x.new_empty((*x.shape[:-1], qweight.shape[1])), torch.empty_like(x)
 
 
 @torch.library.custom_op(f"{LIB}::dense_linear", mutates_args=())

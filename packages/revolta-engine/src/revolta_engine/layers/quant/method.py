@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+import revolta_kernels
 from revolta_engine.errors import ModelLoadError
 from revolta_engine.layers.quant.config import QuantConfig
 from revolta_kernels import ops_quant
@@ -95,12 +96,26 @@ class QuantLinearMethod:
                                       self.config.zero_offset)
 
     def fuses_norm(self, layer: Any, inp: AddNorm) -> bool:
-        """Whether :meth:`apply_prenorm` computes ``inp``'s add + norm inside the quantized kernel."""
-        return False
+        """Whether :meth:`apply_prenorm` computes ``inp``'s add + norm inside the quantized kernel: CUDA fp16
+        activations and norm weight, at most ``SKINNY_MAX_M`` rows (the skinny int4/int8 kernel stages
+        ``norm(x + residual)`` itself), the native library loaded. (:meth:`Linear.fuses_norm` has already
+        checked ``REVOLTA_FUSED_NORM``, CUDA fp16 ``x`` and no bias.)"""
+        x, w = inp.x, inp.norm.weight
+        k = x.shape[-1]
+        rows = x.numel() // k if k else 0
+        return (
+            revolta_kernels.native_available() and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
+            and x.is_cuda and x.dtype == torch.float16 and w.dtype == torch.float16 and w.device == x.device
+            and (inp.residual is None or (inp.residual.dtype == torch.float16 and inp.residual.shape == x.shape))
+        )
 
     def apply_prenorm(self, layer: Any, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(norm(h) @ W, h)`` for ``h = inp.x + inp.residual`` in one kernel (see :meth:`fuses_norm`)."""
-        raise NotImplementedError("the quantized GEMV does not fuse the norm yet")
+        """``(norm(h) @ W, h)`` for ``h = inp.x + inp.residual`` in one kernel (see :meth:`fuses_norm`);
+        ``h`` is a new tensor (``revolta::quant_matmul_add_rms_norm``)."""
+        norm = inp.norm
+        return ops_quant.quant_matmul_add_rms_norm(inp.x, inp.residual, norm.weight, norm.eps, norm.zero_centered,
+                                                   layer.qweight, layer.scales, layer.qzeros, self.bits,
+                                                   layer.group_size, self.config.zero_offset)
 
     def apply_silu(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``silu_and_mul(x) @ W`` for ``x = [gate, up]`` (one fused kernel at decode sizes on CUDA)."""

@@ -1,0 +1,185 @@
+// Split-K-free skinny int4 GEMV for short K (decode, M <= 2; K <= 4096, K % 1024 == 0, group 128): the
+// "whole slice in registers" variant of quant_gemv_kernel for the 4096-class projections (q/k/v, o).
+//
+// Block = 8 warps over 32 columns (quant_gemv_full_cols): a lane owns 4 columns of one row group (8 lanes
+// per packed row, 4 row groups per warp), warp w owns packed rows [w K/64, (w + 1) K/64), so every block
+// covers the whole K of its columns and no split-K partials, fences or arrival counters exist. Before the
+// PDL wait each lane issues the loads of ALL its weights (16 x 16 bytes at K = 4096) and of its 4 groups'
+// scales and zeros: with <= 128 registers two blocks share an SM, so this grid's blocks become resident
+// beside the previous kernel's (one per SM for N <= 4224 on 132 SMs) and their whole weight stream is in
+// flight during the previous kernel's tail. After the wait: stage x (all of K, permuted; act = 2 computes
+// the residual add + RMSNorm there, as quant_gemv_kernel does), the dot products (deferred scale, as
+// quant_gemv_kernel's DEFER), a shuffle over the 4 row groups, one shared-memory sum over the 8 warps, and
+// the fp16 store. Grid = N / 32 blocks.
+#pragma once
+
+#include "quant_gemv.cuh"
+
+namespace revolta {
+
+constexpr int quant_gemv_full_cols = 32;  // columns per block
+constexpr int kGemvFullWarps = 8;
+constexpr int kGemvFullLoads = 16;  // packed rows per lane: K = 4096 at most (8 warps x 4 row groups x 16)
+
+__host__ __device__ constexpr int gemv_full_smem_bytes(int mt, int k) {
+  const int x_bytes = mt * k * 2;
+  const int red_bytes = kGemvFullWarps * mt * quant_gemv_full_cols * 4;
+  return x_bytes > red_bytes ? x_bytes : red_bytes;
+}
+template <int MT>
+__device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
+
+template <int MT>
+__global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel(QuantGemmParams p) {
+  constexpr int BITS = 4, PACK = 8, RG = 4, LG = 8, L = kGemvFullLoads, WARPS = kGemvFullWarps;
+  constexpr int GR = 16;  // packed rows per group of 128
+  constexpr int NG = L * RG / GR;  // groups a lane's rows touch (4)
+  extern __shared__ __align__(16) unsigned char gemv_smem[];
+  __shared__ float norm_inv[MT];
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int rg = lane / LG, cl = lane % LG;
+  const int n0 = blockIdx.x * quant_gemv_full_cols + cl * 4;
+  const bool col_ok = n0 < p.N;
+  const int rows = p.K / PACK, rpw = rows / WARPS;  // rpw: a multiple of GR (K % 1024 == 0)
+  const int nl = rpw / RG;                           // loads per lane (<= L)
+  const int row0 = warp * rpw + rg;                  // row of load i: row0 + i * RG
+
+  // Before the PDL wait: every weight, scale and zero this lane needs (read-only data).
+  uint4 w[L];
+  uint2 sc[NG];
+  uint32_t zc[NG];
+#pragma unroll
+  for (int i = 0; i < L; ++i) {
+    w[i] = make_uint4(0, 0, 0, 0);
+    if (col_ok && i < nl)
+      w[i] = __ldg(reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(row0 + i * RG) * p.N + n0));
+  }
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    sc[j] = make_uint2(0, 0);
+    zc[j] = 0;
+    if (col_ok && j * (GR / RG) < nl) {
+      const int g = (warp * rpw) / GR + j;
+      sc[j] = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+      zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+    }
+  }
+  pdl_wait();  // x comes from the previous kernel; out may still be in its use
+  pdl_trigger();
+  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+
+  // Stage x[m, :] (rows past M are zero) as permuted half2 pairs divided by the deferred-scale factor.
+  uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
+  for (int idx = tid; idx < MT * rows; idx += WARPS * 32) {
+    const int m = idx / rows, r = idx - m * rows;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (m < p.M) {
+      uint4 raw = __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m) * p.x_stride) + r);
+      if (p.act == 2) {
+        uint32_t* rp = reinterpret_cast<uint32_t*>(&raw);
+        uint4 res = make_uint4(0, 0, 0, 0);
+        if (p.residual != nullptr) res = __ldg(reinterpret_cast<const uint4*>(p.residual + static_cast<size_t>(m) * p.K) + r);
+        const uint4 wr = __ldg(reinterpret_cast<const uint4*>(p.norm_weight) + r);
+        const uint32_t* resp = reinterpret_cast<const uint32_t*>(&res);
+        const uint32_t* wp = reinterpret_cast<const uint32_t*>(&wr);
+        const float inv = norm_inv[m], wz = p.zero_centered ? 1.f : 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 h = __half22float2(u2h(p.residual != nullptr ? add_round_h2(rp[i], resp[i]) : rp[i]));
+          const float2 wf = __half22float2(u2h(wp[i]));
+          rp[i] = h2u(__floats2half2_rn(h.x * inv * (wf.x + wz), h.y * inv * (wf.y + wz)));
+        }
+      }
+      v.x = __byte_perm(raw.x, raw.z, 0x5410);
+      v.y = __byte_perm(raw.x, raw.z, 0x7632);
+      v.z = __byte_perm(raw.y, raw.w, 0x5410);
+      v.w = __byte_perm(raw.y, raw.w, 0x7632);
+      uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
+    }
+    xs[idx] = v;
+  }
+  __syncthreads();
+
+  float acc[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    if (j * (GR / RG) >= nl) break;  // K < 4096: this warp's rows end here (uniform)
+    const __half* sh = reinterpret_cast<const __half*>(&sc[j]);
+    ColQuant cq[4];
+    float sf[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      cq[c] = col_quant(zero_field<BITS>(zc[j], n0 + c, p.zero_offset), sh[c]);
+      sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+    }
+#pragma unroll
+    for (int ii = 0; ii < GR / RG; ii += kGemvFlush) {
+      __half2 hacc[MT][4];
+#pragma unroll
+      for (int f = 0; f < kGemvFlush; ++f) {
+        const int i = j * (GR / RG) + ii + f;
+        uint4 xr[MT];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) xr[m] = xs[m * rows + row0 + i * RG];
+        const uint32_t words[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          __half2 d[4];
+          dequant_word<BITS, false>(words[c], cq[c], d);
+#pragma unroll
+          for (int m = 0; m < MT; ++m) {
+            const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr[m]);
+            __half2 h = f == 0 ? __hmul2(d[0], u2h(xp[0])) : __hfma2(d[0], u2h(xp[0]), hacc[m][c]);
+#pragma unroll
+            for (int q = 1; q < 4; ++q) h = __hfma2(d[q], u2h(xp[q]), h);
+            hacc[m][c] = h;
+          }
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float2 f2 = __half22float2(hacc[m][c]);
+          acc[m][c] = fmaf(sf[c], f2.x + f2.y, acc[m][c]);
+        }
+    }
+  }
+
+  // The 4 row groups of a warp (lanes cl, cl + 8, cl + 16, cl + 24), then the 8 warps through shared memory.
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 8);
+      acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 16);
+    }
+  __syncthreads();  // the staged x is dead
+  float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][32]
+  if (rg == 0) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+      *reinterpret_cast<float4*>(red + (warp * MT + m) * quant_gemv_full_cols + cl * 4) =
+          make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+  }
+  __syncthreads();
+  if (tid < MT * quant_gemv_full_cols) {
+    const int m = tid / quant_gemv_full_cols, col = tid % quant_gemv_full_cols;
+    const int n = blockIdx.x * quant_gemv_full_cols + col;
+    if (m < p.M && n < p.N) {
+      float v = 0.f;
+#pragma unroll
+      for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * quant_gemv_full_cols + col];
+      p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
+    }
+  }
+}
+
+}  // namespace revolta
