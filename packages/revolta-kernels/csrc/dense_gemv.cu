@@ -48,6 +48,24 @@ cudaError_t launch_dense_mt(const DenseGemvParams& p, int mt, cudaStream_t strea
   }
 }
 
+template <int MT, int R, int W>
+cudaError_t launch_dense_norm(const DenseGemvNormParams& p, cudaStream_t stream) {
+  const int blocks = (p.N + R - 1) / R;
+  return launch(dense_gemv_norm_kernel<MT, R, W>, dim3(blocks), dim3(W * 32), 0, stream, p);
+}
+
+template <int MT>
+cudaError_t launch_dense_norm_rw(const DenseGemvNormParams& p, cudaStream_t stream) {
+  if constexpr (MT >= 8) {
+    return g_dense_warps == 4 ? launch_dense_norm<MT, 4, 4>(p, stream) : launch_dense_norm<MT, 4, 8>(p, stream);
+  } else {
+    if (dense_rows(MT) == 4) {
+      return g_dense_warps == 4 ? launch_dense_norm<MT, 4, 4>(p, stream) : launch_dense_norm<MT, 4, 8>(p, stream);
+    }
+    return g_dense_warps == 4 ? launch_dense_norm<MT, 8, 4>(p, stream) : launch_dense_norm<MT, 8, 8>(p, stream);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -87,6 +105,28 @@ int revolta_dense_gemv_plan(int M, int* info) {
   info[0] = g_dense_warps;
   info[1] = dense_rows(mt);
   return cudaSuccess;
+}
+
+// The GEMV with the pre-norm in front (dense_gemv_norm_kernel): h = x + residual (h = x if residual is
+// null), out = rms_norm(h) * g @ w^T with g = norm_w (+ 1 if zero_centered); h written to h_out (block 0).
+// x, residual, h_out: contiguous [M, K]; norm_w [K]; M <= 8, K % 8 == 0, 16-byte aligned pointers.
+int revolta_dense_gemv_norm(void* out, void* h_out, const void* x, const void* residual, const void* norm_w,
+                            const void* w, int M, int N, int K, float eps, int zero_centered, cudaStream_t stream) {
+  if (M == 0) return cudaSuccess;
+  if (M < 0 || M > kDenseMaxM || N <= 0 || K <= 0 || K % 8 || !h_out || !x || !norm_w || !w)
+    return cudaErrorInvalidValue;
+  DenseGemvNormParams p{static_cast<const __half*>(x), static_cast<const __half*>(residual),
+                        static_cast<const __half*>(norm_w), static_cast<const __half*>(w),
+                        static_cast<__half*>(out), static_cast<__half*>(h_out), M, N, K, eps, zero_centered ? 1 : 0};
+  const int mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
+  cudaError_t e;
+  switch (mt) {
+    case 1: e = launch_dense_norm_rw<1>(p, stream); break;
+    case 2: e = launch_dense_norm_rw<2>(p, stream); break;
+    case 4: e = launch_dense_norm_rw<4>(p, stream); break;
+    default: e = launch_dense_norm_rw<8>(p, stream); break;
+  }
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // extern "C"

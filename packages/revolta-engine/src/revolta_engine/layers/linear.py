@@ -11,6 +11,10 @@ SiLU-and-mul fused into the skinny int4/int8 kernel's activation staging) at M <
 turns that off. The dense fused variant exists (``dense_linear(silu=True)``) but is off by default
 (``REVOLTA_FUSED_SILU_DENSE=1`` turns it on): every block of the dense GEMV recomputes the activation of the
 whole K, which measured slower (33.2 us) than the separate silu_and_mul kernel plus the GEMV (~29 us).
+Where the GEMV runs, a pre-norm block's first projection (:meth:`Linear.forward_prenorm`: Llama's qkv and
+gate_up, the hybrid models' GDN in_proj, attention qkv and dense MLP gate_up) also computes the residual add +
+RMSNorm in front of it (``revolta::dense_linear_add_rms_norm``), so no separate norm kernel runs;
+``REVOLTA_FUSED_NORM=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -49,13 +53,17 @@ def _uses_dense_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def _dense_fuses_norm(inp: AddNorm, weight: torch.Tensor) -> bool:
-    """Whether the skinny fp16 GEMV computes ``inp``'s add + norm while it stages its activations."""
-    return False
+    """Whether the skinny fp16 GEMV computes ``inp``'s add + norm while it stages its activations: where the GEMV
+    runs at all (:func:`_uses_dense_gemv`), with an fp16 norm weight and residual of ``x``'s shape."""
+    x, res, g = inp.x, inp.residual, inp.norm.weight
+    return (_uses_dense_gemv(x, weight) and g.dtype == torch.float16 and g.shape == (x.shape[-1],) and g.is_cuda
+            and (res is None or (res.dtype == torch.float16 and res.shape == x.shape and res.is_cuda)))
 
 
 def _dense_prenorm(inp: AddNorm, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(norm(h) @ weight.T, h)`` in the skinny fp16 GEMV."""
-    raise NotImplementedError("the fp16 GEMV does not fuse the norm yet")
+    """``(norm(h) @ weight.T, h)`` in the skinny fp16 GEMV (``revolta::dense_linear_add_rms_norm``)."""
+    norm = inp.norm
+    return ops_quant.dense_linear_add_rms_norm(inp.x, inp.residual, norm.weight, norm.eps, norm.zero_centered, weight)
 
 
 def dense_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
