@@ -347,33 +347,46 @@ def dense_norm_section(copy_gbs: float) -> dict:
         ws = [(torch.randn(n, k, device="cuda") * 0.02).half() for _ in range(max(copies(nb), 4))]
         g = (torch.randn(k, device="cuda") * 0.1).half()
         row: dict = {"name": name, "N": n, "K": k, "weight_bytes": nb}
+        variants = (("fused", True, 2), ("fused_v1", True, 1), ("separate", False, 2))
         for m in (1, 2):
             st = {"x": torch.randn(m, k, device="cuda").half(), "h": torch.randn(m, k, device="cuda").half(),
                   "y": torch.randn(m, n, device="cuda").half()}
-            for fused in (True, False):
-                key = f"m{m}_{'fused' if fused else 'separate'}_indep_us"
-                row[key] = both_pdl(lambda fused=fused, st=st, ws=ws, g=g, k=k: _norm_calls(ws * 2, g, st, fused, False, k))
-        for fused in (True, False):
+            for label, fused, var in variants:
+                native_quant.dense_norm_variant(var)
+                row[f"m{m}_{label}_indep_us"] = both_pdl(
+                    lambda fused=fused, st=st, ws=ws, g=g, k=k: _norm_calls(ws * 2, g, st, fused, False, k))
+        for label, fused, var in variants:
+            native_quant.dense_norm_variant(var)
             st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
-            row[f"m1_{'fused' if fused else 'separate'}_chain_us"] = both_pdl(
+            row[f"m1_{label}_chain_us"] = both_pdl(
                 lambda fused=fused, st=st, ws=ws, g=g, k=k: _norm_calls(ws * 2, g, st, fused, True, k))
+        native_quant.dense_norm_variant(0)
         nbm = nb + (3 * k + n) * 2
         row["m1_chain_pdl_frac_copy"] = {v: nbm / row[f"m1_{v}_chain_us"]["pdl"] / 1e3 / copy_gbs
-                                         for v in ("fused", "separate")}
+                                         for v in ("fused", "fused_v1", "separate")}
         row["m1_chain_pdl_saved_us"] = row["m1_separate_chain_us"]["pdl"] - row["m1_fused_chain_us"]["pdl"]
         sweep = {}
-        for warps, rows in ((8, 4), (4, 4), (8, 8), (4, 8)):
-            native_quant.dense_tune(warps, rows)
-            st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
-            sweep[f"{warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, True, True, k))
+        for var in (2, 1):
+            native_quant.dense_norm_variant(var)
+            for warps, rows in ((8, 4), (4, 4), (8, 8), (4, 8)):
+                native_quant.dense_tune(warps, rows)
+                st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
+                sweep[f"v{var} {warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, True, True, k))
+                st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
+                if var == 2:
+                    sweep[f"separate {warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, False, True, k))
         native_quant.dense_tune()
-        row["m1_fused_chain_pdl_us_by_warps_rows"] = sweep
+        native_quant.dense_norm_variant(0)
+        row["m1_chain_pdl_us_by_variant_warps_rows"] = sweep
         res["shapes"].append(row)
-        print(f"norm+gemv {name:20s} {n:6d}x{k:5d} M=1 chain PDL: fused {row['m1_fused_chain_us']['pdl']:6.2f} us "
-              f"vs separate {row['m1_separate_chain_us']['pdl']:6.2f} us (no PDL {row['m1_fused_chain_us']['nopdl']:.2f} "
-              f"vs {row['m1_separate_chain_us']['nopdl']:.2f}); indep M=1 {row['m1_fused_indep_us']['pdl']:.2f} vs "
-              f"{row['m1_separate_indep_us']['pdl']:.2f}, M=2 {row['m2_fused_indep_us']['pdl']:.2f} vs "
-              f"{row['m2_separate_indep_us']['pdl']:.2f}; fused by (warps,rows) {sweep}", flush=True)
+        def fmt(key, row=row):
+            return "/".join(f"{row[f'{key.format(v)}']['pdl']:.2f}" for v in ("fused", "fused_v1", "separate"))
+
+        print(f"norm+gemv {name:20s} {n:6d}x{k:5d} PDL, us, v2/v1/separate: M=1 chain {fmt('m1_{}_chain_us')} "
+              f"(no PDL {row['m1_fused_chain_us']['nopdl']:.2f}/{row['m1_fused_v1_chain_us']['nopdl']:.2f}/"
+              f"{row['m1_separate_chain_us']['nopdl']:.2f}); indep M=1 {fmt('m1_{}_indep_us')}, "
+              f"M=2 {fmt('m2_{}_indep_us')}; chain by variant/shape {json.dumps({a: round(b, 2) for a, b in sweep.items()})}",
+              flush=True)
         del ws
     for k in (2048, 4096):  # the norm kernel alone, chained through its residual output
         g = (torch.randn(k, device="cuda") * 0.1).half()
@@ -421,9 +434,11 @@ def llama8b_norm_section(copy_gbs: float, layers: int = 32) -> dict:
         return out
 
     res: dict = {}
-    for fused in (False, True):
+    for label, fused, var in (("separate", False, 2), ("fused", True, 2), ("fused_v1", True, 1)):
+        native_quant.dense_norm_variant(var)
         t = both_pdl(lambda fused=fused: calls(fused))
-        res[f"{'fused' if fused else 'separate'}_norm_ms"] = {key: us * len(calls(fused)) / 1e3 for key, us in t.items()}
+        res[f"{label}_norm_ms"] = {key: us * len(calls(fused)) / 1e3 for key, us in t.items()}
+    native_quant.dense_norm_variant(0)
     res["bytes"] = layers * sum(n * k * 2 for n, k, _ in DENSE_SHAPES)
     res["fused_pdl_frac_copy"] = res["bytes"] / (res["fused_norm_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs
     res["separate_pdl_frac_copy"] = res["bytes"] / (res["separate_norm_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs

@@ -54,15 +54,49 @@ cudaError_t launch_dense_norm(const DenseGemvNormParams& p, cudaStream_t stream)
   return launch(dense_gemv_norm_kernel<MT, R, W>, dim3(blocks), dim3(W * 32), 0, stream, p);
 }
 
+// Variant of the fused add + RMSNorm GEMV: 1 = one pass, norm recomputed per 4-row block; 2 (default) = the
+// norm staged once per resident block in shared memory (exactly the norm kernel's arithmetic), persistent GEMV.
+constexpr int kDenseNormDefaultVariant = 2;
+constexpr size_t kDenseNormMaxStage = 80 * 1024;  // variant 2's M x K fp16 staging (Volta: <= 96 KB per block)
+int g_dense_norm_variant = kDenseNormDefaultVariant;
+
+template <int MT, int R, int W>
+cudaError_t launch_dense_norm2(const DenseGemvNormParams& p, cudaStream_t stream) {
+  auto kernel = dense_gemv_norm2_kernel<MT, R, W>;
+  const size_t smem = static_cast<size_t>(p.M) * p.K * 2;
+  static size_t opted = 48 * 1024;  // per instantiation: the dynamic shared memory it may use
+  if (smem > opted) {
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kDenseNormMaxStage)))
+      return e;
+    opted = kDenseNormMaxStage;
+  }
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaError_t e = cudaGetDevice(&dev)) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) return e;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, W * 32, smem)) return e;
+  const long long groups = (p.N + R - 1) / R;
+  const long long resident = static_cast<long long>(sms) * (per_sm > 0 ? per_sm : 1);
+  const int blocks = static_cast<int>(groups < resident ? groups : resident);
+  return launch(kernel, dim3(blocks), dim3(W * 32), smem, stream, p);
+}
+
+template <int MT, int R, int W>
+cudaError_t launch_dense_norm_v(const DenseGemvNormParams& p, cudaStream_t stream) {
+  if (g_dense_norm_variant == 2 && static_cast<size_t>(p.M) * p.K * 2 <= kDenseNormMaxStage)
+    return launch_dense_norm2<MT, R, W>(p, stream);
+  return launch_dense_norm<MT, R, W>(p, stream);
+}
+
 template <int MT>
 cudaError_t launch_dense_norm_rw(const DenseGemvNormParams& p, cudaStream_t stream) {
   if constexpr (MT >= 8) {
-    return g_dense_warps == 4 ? launch_dense_norm<MT, 4, 4>(p, stream) : launch_dense_norm<MT, 4, 8>(p, stream);
+    return g_dense_warps == 4 ? launch_dense_norm_v<MT, 4, 4>(p, stream) : launch_dense_norm_v<MT, 4, 8>(p, stream);
   } else {
     if (dense_rows(MT) == 4) {
-      return g_dense_warps == 4 ? launch_dense_norm<MT, 4, 4>(p, stream) : launch_dense_norm<MT, 4, 8>(p, stream);
+      return g_dense_warps == 4 ? launch_dense_norm_v<MT, 4, 4>(p, stream) : launch_dense_norm_v<MT, 4, 8>(p, stream);
     }
-    return g_dense_warps == 4 ? launch_dense_norm<MT, 8, 4>(p, stream) : launch_dense_norm<MT, 8, 8>(p, stream);
+    return g_dense_warps == 4 ? launch_dense_norm_v<MT, 8, 4>(p, stream) : launch_dense_norm_v<MT, 8, 8>(p, stream);
   }
 }
 
@@ -127,6 +161,13 @@ int revolta_dense_gemv_norm(void* out, void* h_out, const void* x, const void* r
     default: e = launch_dense_norm_rw<8>(p, stream); break;
   }
   return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// Which fused add + RMSNorm GEMV later calls use: 1 or 2 (other = the default, 2); returns the variant now set.
+// Variant 2 takes calls with M x K x 2 bytes <= 80 KB; larger ones run variant 1.
+int revolta_dense_gemv_norm_variant(int variant) {
+  g_dense_norm_variant = variant == 1 || variant == 2 ? variant : kDenseNormDefaultVariant;
+  return g_dense_norm_variant;
 }
 
 }  // extern "C"

@@ -48,8 +48,9 @@ def kernels() -> list[Kernel]:
                     ks.append(Kernel(f"dense gemv m<={mt} r{rows} w{warps}{' silu' * (act == 'true')}",
                                      f"&revolta::dense_gemv_kernel<{mt}, {rows}, {warps}, {act}>", False, None))
             for warps in (4, 8):  # with the residual add + RMSNorm in front
-                ks.append(Kernel(f"dense gemv norm m<={mt} r{rows} w{warps}",
-                                 f"&revolta::dense_gemv_norm_kernel<{mt}, {rows}, {warps}>", False, None))
+                for v in ("", "2"):  # variant 2 stages M x K fp16 in dynamic shared memory (<= 80 KB, launcher)
+                    ks.append(Kernel(f"dense gemv norm{v} m<={mt} r{rows} w{warps}",
+                                     f"&revolta::dense_gemv_norm{v}_kernel<{mt}, {rows}, {warps}>", False, None))
     return ks
 
 

@@ -288,6 +288,15 @@ def dense_linear_add_rms_norm(x, residual, norm_weight, eps, zero_centered, weig
     return out.view(*x.shape[:-1], n), h.view(x.shape)
 
 
+def dense_norm_variant(variant: int = 0) -> int:
+    """Which fused add + RMSNorm GEMV later calls launch: 1 = one pass, the norm recomputed in every 4-row block;
+    2 = the norm staged once per resident block in shared memory with the norm kernel's exact arithmetic, then a
+    persistent GEMV (the default; calls with M x K x 2 bytes > 80 KB run 1). 0 = the default. Returns the variant
+    now set. ``REVOLTA_DENSE_NORM_VARIANT`` applies the same at import."""
+    assert native.LIB is not None
+    return int(native.LIB.revolta_dense_gemv_norm_variant(variant))
+
+
 def _register_dense_norm(lib) -> None:
     """Register the fused op where the library has it (an older library keeps the reference composition)."""
     fn = getattr(lib, "revolta_dense_gemv_norm", None)
@@ -295,4 +304,10 @@ def _register_dense_norm(lib) -> None:
         return
     fn.argtypes = _NORM_SIGNATURE
     fn.restype = _c_int
+    if (var := getattr(lib, "revolta_dense_gemv_norm_variant", None)) is not None:
+        var.argtypes = [_c_int]
+        var.restype = _c_int
+        if spec := os.environ.get("REVOLTA_DENSE_NORM_VARIANT"):
+            var(int(spec))
+            logger.info("fused add + RMSNorm GEMV variant set by REVOLTA_DENSE_NORM_VARIANT=%s", spec)
     ops_quant.dense_linear_add_rms_norm.register_kernel("cuda")(dense_linear_add_rms_norm)
