@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,compute_cap,clocks.sm,clocks.mem --format=csv,nohead
 python3 -c 'import revolta_kernels as r; print(r.native_status())'
 PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
 
-timeout "${T_KTEST:-70}" $PYTEST packages/revolta-kernels/tests/test_dense_norm_gpu.py packages/revolta-kernels/tests/test_gemv_gpu.py \
+timeout "${T_KTEST:-80}" $PYTEST packages/revolta-kernels/tests/test_dense_norm_gpu.py packages/revolta-kernels/tests/test_gemv_gpu.py \
   -k "norm or dense" --maxfail=20 >"$OUT/kernel_tests.log" 2>&1
 echo "[${SECONDS}s] kernel GPU tests rc=$?"; tail -1 "$OUT/kernel_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/kernel_tests.log" | head -15
 
@@ -46,6 +46,19 @@ for k in [r for i, r in enumerate(rows) if i < 10 or "norm" in r["kernel"] or "g
     print(f"{k['us_per_call']:8.1f} us x{k['count_per_call']:5.1f}  {k['kernel'][:90]}")
 PY
 done
+
+# variant 1 of the fused kernel end to end, if time is left
+if [ "$SECONDS" -lt 170 ]; then
+  REVOLTA_DENSE_NORM_VARIANT=1 timeout 30 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --decode-only \
+    --concurrency 1 --prefill-len 1024 --out /tmp/v/llama_fp16_fusednorm_v1.json >/tmp/v/llama_fp16_fusednorm_v1.log 2>&1
+  echo "[${SECONDS}s] llama fp16 e2e REVOLTA_DENSE_NORM_VARIANT=1 rc=$?"
+  grep -E '"(batch1_decode|batch1_fraction)' /tmp/v/llama_fp16_fusednorm_v1.json
+fi
+if [ "$SECONDS" -lt 195 ]; then
+  REVOLTA_DENSE_NORM_VARIANT=1 timeout 30 python3 benchmarks/hybrid_e2e.py --out /tmp/v/hybrid_fusednorm_v1.json >/tmp/v/hybrid_fusednorm_v1.log 2>&1
+  echo "[${SECONDS}s] hybrid e2e REVOLTA_DENSE_NORM_VARIANT=1 rc=$?"
+  grep -oE '"(batch1_decode_tok_s|graph_forward_ms)": [0-9.]+' /tmp/v/hybrid_fusednorm_v1.json
+fi
 
 python3 - "$OUT/results.json" /tmp/v/*.json <<'PY'
 import json, pathlib, sys
