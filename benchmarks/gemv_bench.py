@@ -338,7 +338,8 @@ def _norm_calls(ws, g, state, fused: bool, chain: bool, k: int):
 
 def dense_norm_section(copy_gbs: float) -> dict:
     """The fp16 GEMV with the residual add + RMSNorm fused in (``dense_linear_add_rms_norm``) against the
-    separate ``fused_add_rms_norm`` kernel + the GEMV, per call in CUDA graphs, cold weights, PDL off / on;
+    separate ``fused_add_rms_norm`` kernel + the GEMV (``fused`` = the default variant 1 and block shape,
+    ``fused_v2`` = variant 2), per call in CUDA graphs, cold weights, PDL off / on;
     ``indep`` = same x and residual every call, ``chain`` (M=1) = each call's x and residual come from the
     previous call. Then the norm kernel alone (chained), and a block-shape sweep of the fused chain."""
     res: dict = {"shapes": []}
@@ -347,7 +348,7 @@ def dense_norm_section(copy_gbs: float) -> dict:
         ws = [(torch.randn(n, k, device="cuda") * 0.02).half() for _ in range(max(copies(nb), 4))]
         g = (torch.randn(k, device="cuda") * 0.1).half()
         row: dict = {"name": name, "N": n, "K": k, "weight_bytes": nb}
-        variants = (("fused", True, 2), ("fused_v1", True, 1), ("separate", False, 2))
+        variants = (("fused", True, 1), ("fused_v2", True, 2), ("separate", False, 1))
         for m in (1, 2):
             st = {"x": torch.randn(m, k, device="cuda").half(), "h": torch.randn(m, k, device="cuda").half(),
                   "y": torch.randn(m, n, device="cuda").half()}
@@ -363,27 +364,27 @@ def dense_norm_section(copy_gbs: float) -> dict:
         native_quant.dense_norm_variant(0)
         nbm = nb + (3 * k + n) * 2
         row["m1_chain_pdl_frac_copy"] = {v: nbm / row[f"m1_{v}_chain_us"]["pdl"] / 1e3 / copy_gbs
-                                         for v in ("fused", "fused_v1", "separate")}
+                                         for v in ("fused", "fused_v2", "separate")}
         row["m1_chain_pdl_saved_us"] = row["m1_separate_chain_us"]["pdl"] - row["m1_fused_chain_us"]["pdl"]
         sweep = {}
         for var in (2, 1):
-            native_quant.dense_norm_variant(var)
             for warps, rows in ((8, 4), (4, 4), (8, 8), (4, 8)):
-                native_quant.dense_tune(warps, rows)
+                native_quant.dense_norm_variant(var, warps, rows)  # the fused kernel's own block shape
                 st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
                 sweep[f"v{var} {warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, True, True, k))
-                st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
                 if var == 2:
+                    native_quant.dense_tune(warps, rows)  # the unfused GEMV's
+                    st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
                     sweep[f"separate {warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, False, True, k))
         native_quant.dense_tune()
         native_quant.dense_norm_variant(0)
         row["m1_chain_pdl_us_by_variant_warps_rows"] = sweep
         res["shapes"].append(row)
         def fmt(key, row=row):
-            return "/".join(f"{row[f'{key.format(v)}']['pdl']:.2f}" for v in ("fused", "fused_v1", "separate"))
+            return "/".join(f"{row[f'{key.format(v)}']['pdl']:.2f}" for v in ("fused", "fused_v2", "separate"))
 
-        print(f"norm+gemv {name:20s} {n:6d}x{k:5d} PDL, us, v2/v1/separate: M=1 chain {fmt('m1_{}_chain_us')} "
-              f"(no PDL {row['m1_fused_chain_us']['nopdl']:.2f}/{row['m1_fused_v1_chain_us']['nopdl']:.2f}/"
+        print(f"norm+gemv {name:20s} {n:6d}x{k:5d} PDL, us, v1/v2/separate: M=1 chain {fmt('m1_{}_chain_us')} "
+              f"(no PDL {row['m1_fused_chain_us']['nopdl']:.2f}/{row['m1_fused_v2_chain_us']['nopdl']:.2f}/"
               f"{row['m1_separate_chain_us']['nopdl']:.2f}); indep M=1 {fmt('m1_{}_indep_us')}, "
               f"M=2 {fmt('m2_{}_indep_us')}; chain by variant/shape {json.dumps({a: round(b, 2) for a, b in sweep.items()})}",
               flush=True)
@@ -434,7 +435,7 @@ def llama8b_norm_section(copy_gbs: float, layers: int = 32) -> dict:
         return out
 
     res: dict = {}
-    for label, fused, var in (("separate", False, 2), ("fused", True, 2), ("fused_v1", True, 1)):
+    for label, fused, var in (("separate", False, 1), ("fused", True, 1), ("fused_v2", True, 2)):
         native_quant.dense_norm_variant(var)
         t = both_pdl(lambda fused=fused: calls(fused))
         res[f"{label}_norm_ms"] = {key: us * len(calls(fused)) / 1e3 for key, us in t.items()}

@@ -124,6 +124,7 @@ def test_dense_fuses_norm_rule_without_a_gpu(monkeypatch):
     from revolta_engine.layers.norm import AddNorm
 
     monkeypatch.setattr(linear_mod, "_uses_dense_gemv", lambda x, w: linear_mod._rows(x) <= linear_mod.DENSE_GEMV_MAX_M)
+    monkeypatch.setattr(linear_mod, "FUSED_NORM_DENSE", True)
     w = torch.empty(24, 64, dtype=torch.float16)
 
     class FakeCuda(torch.Tensor):
@@ -136,22 +137,26 @@ def test_dense_fuses_norm_rule_without_a_gpu(monkeypatch):
         return SimpleNamespace(weight=t(k, dtype=dtype), eps=1e-6, zero_centered=False)
 
     assert linear_mod._dense_fuses_norm(AddNorm(t(1, 64), t(1, 64), norm()), w)
-    assert linear_mod._dense_fuses_norm(AddNorm(t(2, 64), None, norm()), w)
+    assert linear_mod._dense_fuses_norm(AddNorm(t(1, 64), None, norm()), w)
+    assert not linear_mod._dense_fuses_norm(AddNorm(t(2, 64), None, norm()), w)  # one row only (H200 rule)
     assert not linear_mod._dense_fuses_norm(AddNorm(t(1, 64), t(1, 64, dtype=torch.float32), norm()), w)
     assert not linear_mod._dense_fuses_norm(AddNorm(t(1, 64), t(2, 64), norm()), w)
     assert not linear_mod._dense_fuses_norm(AddNorm(t(linear_mod.DENSE_GEMV_MAX_M + 1, 64), None, norm()), w)
     assert not linear_mod._dense_fuses_norm(AddNorm(t(1, 64), t(1, 64), norm(torch.float32)), w)
     assert not linear_mod._dense_fuses_norm(AddNorm(t(1, 64), t(1, 64), norm(k=32)), w)
+    monkeypatch.setattr(linear_mod, "FUSED_NORM_DENSE", False)
+    assert not linear_mod._dense_fuses_norm(AddNorm(t(1, 64), t(1, 64), norm()), w)
 
 
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("m", [1, 2, 3, 9])
 @pytest.mark.parametrize(("residual", "zero_centered"), [(True, False), (True, True), (False, True)])
-def test_cuda_prenorm_matches_unfused(m, residual, zero_centered):
+def test_cuda_prenorm_matches_unfused(m, residual, zero_centered, monkeypatch):
+    monkeypatch.setattr(linear_mod, "FUSED_NORM_DENSE", linear_mod.FUSED_NORM)  # the opt-in path, forced on
     layer = _dense(4096, 1536, "cuda", torch.float16)
     inp = _addnorm(m, 4096, "cuda", torch.float16, residual, zero_centered)
-    assert layer.fuses_norm(inp) == (m <= linear_mod.DENSE_GEMV_MAX_M and linear_mod.FUSED_NORM)
+    assert layer.fuses_norm(inp) == (m == 1 and linear_mod.DENSE_GEMV_MAX_M >= 1 and linear_mod.FUSED_NORM)
     normed, h = inp.run()
     y, h2 = layer.forward_prenorm(inp)
     assert torch.equal(h2, h)

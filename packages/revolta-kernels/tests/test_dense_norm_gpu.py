@@ -8,8 +8,8 @@ of test_gemv_gpu.py against ``a @ W^T`` with ``a`` = the reference's fp16 normed
 < 1 ulp = 2^-11 relative per activation, inside the first term) and relative L2 error <= 2e-3. Outputs are
 poisoned (NaN in the allocator) before each call. A chain of dependent calls (each output feeding the next
 call's x, h its residual) checks the PDL ordering step by step, eagerly and in a CUDA graph. Both kernel variants
-(1: one pass; 2: the norm staged in shared memory, persistent GEMV) run every test; variant 2 must also equal the
-unfused native ops (the norm kernel, then the dense GEMV) bit for bit.
+(1, the default: one pass; 2: the norm staged in shared memory, persistent GEMV) run every test; variant 2 must also
+equal the unfused native ops (the norm kernel, then the dense GEMV with the same block shape) bit for bit.
 """
 
 from __future__ import annotations
@@ -93,14 +93,14 @@ def test_dense_norm_matches_reference(k, n, m, residual, zero_centered, variant)
 @pytest.mark.parametrize("m", [1, 2, 8])
 def test_dense_norm_block_shapes(warps, rows, m, variant):
     try:
-        native_quant.dense_tune(warps, rows)
+        native_quant.dense_norm_variant(variant, warps, rows)
         for k, n in ((4096, 6144), (264, 3), (2048, 13)):
             x, res, g, w = case(m, k, n, True, True, seed=warps * rows + m + k)
             poison(m * (n + k))
             got, h = ops_quant.dense_linear_add_rms_norm(x, res, g, EPS, True, w)
             assert_close(got, h, x, res, g, w, True)
     finally:
-        native_quant.dense_tune()
+        native_quant.dense_norm_variant(0)
 
 
 def test_dense_norm_leading_dims_unaligned_and_fallbacks():
@@ -165,16 +165,17 @@ def test_dense_norm_dependent_chain_eager_and_graph(m, graph, variant):
         y, h = got, got_h
 
 
-@pytest.mark.parametrize(("warps", "rows"), [(0, 0), (4, 4), (4, 8)])
+@pytest.mark.parametrize(("warps", "rows"), [(8, 4), (4, 4), (4, 8)])
 @pytest.mark.parametrize(("residual", "zero_centered"), [(True, False), (True, True), (False, True)])
 @pytest.mark.parametrize("m", [1, 2, 5])
 @pytest.mark.parametrize(("k", "n"), SHAPES)
 def test_dense_norm_v2_equals_the_unfused_native_ops(k, n, m, residual, zero_centered, warps, rows):
-    """Variant 2 reproduces fused_add_rms_norm's (rms_norm's) kernel and the dense GEMV bit for bit."""
+    """Variant 2 reproduces fused_add_rms_norm's (rms_norm's) kernel and the dense GEMV (same block shape) bit for
+    bit."""
     from revolta_kernels import ops
 
     try:
-        assert native_quant.dense_norm_variant(2) == 2
+        assert native_quant.dense_norm_variant(2, warps, rows) == 2
         native_quant.dense_tune(warps, rows)
         x, res, g, w = case(m, k, n, residual, zero_centered, seed=k + n + m + 7)
         poison(m * (n + k))

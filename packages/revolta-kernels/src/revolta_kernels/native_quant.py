@@ -288,13 +288,15 @@ def dense_linear_add_rms_norm(x, residual, norm_weight, eps, zero_centered, weig
     return out.view(*x.shape[:-1], n), h.view(x.shape)
 
 
-def dense_norm_variant(variant: int = 0) -> int:
-    """Which fused add + RMSNorm GEMV later calls launch: 1 = one pass, the norm recomputed in every 4-row block;
-    2 = the norm staged once per resident block in shared memory with the norm kernel's exact arithmetic, then a
-    persistent GEMV (the default; calls with M x K x 2 bytes > 80 KB run 1). 0 = the default. Returns the variant
-    now set. ``REVOLTA_DENSE_NORM_VARIANT`` applies the same at import."""
+def dense_norm_variant(variant: int = 0, warps: int = 0, rows: int = 0) -> int:
+    """Which fused add + RMSNorm GEMV later calls launch, and its block shape. Variant 1 (default) = one pass, the
+    norm recomputed in every block (the normed activation is not rounded to fp16); 2 = the norm staged once per
+    resident block in shared memory with the norm kernel's exact arithmetic, then a persistent GEMV (with the
+    GEMV's block shape it equals the unfused ops bit for bit; calls with M x K x 2 bytes > 80 KB run 1). Warps
+    per block 4 or 8, weight rows per block 4 or 8 (0 = the defaults, 4 and 4). Returns the variant now set.
+    ``REVOLTA_DENSE_NORM_VARIANT="variant[,warps,rows]"`` applies the same at import."""
     assert native.LIB is not None
-    return int(native.LIB.revolta_dense_gemv_norm_variant(variant))
+    return int(native.LIB.revolta_dense_gemv_norm_variant(variant, warps, rows))
 
 
 def _register_dense_norm(lib) -> None:
@@ -305,9 +307,10 @@ def _register_dense_norm(lib) -> None:
     fn.argtypes = _NORM_SIGNATURE
     fn.restype = _c_int
     if (var := getattr(lib, "revolta_dense_gemv_norm_variant", None)) is not None:
-        var.argtypes = [_c_int]
+        var.argtypes = [_c_int, _c_int, _c_int]
         var.restype = _c_int
         if spec := os.environ.get("REVOLTA_DENSE_NORM_VARIANT"):
-            var(int(spec))
+            values = [int(v) for v in spec.split(",")]
+            var(*(values + [0, 0, 0])[:3])
             logger.info("fused add + RMSNorm GEMV variant set by REVOLTA_DENSE_NORM_VARIANT=%s", spec)
     ops_quant.dense_linear_add_rms_norm.register_kernel("cuda")(dense_linear_add_rms_norm)
