@@ -1,5 +1,5 @@
-"""Volta (sm_70) check of the quantized GEMM kernels (csrc/quant_gemm.cuh) and the skinny fp16 GEMV
-(csrc/dense_gemv.cuh), like tools/check_sm70.py.
+"""Volta (sm_70) check of the quantized GEMM kernels (csrc/quant_gemm.cuh) and the skinny fp16 GEMV with and
+without the fused add + RMSNorm (csrc/dense_gemv.cuh), like tools/check_sm70.py.
 
 Compiles every instantiation the library launches with NVRTC 12.9 to compute_70 PTX, assembles it with
 ``ptxas -v`` and disassembles it with cuobjdump (the helpers of check_sm70.py), then fails if the
@@ -54,6 +54,10 @@ def kernels() -> list[Kernel]:
                 for act in ("false", "true"):
                     ks.append(Kernel(f"dense gemv m<={mt} r{rows} w{warps}{' silu' * (act == 'true')}",
                                      f"&revolta::dense_gemv_kernel<{mt}, {rows}, {warps}, {act}>", False, None))
+            for warps in (4, 8):  # with the residual add + RMSNorm in front
+                for v in ("", "2"):  # variant 2 stages M x K fp16 in dynamic shared memory (<= 80 KB, launcher)
+                    ks.append(Kernel(f"dense gemv norm{v} m<={mt} r{rows} w{warps}",
+                                     f"&revolta::dense_gemv_norm{v}_kernel<{mt}, {rows}, {warps}>", False, None))
     return ks
 
 

@@ -290,6 +290,7 @@ def register() -> bool:
     ops_quant.quant_matmul_silu.register_kernel("cuda")(quant_matmul_silu)
     ops_quant.quant_matmul_add_rms_norm.register_kernel("cuda")(quant_matmul_add_rms_norm)
     ops_quant.dense_linear.register_kernel("cuda")(dense_linear)
+    _register_dense_norm(lib)
     if spec := os.environ.get("REVOLTA_QUANT_TUNE"):
         values = [int(v) for v in spec.split(",")]
         tune(*values)
@@ -298,3 +299,68 @@ def register() -> bool:
         dense_tune(*[int(v) for v in spec.split(",")])
         logger.info("fp16 GEMV block shape overridden by REVOLTA_DENSE_GEMV_TUNE=%s", spec)
     return True
+
+
+# The GEMV with the residual add + RMSNorm in front (revolta::dense_linear_add_rms_norm).
+_NORM_SIGNATURE = [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, ctypes.c_float, _c_int, _ptr]
+
+
+def dense_norm_supports(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor,
+                        weight: torch.Tensor) -> bool:
+    """Whether the native fused add + RMSNorm + GEMV takes this call (fp16, at most 8 rows, K % 8 == 0)."""
+    k = x.shape[-1]
+    return (
+        dense_supports(x, weight, False) and norm_weight.dtype == torch.float16 and norm_weight.shape == (k,)
+        and norm_weight.is_cuda
+        and (residual is None or (residual.dtype == torch.float16 and residual.shape == x.shape and residual.is_cuda))
+    )
+
+
+def dense_linear_add_rms_norm(x, residual, norm_weight, eps, zero_centered, weight):
+    if not dense_norm_supports(x, residual, norm_weight, weight):
+        if residual is None:
+            normed, h = ops.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
+        else:
+            normed, h = ops.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
+        return torch.nn.functional.linear(normed, weight), h
+    assert native.LIB is not None
+    n, k = weight.shape
+    x2 = _rows(x, k)
+    r2 = _rows(residual, k) if residual is not None else None
+    g = norm_weight if norm_weight.is_contiguous() and norm_weight.data_ptr() % 16 == 0 else norm_weight.clone()
+    out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
+    h = torch.empty((x2.shape[0], k), dtype=x.dtype, device=x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    check(native.LIB.revolta_dense_gemv_norm(out.data_ptr(), h.data_ptr(), x2.data_ptr(),
+                                             r2.data_ptr() if r2 is not None else None, g.data_ptr(),
+                                             weight.data_ptr(), x2.shape[0], n, k, float(eps), int(zero_centered),
+                                             stream))
+    return out.view(*x.shape[:-1], n), h.view(x.shape)
+
+
+def dense_norm_variant(variant: int = 0, warps: int = 0, rows: int = 0) -> int:
+    """Which fused add + RMSNorm GEMV later calls launch, and its block shape. Variant 1 (default) = one pass, the
+    norm recomputed in every block (the normed activation is not rounded to fp16); 2 = the norm staged once per
+    resident block in shared memory with the norm kernel's exact arithmetic, then a persistent GEMV (with the
+    GEMV's block shape it equals the unfused ops bit for bit; calls with M x K x 2 bytes > 80 KB run 1). Warps
+    per block 4 or 8, weight rows per block 4 or 8 (0 = the defaults, 4 and 4). Returns the variant now set.
+    ``REVOLTA_DENSE_NORM_VARIANT="variant[,warps,rows]"`` applies the same at import."""
+    assert native.LIB is not None
+    return int(native.LIB.revolta_dense_gemv_norm_variant(variant, warps, rows))
+
+
+def _register_dense_norm(lib) -> None:
+    """Register the fused op where the library has it (an older library keeps the reference composition)."""
+    fn = getattr(lib, "revolta_dense_gemv_norm", None)
+    if fn is None:
+        return
+    fn.argtypes = _NORM_SIGNATURE
+    fn.restype = _c_int
+    if (var := getattr(lib, "revolta_dense_gemv_norm_variant", None)) is not None:
+        var.argtypes = [_c_int, _c_int, _c_int]
+        var.restype = _c_int
+        if spec := os.environ.get("REVOLTA_DENSE_NORM_VARIANT"):
+            values = [int(v) for v in spec.split(",")]
+            var(*(values + [0, 0, 0])[:3])
+            logger.info("fused add + RMSNorm GEMV variant set by REVOLTA_DENSE_NORM_VARIANT=%s", spec)
+    ops_quant.dense_linear_add_rms_norm.register_kernel("cuda")(dense_linear_add_rms_norm)

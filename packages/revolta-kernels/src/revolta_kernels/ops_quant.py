@@ -108,3 +108,34 @@ def dense_linear(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> torch.Ten
 @dense_linear.register_fake
 def _(x, weight, silu):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                      zero_centered: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(norm(h), h)`` for ``h = x + residual`` (``revolta::fused_add_rms_norm``'s reference; ``h`` = a copy of ``x``
+    without a residual, as an op's output must not alias its input)."""
+    from revolta_kernels.reference import norm as ref_norm
+
+    if residual is None:
+        return ref_norm.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
+    return ref_norm.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
+
+
+@torch.library.custom_op(f"{LIB}::dense_linear_add_rms_norm", mutates_args=())
+def dense_linear_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                              zero_centered: bool, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(F.linear(rms_norm(h), weight), h)`` for ``h = x + residual`` (``h = x`` when ``residual`` is None; always
+    returned as a new tensor): a pre-norm block's residual add, RMSNorm and first projection (no bias).
+
+    Reference = ``revolta::fused_add_rms_norm`` (or ``rms_norm``) then ``F.linear``. The native CUDA kernel (fp16,
+    up to 8 rows) is the skinny GEMV computing the add and the norm while it stages its activations: ``h`` equals
+    the reference bit for bit, the output is within the GEMV's bound (the normed activation is not rounded to
+    fp16 before the products). Other calls run the two native ops.
+    """
+    normed, h = _add_rms_norm_ref(x, residual, norm_weight, eps, zero_centered)
+    return torch.nn.functional.linear(normed, weight), h
+
+
+@dense_linear_add_rms_norm.register_fake
+def _(x, residual, norm_weight, eps, zero_centered, weight):
+    return x.new_empty((*x.shape[:-1], weight.shape[0])), torch.empty_like(x)
