@@ -764,4 +764,254 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_down2_kernel(MoeParams p) 
   if (lane == 0) static_cast<T*>(p.out)[static_cast<size_t>(t) * p.H + n] = from_float<T>(sum);
 }
 
+// ------------------------------------------------------------------------------------------------ v3 kernels
+// The default decode path (REVOLTA_MOE_V3=0 goes back to v1). Chain: moe_router_norm (or moe_router) -> up3 ->
+// down (v2's down kernel, or v1's).
+//   router_norm: the residual add + RMSNorm before the block fused into the router GEMV: every block computes
+//           h = x + residual (rounded to T) and norm(h) for each token in shared memory with the exact
+//           arithmetic and summation order of fused_add_rms_norm_kernel (norm.cuh, launched with
+//           threads_for(H / 4) threads: `norm_threads` here), so h and the normed x are bit-identical to it;
+//           block 0 writes them to new tensors (the expert kernels read the normed x, the next layer h).
+//   up3:    v1's up kernel (two (gate, up) row pairs per warp, 66 registers, the whole grid resident), but the
+//           routing by one warp (moe_route_warp: ~0.5 us of shuffles) instead of v1's block-wide rank count
+//           (every thread compares its expert against all E logits: ~1.3K instructions per thread, in series
+//           before any routed row is requested), and optionally (PF_DOWN) an L2 prefetch of the routed and
+//           shared down rows of this token, split over the grid, so the down kernel streams from L2:
+//           PF_DOWN 1 = as soon as the routing is known, 2 = after this warp's dot products.
+struct MoeRouterNormParams {
+  const void* x;  // [T, H] (row stride x_stride): the block input (e.g. the attention output)
+  const void* residual;  // [T, H] (row stride res_stride)
+  const void* norm_w;  // [H]
+  const void* w;  // [E, H] router weight
+  void* logits;  // [T, E] contiguous
+  void* h_out;  // [T, H] contiguous: x + residual
+  void* normed_out;  // [T, H] contiguous: norm(h)
+  long long x_stride, res_stride;
+  float eps;
+  int tokens, H, E, norm_threads, zero_centered;
+};
+
+constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
+
+// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats. x, residual, norm_w
+// rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
+template <typename T>
+__global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(MoeRouterNormParams p) {
+  constexpr int RL = MoeLoads<T>::router;
+  constexpr int NT = kMoeRouterWarps * 32;
+  extern __shared__ float4 hs4[];
+  float* hs = reinterpret_cast<float*>(hs4);
+  __shared__ float vsum[32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int H = p.H, E = p.E, B = p.norm_threads;
+  const int e = blockIdx.x * kMoeRouterWarps + warp;
+  const T* row = static_cast<const T*>(p.w) + static_cast<size_t>(e < E ? e : 0) * H;
+  Pack8<T> w0[RL];  // the row's first 256 * RL elements, loaded before the wait (nobody writes the weights)
+#pragma unroll
+  for (int u = 0; u < RL; ++u) {
+    const int c = lane * 8 + u * 256;
+    if (e < E && c < H) w0[u].load(row + c);
+  }
+  pdl_trigger();
+  pdl_wait();  // x and residual come from earlier kernels; h_out / normed_out may still be read by them
+  const T* nw = static_cast<const T*>(p.norm_w);
+  const float zc = p.zero_centered ? 1.f : 0.f;
+  for (int t = 0; t < p.tokens; ++t) {
+    const T* xt = static_cast<const T*>(p.x) + t * p.x_stride;
+    const T* rt = static_cast<const T*>(p.residual) + t * p.res_stride;
+    for (int c = threadIdx.x * 8; c < H; c += NT * 8) {
+      Pack8<T> xv, rv;
+      xv.load(xt + c);
+      rv.load(rt + c);
+      float a[8], b[8], hv[8];
+      xv.get(a);
+      rv.get(b);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const T s = from_float<T>(a[i] + b[i]);  // as fused_add_rms_norm_kernel: rounded to T
+        hv[i] = to_float(s);
+        if (blockIdx.x == 0) static_cast<T*>(p.h_out)[static_cast<size_t>(t) * H + c + i] = s;
+      }
+      *reinterpret_cast<float4*>(hs + c) = make_float4(hv[0], hv[1], hv[2], hv[3]);
+      *reinterpret_cast<float4*>(hs + c + 4) = make_float4(hv[4], hv[5], hv[6], hv[7]);
+    }
+    __syncthreads();
+    // the reference kernel's sum of squares: thread vt of B sums its elements vt + j B (j < kNormRegs, then
+    // the rest), each warp of B threads reduces by warp_sum, then one warp_sum over the warp sums
+    for (int vw = warp; vw < B / 32; vw += kMoeRouterWarps) {
+      const int vt = vw * 32 + lane;
+      float ss = 0.f;
+#pragma unroll
+      for (int j = 0; j < kNormRegsMoe; ++j) {
+        const int i = vt + j * B;
+        const float v = i < H ? hs[i] : 0.f;
+        ss += v * v;
+      }
+      for (int i = vt + kNormRegsMoe * B; i < H; i += B) {
+        const float v = hs[i];
+        ss += v * v;
+      }
+      ss = warp_sum(ss);
+      if (lane == 0) vsum[vw] = ss;
+    }
+    __syncthreads();
+    float ss = lane < B / 32 ? vsum[lane] : 0.f;
+    ss = warp_sum(ss);
+    const float inv = rsqrtf(ss / static_cast<float>(H) + p.eps);
+    for (int c = threadIdx.x * 8; c < H; c += NT * 8) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float wv = to_float(nw[c + i]) + zc;
+        const T o = from_float<T>(hs[c + i] * inv * wv);
+        hs[c + i] = to_float(o);
+        if (blockIdx.x == 0) static_cast<T*>(p.normed_out)[static_cast<size_t>(t) * H + c + i] = o;
+      }
+    }
+    __syncthreads();
+    if (e < E) {  // the router dot (same order as moe_router_kernel)
+      float acc = 0.f;
+#pragma unroll
+      for (int u = 0; u < RL; ++u) {
+        const int c = lane * 8 + u * 256;
+        if (c < H) {
+          float a[8];
+          w0[u].get(a);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc = fmaf(a[i], hs[c + i], acc);
+        }
+      }
+      for (int base = 256 * RL; base < H; base += 256 * RL) {  // rows past 2048 (fp16)
+        Pack8<T> wr[RL];
+#pragma unroll
+        for (int u = 0; u < RL; ++u) {
+          const int c = base + lane * 8 + u * 256;
+          if (c < H) wr[u].load(row + c);
+        }
+#pragma unroll
+        for (int u = 0; u < RL; ++u) {
+          const int c = base + lane * 8 + u * 256;
+          if (c < H) {
+            float a[8];
+            wr[u].get(a);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc = fmaf(a[i], hs[c + i], acc);
+          }
+        }
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) static_cast<T*>(p.logits)[static_cast<size_t>(t) * E + e] = from_float<T>(acc);
+    }
+    __syncthreads();  // hs is rewritten for the next token
+  }
+}
+
+// Prefetch into L2 the down rows token t will read (K routed experts' [H, I] blocks, then the shared expert's
+// [H, Is] block), spread over `nthreads` threads (this one is `g`): one 128-byte line per step.
+template <typename T>
+__device__ __forceinline__ void moe_prefetch_down(const MoeParams& p, const int* ids, int g, int nthreads) {
+  const size_t routed_lines = static_cast<size_t>(p.H) * p.I * sizeof(T) / 128;
+  const size_t shared_lines = p.shared_w2 != nullptr ? static_cast<size_t>(p.H) * p.Is * sizeof(T) / 128 : 0;
+  const size_t total = routed_lines * p.K + shared_lines;
+  for (size_t L = g; L < total; L += nthreads) {
+    const size_t k = L / routed_lines;
+    const char* base = k < static_cast<size_t>(p.K)
+                           ? reinterpret_cast<const char*>(static_cast<const T*>(p.w2) +
+                                                           static_cast<size_t>(ids[k]) * p.H * p.I) +
+                                 (L - k * routed_lines) * 128
+                           : reinterpret_cast<const char*>(p.shared_w2) + (L - p.K * routed_lines) * 128;
+    moe_prefetch_l2(base);
+  }
+}
+
+// grid (ceil(items / (2 * kMoeWarps)), T) as moe_up_kernel. Router logits required (routing runs here).
+template <typename T, int PF_DOWN>
+__global__ void __launch_bounds__(kMoeWarps * 32) moe_up3_kernel(MoeParams p) {
+  extern __shared__ float4 xs4[];
+  float* xs = reinterpret_cast<float*>(xs4);
+  __shared__ int ids[kMoeMaxTopK];
+  __shared__ float wts[kMoeMaxTopK];
+  constexpr int kChunks = (kMoeMaxSmemFloats / 8 + kMoeWarps * 32 - 1) / (kMoeWarps * 32);
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const int gate_item = p.shared_w13 != nullptr ? total : -1;
+  const int items = total + (gate_item >= 0 ? 1 : 0);
+  const int first = (blockIdx.x * kMoeWarps + warp) * 2;
+  // the shared expert's rows do not depend on the routing: into L2 before the wait (see moe_up_kernel)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int j = first + i - routed;
+    if (j >= 0 && j < p.Is) {
+      const T* w = static_cast<const T*>(p.shared_w13);
+      moe_prefetch_row_l2(w + static_cast<size_t>(j) * p.H, static_cast<size_t>(p.H) * sizeof(T));
+      moe_prefetch_row_l2(w + static_cast<size_t>(p.Is + j) * p.H, static_cast<size_t>(p.H) * sizeof(T));
+    }
+  }
+  pdl_wait();  // x and the router logits come from earlier kernels
+  pdl_trigger();
+  const T* x = static_cast<const T*>(p.x) + t * p.x_stride;
+  Pack8<T> xr[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) xr[i].load(x + c);
+  }
+  if (warp == 0) {
+    moe_route_warp<T>(static_cast<const T*>(p.router_logits) + t * p.logits_stride, p.E, p.K, p.renormalize, ids,
+                      wts);
+    if (blockIdx.x == 0 && lane < p.K) {
+      p.topk_ids[t * p.K + lane] = ids[lane];
+      p.topk_weights[t * p.K + lane] = wts[lane];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) {
+      float f[8];
+      xr[i].get(f);
+      *reinterpret_cast<float4*>(xs + c) = make_float4(f[0], f[1], f[2], f[3]);
+      *reinterpret_cast<float4*>(xs + c + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  }
+  __syncthreads();
+  if (PF_DOWN == 1) moe_prefetch_down<T>(p, ids, blockIdx.x * kMoeWarps * 32 + threadIdx.x, gridDim.x * kMoeWarps * 32);
+  if (first < items) {
+    const T* rows[4] = {nullptr, nullptr, nullptr, nullptr};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int item = first + i;
+      if (item < routed) {
+        const int k = item / p.I, j = item % p.I;
+        const T* w = static_cast<const T*>(p.w13) + static_cast<size_t>(ids[k]) * 2 * p.I * p.H;
+        rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+        rows[2 * i + 1] = w + static_cast<size_t>(p.I + j) * p.H;
+      } else if (item < total) {
+        const int j = item - routed;
+        const T* w = static_cast<const T*>(p.shared_w13);
+        rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+        rows[2 * i + 1] = w + static_cast<size_t>(p.Is + j) * p.H;
+      } else if (item == gate_item && p.shared_gate != nullptr) {
+        rows[2 * i] = static_cast<const T*>(p.shared_gate);
+      }
+    }
+    float acc[4];
+    warp_dot_rows<T, 4, 2>(rows, xs, p.H, acc);
+    if (lane == 0) {
+      float* act = p.act + static_cast<size_t>(t) * total;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int item = first + i;
+        if (item < total) {
+          act[item] = moe_silu(acc[2 * i]) * acc[2 * i + 1];
+        } else if (item == gate_item) {
+          p.shared_scale[t] = p.shared_gate != nullptr ? 1.f / (1.f + expf(-acc[2 * i])) : 1.f;
+        }
+      }
+    }
+  }
+  if (PF_DOWN == 2) {
+    moe_prefetch_down<T>(p, ids, blockIdx.x * kMoeWarps * 32 + threadIdx.x, gridDim.x * kMoeWarps * 32);
+  }
+}
+
 }  // namespace revolta
