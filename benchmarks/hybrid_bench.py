@@ -222,8 +222,8 @@ def moe(bw: float, gen) -> dict:
 
 
 # MoE decode variants of revolta_moe_set_config: (v3, pf_down, down)
-MOE_VARIANTS = {"v1": (0, 0, 1), "v3_nopf_down1": (1, 0, 1), "v3_nopf_down2": (1, 0, 2),
-                "v3_pf1_down1": (1, 1, 1), "v3_pf1_down2": (1, 1, 2), "v3_pf2_down2": (1, 2, 2)}
+MOE_VARIANTS = {"v1": (0, 0, 1), "v3_nopf_down3": (1, 0, 3), "v3_nopf_down1": (1, 0, 1), "v1up_down3": (2, 0, 3),
+                "v3_pf1_down3": (1, 1, 3), "v3_pf2_down3": (1, 2, 3)}
 
 
 def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:

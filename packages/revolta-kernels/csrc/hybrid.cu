@@ -144,9 +144,11 @@ bool moe_v2() {
 }
 
 // The MoE decode variant (moe.cuh), from the environment at first use, changeable at run time for A/B
-// benchmarks (revolta_moe_set_config): v3 (REVOLTA_MOE_V3, default 1: up3 kernel, routing by one warp),
+// benchmarks (revolta_moe_set_config): v3 (REVOLTA_MOE_V3: 1 (default) the up3 kernel, 2 v1's up kernel with
+// the down kernel below, 0 v1's pair),
 // pf_down (REVOLTA_MOE_PF_DOWN: 0 none, 1 the up kernel prefetches the down rows into L2 once routed, 2 after
-// its dot products; only up to kMoePfDownMaxTokens tokens), down (REVOLTA_MOE_DOWN: 1 v1's down kernel, 2 v2's).
+// its dot products; only up to kMoePfDownMaxTokens tokens), down (REVOLTA_MOE_DOWN: 1 v1's down kernel, 2 v2's,
+// 3 down3: v1's with the first weight loads before the activation staging).
 struct MoeConfig {
   int v3, pf_down, down;
 };
@@ -156,7 +158,7 @@ int env_int(const char* name, int fallback) {
   return e != nullptr && *e != '\0' ? std::atoi(e) : fallback;
 }
 MoeConfig& moe_config() {
-  static MoeConfig c = {env_int("REVOLTA_MOE_V3", 1), env_int("REVOLTA_MOE_PF_DOWN", 1), env_int("REVOLTA_MOE_DOWN", 2)};
+  static MoeConfig c = {env_int("REVOLTA_MOE_V3", 1), env_int("REVOLTA_MOE_PF_DOWN", 0), env_int("REVOLTA_MOE_DOWN", 3)};
   return c;
 }
 
@@ -170,7 +172,9 @@ cudaError_t moe3(const MoeParams& p, cudaStream_t stream) {
   const dim3 down_grid((p.H + kMoeWarps - 1) / kMoeWarps, p.T);
   const int pf = p.T <= kMoePfDownMaxTokens ? cfg.pf_down : 0;
   cudaError_t err;
-  switch (pf) {
+  if (cfg.v3 == 2) {  // v1's up kernel with the configured down kernel (A/B)
+    err = hybrid_launch(moe_up_kernel<T, false>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p);
+  } else switch (pf) {
     case 1: err = hybrid_launch(moe_up3_kernel<T, 1>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p); break;
     case 2: err = hybrid_launch(moe_up3_kernel<T, 2>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p); break;
     default: err = hybrid_launch(moe_up3_kernel<T, 0>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p); break;
@@ -179,7 +183,10 @@ cudaError_t moe3(const MoeParams& p, cudaStream_t stream) {
   if (cfg.down == 1) {
     return hybrid_launch(moe_down_kernel<T, false>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
   }
-  return hybrid_launch(moe_down2_kernel<T>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
+  if (cfg.down == 2) {
+    return hybrid_launch(moe_down2_kernel<T>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
+  }
+  return hybrid_launch(moe_down3_kernel<T>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
 }
 
 template <typename T>

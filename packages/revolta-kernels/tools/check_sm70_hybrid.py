@@ -56,6 +56,9 @@ def kernels() -> list[Kernel]:
             k = Kernel(f"moe up3 pf{pf} {tn}", f"&revolta::moe_up3_kernel<{t}, {pf}>", False)
             k.smem_dynamic = MOE_DYNAMIC_SMEM
             ks.append(k)
+        k = Kernel(f"moe down3 {tn}", f"&revolta::moe_down3_kernel<{t}>", False)
+        k.smem_dynamic = MOE_DYNAMIC_SMEM
+        ks.append(k)
         k = Kernel(f"moe router+norm {tn}", f"&revolta::moe_router_norm_kernel<{t}>", False)
         k.smem_dynamic = MOE_DYNAMIC_SMEM
         ks.append(k)

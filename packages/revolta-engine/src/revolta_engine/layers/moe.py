@@ -17,9 +17,11 @@ from revolta_kernels import ops_hybrid
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
 MOE_FUSED_MAX_TOKENS = 256
 # the residual add + RMSNorm before the block runs inside the router kernel on the fused path up to this many
-# tokens (each router block recomputes the norm of every token); REVOLTA_MOE_ROUTER_NORM=0 turns it off (A/B)
+# tokens (every router block recomputes the norm of each token, one token after another: on the H200 the MoE
+# chain measured 2 us faster at batch 1, but slower from batch 2 on; benchmarks/results/moe/);
+# REVOLTA_MOE_ROUTER_NORM=0 turns it off (A/B)
 FUSED_ROUTER_NORM = os.environ.get("REVOLTA_MOE_ROUTER_NORM", "1") != "0"
-MOE_ROUTER_NORM_MAX_TOKENS = 64
+MOE_ROUTER_NORM_MAX_TOKENS = 1
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
