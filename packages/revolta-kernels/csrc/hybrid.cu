@@ -147,8 +147,10 @@ bool moe_v2() {
 // benchmarks (revolta_moe_set_config): v3 (REVOLTA_MOE_V3: 1 (default) the up3 kernel, 2 v1's up kernel with
 // the down kernel below, 0 v1's pair),
 // pf_down (REVOLTA_MOE_PF_DOWN: 0 none, 1 the up kernel prefetches the down rows into L2 once routed, 2 after
-// its dot products; only up to kMoePfDownMaxTokens tokens), down (REVOLTA_MOE_DOWN: 1 v1's down kernel, 2 v2's,
-// 3 down3: v1's with the first weight loads before the activation staging).
+// its dot products; only up to kMoePfDownMaxTokens tokens), down (REVOLTA_MOE_DOWN: 1 (default) v1's down kernel,
+// 2 v2's, 3 down3: v1's with the first weight loads before the activation staging). On the H200 (Qwen3.5-35B-A3B
+// MoE chain, batch 1, benchmarks/results/moe/run2): up3 + v1 down 30.1 us; v1 pair 33.3; up3 + down3 33.8;
+// v1 up + down3 36.8; with the down prefetch 36.0-36.6 (so pf_down 1/2, down 2/3 stay opt-in).
 struct MoeConfig {
   int v3, pf_down, down;
 };
@@ -158,7 +160,7 @@ int env_int(const char* name, int fallback) {
   return e != nullptr && *e != '\0' ? std::atoi(e) : fallback;
 }
 MoeConfig& moe_config() {
-  static MoeConfig c = {env_int("REVOLTA_MOE_V3", 1), env_int("REVOLTA_MOE_PF_DOWN", 0), env_int("REVOLTA_MOE_DOWN", 3)};
+  static MoeConfig c = {env_int("REVOLTA_MOE_V3", 1), env_int("REVOLTA_MOE_PF_DOWN", 0), env_int("REVOLTA_MOE_DOWN", 1)};
   return c;
 }
 

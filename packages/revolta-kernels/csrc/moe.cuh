@@ -765,8 +765,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_down2_kernel(MoeParams p) 
 }
 
 // ------------------------------------------------------------------------------------------------ v3 kernels
-// The default decode path (REVOLTA_MOE_V3=0 goes back to v1). Chain: moe_router_norm (or moe_router) -> up3 ->
-// down (v1's down kernel by default, or v2's).
+// The default decode path (REVOLTA_MOE_V3=0 goes back to v1). Chain: moe_router_norm (batch 1; else the norm
+// kernel and moe_router) -> up3 -> v1's down kernel (REVOLTA_MOE_DOWN=2/3: v2's / down3, both measured slower).
 //   router_norm: the residual add + RMSNorm before the block fused into the router GEMV: every block computes
 //           h = x + residual (rounded to T) and norm(h) for each token in shared memory with the exact
 //           arithmetic and summation order of fused_add_rms_norm_kernel (norm.cuh, launched with
@@ -1087,6 +1087,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32, kMoe3BlocksPerSm<T>) moe_up3_k
   }
 }
 
+// Opt-in (REVOLTA_MOE_DOWN=3): measured slower than v1's down kernel on the H200 (chain at batch 1: 33.8 us
+// against 30.1 with up3; benchmarks/results/moe/run2), although it starts its DRAM stream one L2 round earlier.
 // grid (ceil(H / kMoeWarps), T), dynamic smem K * I + Is floats: v1's down kernel (one output row per warp,
 // (expert, 256-column chunk) pieces 9 loads in flight, the same summation order, so bit-identical output), but
 // each warp reads the routing itself right after the wait and issues its first round of weight loads before

@@ -435,7 +435,7 @@ def test_decode_ops_replay_in_a_cuda_graph():
 
 # ---------------------------------------------------------------------------------- MoE v3 + fused router norm
 MOE_CONFIGS = {  # (v3, pf_down, down) of revolta_moe_set_config; the first is the default
-    "v3-nopf-down3": (1, 0, 3), "v3-nopf-down1": (1, 0, 1), "v3-pf1-down2": (1, 1, 2), "v3-pf2-down1": (1, 2, 1),
+    "v3-nopf-down1": (1, 0, 1), "v3-nopf-down3": (1, 0, 3), "v3-pf1-down2": (1, 1, 2), "v3-pf2-down1": (1, 2, 1),
     "v3-nopf-down2": (1, 0, 2), "v1": (0, 0, 1),
 }
 
@@ -486,7 +486,7 @@ def test_moe_router_norm_exact(dtype, tokens, h, e, zero_centered):
     (5, 60, 520, 40, 4, "ungated"),
 ])
 def test_moe_block_variants(moe_config, dtype, tokens, e, h, inter, k, shared):
-    if dtype != torch.float16 and moe_config != "v3-nopf-down3":
+    if dtype != torch.float16 and moe_config != "v3-nopf-down1":
         pytest.skip("bf16 / fp32 under the default variant only")
     gen = _gen(90 + tokens + e)
     w13, w2 = _experts(e, h, inter, dtype, gen)
