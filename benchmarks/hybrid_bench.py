@@ -221,16 +221,87 @@ def moe(bw: float, gen) -> dict:
             "rel_err_vs_reference": float((got.float() - want.float()).norm() / want.float().norm())}
 
 
+# MoE decode variants of revolta_moe_set_config: (v3, pf_down, down)
+MOE_VARIANTS = {"v1": (0, 0, 1), "v3_nopf_down3": (1, 0, 3), "v3_nopf_down1": (1, 0, 1), "v1up_down3": (2, 0, 3),
+                "v3_pf1_down3": (1, 1, 3), "v3_pf2_down3": (1, 2, 3)}
+
+
+def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
+    """The whole MoE block as the model runs it at decode, Qwen3.5-35B-A3B shape: residual add + RMSNorm, router,
+    up, down, as CUDA-graph replays of 8 steps over 4 weight copies (6 GiB: cold in L2), for each batch size,
+    with the norm fused into the router (moe_router_norm) or as its own kernel (fused_add_rms_norm -> moe_router),
+    and each MoE kernel variant. Bytes = router + the distinct experts the step's tokens chose + shared expert +
+    norm weight, each read once, + activations (x, residual in; h, normed, out written)."""
+    from revolta_kernels import native_hybrid
+
+    e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
+    weights = []
+    for _ in range(copies):
+        w13 = (torch.randn(e, 2 * inter, h, device="cuda", generator=gen) / h**0.5).half()
+        w2 = (torch.randn(e, h, inter, device="cuda", generator=gen) / inter**0.5).half()
+        shared = ((torch.randn(2 * i_s, h, device="cuda", generator=gen) / h**0.5).half(),
+                  (torch.randn(h, i_s, device="cuda", generator=gen) / i_s**0.5).half(),
+                  (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).half())
+        wr = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half()
+        nw = (0.2 * torch.randn(h, device="cuda", generator=gen)).half()
+        weights.append((w13, w2, shared, wr, nw))
+
+    def fused(i, x, res):
+        w13, w2, shared, wr, nw = weights[i % copies]
+        logits, normed, hid = ops_hybrid.moe_router_norm(x, res, wr, nw, 1e-6, True)
+        return ops_hybrid.moe_block(normed, logits, w13, w2, k, True, *shared), hid
+
+    def unfused(i, x, res):
+        w13, w2, shared, wr, nw = weights[i % copies]
+        normed, hid = torch.ops.revolta.fused_add_rms_norm(x, res, nw, 1e-6, True)
+        logits = ops_hybrid.moe_router(normed, wr)
+        return ops_hybrid.moe_block(normed, logits, w13, w2, k, True, *shared), hid
+
+    old = native_hybrid.moe_set_config()
+    out: dict = {"variants": {n: list(c) for n, c in MOE_VARIANTS.items()}, "default": list(old)}
+    try:
+        for t in batches:
+            steps = [(torch.randn(t, h, device="cuda", generator=gen).half(),
+                      (4 * torch.randn(t, h, device="cuda", generator=gen)).half()) for _ in range(8)]
+            nbytes = 0
+            for i, (x, res) in enumerate(steps):
+                logits, _, _ = ops_hybrid.moe_router_norm(x, res, weights[i % copies][3], weights[i % copies][4],
+                                                          1e-6, True)
+                distinct = int(torch.topk(logits.float(), k, dim=-1).indices.unique().numel())
+                nbytes += (distinct * 3 * h * inter + 3 * i_s * h + h + e * h + h) * 2 + 5 * t * h * 2
+            nbytes /= len(steps)
+            row: dict = {"bytes_per_step": nbytes, "ideal_us_at_copy": nbytes / bw * 1e6}
+            for chain_name, chain in (("fused_norm", fused), ("unfused_norm", unfused)):
+                for name, cfg in MOE_VARIANTS.items():
+                    native_hybrid.moe_set_config(*cfg)
+                    replay = graphed([lambda i=i, x=x, r=res, c=chain: c(i, x, r) for i, (x, res) in enumerate(steps)])
+                    us = time_ms(replay, reps=20) / len(steps) * 1e3
+                    del replay
+                    row[f"{chain_name}/{name}"] = {"us": us, "fraction_of_copy": nbytes / (us / 1e6) / bw}
+            out[f"batch{t}"] = row
+            print(f"moe chain batch {t}: ideal {row['ideal_us_at_copy']:.1f} us; " + ", ".join(
+                f"{kk} {v['us']:.1f} us ({100 * v['fraction_of_copy']:.0f}%)" for kk, v in row.items()
+                if isinstance(v, dict)), flush=True)
+    finally:
+        native_hybrid.moe_set_config(*old)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("bench_out/hybrid_bench.json"))
+    ap.add_argument("--only", default="", help="comma-separated sections (gdn_decode, gdn_prefill_8k, conv1d, "
+                    "moe_block_batch1, moe_chain); default all")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
     bw = copy_bandwidth()
     result: dict = {"gpu": torch.cuda.get_device_name(), "native": revolta_kernels.native_status(),
                     "copy_bandwidth_GBps": bw / 1e9}
     for name, fn in (("gdn_decode", lambda: gdn_decode(bw, gen)), ("gdn_prefill_8k", lambda: gdn_prefill(gen)),
-                     ("conv1d", lambda: conv1d(bw, gen)), ("moe_block_batch1", lambda: moe(bw, gen))):
+                     ("conv1d", lambda: conv1d(bw, gen)), ("moe_block_batch1", lambda: moe(bw, gen)),
+                     ("moe_chain", lambda: moe_chain(bw, gen))):
+        if args.only and name not in args.only.split(","):
+            continue
         try:
             result[name] = fn()
         except Exception:  # keep the other numbers of this (scarce) device run
@@ -239,7 +310,7 @@ def main() -> None:
         print(name, json.dumps(result[name]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
-    d, p, m = result["gdn_decode"], result["gdn_prefill_8k"], result["moe_block_batch1"]
+    d, p, m = (result.get(n, {}) for n in ("gdn_decode", "gdn_prefill_8k", "moe_block_batch1"))
     fs = d.get("fused_step", {})
     print("fused GDN step us (b1 / b2 / b32): " + " | ".join(
         f"{k} {fs[k]['batch1_us']:.2f} / {fs[k]['batch2_us']:.2f} / {fs[k]['batch32_us']:.1f}"

@@ -143,9 +143,61 @@ bool moe_v2() {
   return v2 != 0;
 }
 
+// The MoE decode variant (moe.cuh), from the environment at first use, changeable at run time for A/B
+// benchmarks (revolta_moe_set_config): v3 (REVOLTA_MOE_V3: 1 (default) the up3 kernel, 2 v1's up kernel with
+// the down kernel below, 0 v1's pair),
+// pf_down (REVOLTA_MOE_PF_DOWN: 0 none, 1 the up kernel prefetches the down rows into L2 once routed, 2 after
+// its dot products; only up to kMoePfDownMaxTokens tokens), down (REVOLTA_MOE_DOWN: 1 (default) v1's down kernel,
+// 2 v2's, 3 down3: v1's with the first weight loads before the activation staging). On the H200 (Qwen3.5-35B-A3B
+// MoE chain, batch 1, benchmarks/results/moe/run2): up3 + v1 down 30.1 us; v1 pair 33.3; up3 + down3 33.8;
+// v1 up + down3 36.8; with the down prefetch 36.0-36.6 (so pf_down 1/2, down 2/3 stay opt-in).
+struct MoeConfig {
+  int v3, pf_down, down;
+};
+constexpr int kMoePfDownMaxTokens = 2;
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e != nullptr && *e != '\0' ? std::atoi(e) : fallback;
+}
+MoeConfig& moe_config() {
+  static MoeConfig c = {env_int("REVOLTA_MOE_V3", 1), env_int("REVOLTA_MOE_PF_DOWN", 0), env_int("REVOLTA_MOE_DOWN", 1)};
+  return c;
+}
+
+template <typename T>
+cudaError_t moe3(const MoeParams& p, cudaStream_t stream) {
+  const MoeConfig& cfg = moe_config();
+  const int items = p.K * p.I + p.Is + (p.shared_w13 != nullptr ? 1 : 0);
+  const dim3 up_grid((items + 2 * kMoeWarps - 1) / (2 * kMoeWarps), p.T);
+  const size_t up_smem = static_cast<size_t>(p.H) * sizeof(float);
+  const size_t down_smem = static_cast<size_t>(p.K * p.I + p.Is) * sizeof(float);
+  const dim3 down_grid((p.H + kMoeWarps - 1) / kMoeWarps, p.T);
+  const int pf = p.T <= kMoePfDownMaxTokens ? cfg.pf_down : 0;
+  cudaError_t err;
+  if (cfg.v3 == 2) {  // v1's up kernel with the configured down kernel (A/B)
+    err = hybrid_launch(moe_up_kernel<T, false>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p);
+  } else switch (pf) {
+    case 1: err = hybrid_launch(moe_up3_kernel<T, 1>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p); break;
+    case 2: err = hybrid_launch(moe_up3_kernel<T, 2>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p); break;
+    default: err = hybrid_launch(moe_up3_kernel<T, 0>, up_grid, dim3(kMoeWarps * 32), up_smem, stream, p); break;
+  }
+  if (err != cudaSuccess) return err;
+  if (cfg.down == 1) {
+    return hybrid_launch(moe_down_kernel<T, false>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
+  }
+  if (cfg.down == 2) {
+    return hybrid_launch(moe_down2_kernel<T>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
+  }
+  return hybrid_launch(moe_down3_kernel<T>, down_grid, dim3(kMoeWarps * 32), down_smem, stream, p);
+}
+
 template <typename T>
 cudaError_t moe(const MoeParams& p, cudaStream_t stream) {
   const int items = p.K * p.I + p.Is + (p.shared_w13 != nullptr ? 1 : 0);
+  if (p.router_logits != nullptr && moe_config().v3 != 0 && !moe_v2()) {
+    if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
+    return moe3<T>(p, stream);
+  }
   if (p.router_logits != nullptr && moe_v2()) {  // routing in the up kernel, PDL chain
     if (p.H > kMoeMaxSmemFloats || p.K * p.I + p.Is > kMoeMaxSmemFloats) return cudaErrorInvalidValue;
     // one resident wave: each warp walks its items (routing and x staging once per block)
@@ -314,6 +366,32 @@ int revolta_moe_router(void* logits, const void* x, long long x_stride, const vo
                                                static_cast<const T*>(x), x_stride, static_cast<const T*>(w),
                                                static_cast<T*>(logits), tokens, H, E))
   return cudaSuccess;
+}
+
+// Router logits of norm(x + residual) with h = x + residual and norm(h) written too (MoeRouterNormParams,
+// moe.cuh); bit-identical h and normed to revolta_fused_add_rms_norm. H % 8 == 0, H <= kMoeMaxSmemFloats,
+// 16-byte aligned rows. Launched with PDL.
+int revolta_moe_router_norm(const MoeRouterNormParams* p, int dtype, cudaStream_t stream) {
+  if (p->tokens == 0 || p->E == 0) return cudaSuccess;
+  if (p->H % 8 || p->H <= 0 || p->H > kMoeMaxSmemFloats || p->norm_threads < 32 || p->norm_threads > 1024 ||
+      (p->norm_threads & (p->norm_threads - 1)))
+    return cudaErrorInvalidValue;
+  const dim3 grid((p->E + kMoeRouterWarps - 1) / kMoeRouterWarps);
+  const size_t smem = static_cast<size_t>(p->H) * sizeof(float);
+  REVOLTA_HYBRID_DISPATCH(dtype, return launch(moe_router_norm_kernel<T>, grid, dim3(kMoeRouterWarps * 32), smem,
+                                               stream, *p))
+  return cudaSuccess;
+}
+
+// Set the MoE decode variant (see MoeConfig; a negative value leaves that field). Returns the old values
+// packed as v3 * 100 + pf_down * 10 + down. For A/B benchmarks: kernels already captured in a graph keep theirs.
+int revolta_moe_set_config(int v3, int pf_down, int down) {
+  MoeConfig& c = moe_config();
+  const int old = c.v3 * 100 + c.pf_down * 10 + c.down;
+  if (v3 >= 0) c.v3 = v3;
+  if (pf_down >= 0) c.pf_down = pf_down;
+  if (down >= 0) c.down = down;
+  return old;
 }
 
 }  // extern "C"

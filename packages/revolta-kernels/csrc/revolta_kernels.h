@@ -78,6 +78,8 @@ int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const voi
 int revolta_moe(const revolta::MoeParams* p, int dtype, cudaStream_t stream);
 int revolta_moe_router(void* logits, const void* x, long long x_stride, const void* w, int tokens, int H, int E,
                        int dtype, cudaStream_t stream);
+int revolta_moe_router_norm(const revolta::MoeRouterNormParams* p, int dtype, cudaStream_t stream);
+int revolta_moe_set_config(int v3, int pf_down, int down);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
 

@@ -206,3 +206,16 @@ def test_fused_decode_step_equals_its_parts():
     assert torch.equal(got, want) and torch.equal(pool, want_pool)
     torch.library.opcheck(ops_hybrid.gated_delta_rule_decode_fused,
                           (q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True))
+
+
+def test_moe_router_norm_is_add_norm_then_router():
+    """The fused residual add + norm + router op: opcheck, and its reference is fused_add_rms_norm + F.linear."""
+    from revolta_kernels.reference import moe as ref_moe
+    from revolta_kernels.reference import norm as ref_norm
+
+    x, res, w, nw = torch.randn(3, 16), torch.randn(3, 16), torch.randn(6, 16), torch.randn(16)
+    torch.library.opcheck(ops_hybrid.moe_router_norm, (x, res, w, nw, 1e-6, True))
+    logits, normed, h = ops_hybrid.moe_router_norm(x, res, w, nw, 1e-6, True)
+    want_n, want_h = ref_norm.fused_add_rms_norm(x, res, nw, 1e-6, True)
+    assert torch.equal(h, want_h) and torch.equal(normed, want_n)
+    assert torch.equal(logits, ref_moe.moe_router(want_n, w))

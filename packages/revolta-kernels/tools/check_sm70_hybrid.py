@@ -52,6 +52,16 @@ def kernels() -> list[Kernel]:
             k.smem_dynamic = MOE_DYNAMIC_SMEM
             ks.append(k)
         ks.append(Kernel(f"moe router {tn}", f"&revolta::moe_router_kernel<{t}>", False))
+        for pf in (0, 1, 2):  # v3 up kernel: no down prefetch, prefetch once routed, prefetch after the dots
+            k = Kernel(f"moe up3 pf{pf} {tn}", f"&revolta::moe_up3_kernel<{t}, {pf}>", False)
+            k.smem_dynamic = MOE_DYNAMIC_SMEM
+            ks.append(k)
+        k = Kernel(f"moe down3 {tn}", f"&revolta::moe_down3_kernel<{t}>", False)
+        k.smem_dynamic = MOE_DYNAMIC_SMEM
+        ks.append(k)
+        k = Kernel(f"moe router+norm {tn}", f"&revolta::moe_router_norm_kernel<{t}>", False)
+        k.smem_dynamic = MOE_DYNAMIC_SMEM
+        ks.append(k)
     return ks
 
 

@@ -82,6 +82,14 @@ class MoeParams(ctypes.Structure):
         (n, _c_int) for n in ("T", "H", "E", "I", "K", "Is", "renormalize")]
 
 
+class MoeRouterNormParams(ctypes.Structure):
+    """Mirror of ``revolta::MoeRouterNormParams`` (csrc/moe.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("x", "residual", "norm_w", "w", "logits", "h_out", "normed_out")] + [
+        (n, _c_ll) for n in ("x_stride", "res_stride")] + [("eps", _c_float)] + [
+        (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered")]
+
+
 _SIGNATURES: dict[str, list] = {
     "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _c_int, _ptr],
     "revolta_gdn_decode_fused": [ctypes.POINTER(GdnFusedParams), _c_int, _c_int, _ptr],
@@ -96,6 +104,8 @@ _SIGNATURES: dict[str, list] = {
                                _c_int, _ptr],
     "revolta_moe": [ctypes.POINTER(MoeParams), _c_int, _ptr],
     "revolta_moe_router": [_ptr, _ptr, _c_ll, _ptr, _c_int, _c_int, _c_int, _c_int, _ptr],
+    "revolta_moe_router_norm": [ctypes.POINTER(MoeRouterNormParams), _c_int, _ptr],
+    "revolta_moe_set_config": [_c_int, _c_int, _c_int],
 }
 
 
@@ -449,6 +459,51 @@ def moe_router(x, weight):
     return out
 
 
+def _norm_threads(hidden: int) -> int:
+    """Block size of the fused_add_rms_norm kernel for rows of ``hidden`` (threads_for(hidden / 4) in api.cu)."""
+    t = 32
+    while t < hidden // 4 and t < 1024:
+        t *= 2
+    return t
+
+
+def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
+    h = x.shape[-1] if x.dim() == 2 else 0
+    ok = (
+        _DTYPE.get(x.dtype) is not None and x.dim() == 2 and residual.shape == x.shape and weight.dim() == 2
+        and residual.dtype == x.dtype and weight.dtype == x.dtype and norm_weight.dtype == x.dtype
+        and tuple(norm_weight.shape) == (h,) and weight.shape[1] == h and h % 8 == 0 and h <= MOE_MAX_SMEM_FLOATS
+        and x.stride(-1) == 1 and residual.stride(-1) == 1 and weight.is_contiguous() and norm_weight.is_contiguous()
+        and weight.data_ptr() % 16 == 0 and norm_weight.data_ptr() % 16 == 0 and x.device == weight.device
+        and 0 < x.shape[0] <= MOE_MAX_TOKENS
+    )
+    if not ok:
+        return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # 16-byte loads of the rows
+        x = x.clone(memory_format=torch.contiguous_format)
+    if residual.data_ptr() % 16 or residual.stride(0) % 8:
+        residual = residual.clone(memory_format=torch.contiguous_format)
+    t = x.shape[0]
+    e = weight.shape[0]
+    logits = torch.empty((t, e), dtype=x.dtype, device=x.device)
+    h_out = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    normed = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    p = MoeRouterNormParams(x.data_ptr(), residual.data_ptr(), norm_weight.data_ptr(), weight.data_ptr(),
+                            logits.data_ptr(), h_out.data_ptr(), normed.data_ptr(), x.stride(0), residual.stride(0),
+                            float(eps), t, h, e, _norm_threads(h), int(bool(zero_centered)))
+    check(_lib().revolta_moe_router_norm(ctypes.byref(p), _DTYPE[x.dtype], _stream(x)))
+    return logits, normed, h_out
+
+
+def moe_set_config(v3: int = -1, pf_down: int = -1, down: int = -1) -> tuple[int, int, int]:
+    """Switch the MoE decode kernels (A/B benchmarks; see MoeConfig in csrc/hybrid.cu); -1 leaves a field.
+
+    Returns the previous ``(v3, pf_down, down)``. Graphs captured before keep the kernels they captured.
+    """
+    old = int(_lib().revolta_moe_set_config(v3, pf_down, down))
+    return old // 100, old // 10 % 10, old % 10
+
+
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
     lib = native.LIB
@@ -469,4 +524,5 @@ def register() -> bool:
     ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
     ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
     ops_hybrid.moe_router.register_kernel("cuda")(moe_router)
+    ops_hybrid.moe_router_norm.register_kernel("cuda")(moe_router_norm)
     return True

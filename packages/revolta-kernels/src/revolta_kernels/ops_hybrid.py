@@ -138,6 +138,19 @@ def _(x, weight):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
+@torch.library.custom_op(f"{LIB}::moe_router_norm", mutates_args=())
+def moe_router_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, norm_weight: torch.Tensor,
+                    eps: float, zero_centered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(logits, normed, h)``: ``h = x + residual``, ``normed = rms_norm(h)`` (as ``fused_add_rms_norm``), router
+    logits ``normed @ weight.T`` -- the residual add + norm before a MoE block fused into its router (decode)."""
+    return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+
+
+@moe_router_norm.register_fake
+def _(x, residual, weight, norm_weight, eps, zero_centered):
+    return x.new_empty((x.shape[0], weight.shape[0])), torch.empty_like(x), torch.empty_like(x)
+
+
 @torch.library.custom_op(f"{LIB}::moe_block", mutates_args=())
 def moe_block(x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, top_k: int,
               renormalize: bool, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None,

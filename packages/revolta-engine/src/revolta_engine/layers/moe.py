@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -15,6 +16,12 @@ from revolta_kernels import ops_hybrid
 
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
 MOE_FUSED_MAX_TOKENS = 256
+# the residual add + RMSNorm before the block runs inside the router kernel on the fused path up to this many
+# tokens (every router block recomputes the norm of each token, one token after another: on the H200 the MoE
+# chain measured 2 us faster at batch 1, but slower from batch 2 on; benchmarks/results/moe/);
+# REVOLTA_MOE_ROUTER_NORM=0 turns it off (A/B)
+FUSED_ROUTER_NORM = os.environ.get("REVOLTA_MOE_ROUTER_NORM", "1") != "0"
+MOE_ROUTER_NORM_MAX_TOKENS = 1
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -95,20 +102,29 @@ class SparseMoeBlock(nn.Module):
                                   and self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None)
 
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
-        """The block on ``norm(h)``, and ``h``."""
+        """The block on ``norm(h)``, and ``h``: on the fused decode path the residual add + norm runs inside the
+        router kernel (``moe_router_norm``: no separate norm kernel), else through :meth:`AddNorm.run`."""
+        if (FUSED_ROUTER_NORM and inp.residual is not None and self.gate.bias is None and self._fused_ok(inp.x)
+                and inp.x.shape[0] <= MOE_ROUTER_NORM_MAX_TOKENS and inp.norm.weight.dtype == inp.x.dtype):
+            logits, x, residual = ops_hybrid.moe_router_norm(inp.x, inp.residual, self.gate.weight, inp.norm.weight,
+                                                             inp.norm.eps, inp.norm.zero_centered)
+            return self._fused_block(x, logits), residual
         x, residual = inp.run()
         return self.forward(x), residual
 
+    def _fused_block(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        shared = self.shared_expert
+        return ops_hybrid.moe_block(
+            x, logits, self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.renormalize,
+            None if shared is None else shared.gate_up_proj.weight,
+            None if shared is None else shared.down_proj.weight,
+            None if shared is None else self.shared_expert_gate.weight)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):
-            shared = self.shared_expert
             # the router GEMV as our kernel: its weight stream starts before the previous kernel ends (PDL)
             logits = ops_hybrid.moe_router(x, self.gate.weight) if self.gate.bias is None else self.gate(x)
-            return ops_hybrid.moe_block(
-                x, logits, self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.renormalize,
-                None if shared is None else shared.gate_up_proj.weight,
-                None if shared is None else shared.down_proj.weight,
-                None if shared is None else self.shared_expert_gate.weight)
+            return self._fused_block(x, logits)
         weights, ids = ops_hybrid.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
         # transformers casts the routing weights to the activations' dtype before weighting
         out = self.experts(x, weights.to(x.dtype), ids)

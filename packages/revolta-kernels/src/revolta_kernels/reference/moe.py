@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from revolta_kernels.reference import norm as ref_norm
 from revolta_kernels.reference.activation import silu_and_mul
 
 
@@ -54,6 +55,17 @@ def fused_moe(
 def moe_router(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Router logits of a MoE block: ``F.linear(x, weight)`` ([T, H] x [E, H] -> [T, E])."""
     return F.linear(x, weight)
+
+
+def moe_router_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+    zero_centered: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The residual add + RMSNorm before a MoE block and its router: ``(logits, normed, h)`` with
+    ``normed, h = fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)`` and ``logits = normed @ weight.T``.
+    """
+    normed, h = ref_norm.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
+    return moe_router(normed, weight), normed, h
 
 
 def moe_block(
