@@ -20,11 +20,15 @@ timeout "${T_KTEST:-120}" $PYTEST packages/revolta-kernels/tests --maxfail=30 >"
 echo "[${SECONDS}s] kernel GPU tests rc=$?"; grep -E "passed|failed" "$OUT/kernel_gpu_tests.log" | tail -1
 grep -E "^(FAILED|ERROR)" "$OUT/kernel_gpu_tests.log" | head -15
 
-timeout "${T_ETEST:-100}" $PYTEST packages/revolta-engine/tests/test_gpu_engine.py packages/revolta-engine/tests/test_gpu_hybrid.py \
-  packages/revolta-engine/tests/test_gpu_structured.py packages/revolta-engine/tests/test_linear_fused.py \
-  >"$OUT/engine_gpu_tests.log" 2>&1
+ENGINE_GPU_TESTS="$(grep -l 'pytest.mark.gpu' packages/revolta-engine/tests/test_*.py | tr '\n' ' ')"
+timeout "${T_ETEST:-100}" $PYTEST $ENGINE_GPU_TESTS >"$OUT/engine_gpu_tests.log" 2>&1
 echo "[${SECONDS}s] engine GPU tests rc=$?"; grep -E "passed|failed" "$OUT/engine_gpu_tests.log" | tail -1
 grep -E "^(FAILED|ERROR)|Error" "$OUT/engine_gpu_tests.log" | head -10
+for ab in ${ENGINE_AB:-}; do  # NAME=VALUE env switches: the engine GPU tests again under each
+  env "$ab" timeout "${T_ETEST:-100}" $PYTEST $ENGINE_GPU_TESTS >"/tmp/v/engine_gpu_tests_${ab%%=*}.log" 2>&1
+  echo "[${SECONDS}s] engine GPU tests with $ab rc=$?"; grep -E "passed|failed" "/tmp/v/engine_gpu_tests_${ab%%=*}.log" | tail -1
+  grep -E "^(FAILED|ERROR)" "/tmp/v/engine_gpu_tests_${ab%%=*}.log" | head -6
+done
 
 timeout "${T_KBENCH:-60}" python3 benchmarks/kernels_bench.py --no-split-sweep --out /tmp/v/kernels_bench.json >/tmp/v/kernels_bench.log 2>&1
 echo "[${SECONDS}s] kernels_bench rc=$?"; grep -vE "^\s*$" /tmp/v/kernels_bench.log | tail -24
@@ -45,6 +49,20 @@ timeout "${T_AWQ:-60}" python3 benchmarks/gpu_e2e.py --config benchmarks/configs
   --prefill-len 1024 --baseline /tmp/v/gpu_e2e.json --out /tmp/v/gpu_e2e_awq.json >/tmp/v/gpu_e2e_awq.log 2>&1
 echo "[${SECONDS}s] AWQ e2e rc=$?"
 grep -E '"(batch1_decode|batch1_fraction|roofline_tok|speedup)' /tmp/v/gpu_e2e_awq.json || tail -5 /tmp/v/gpu_e2e_awq.log
+
+if [ -n "${AB:-}" ]; then  # A/B runs of the switches named in NOTES (each one e2e run)
+  REVOLTA_FUSED_NORM=0 timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq --decode-only \
+    --concurrency 1 --prefill-len 1024 --out /tmp/v/ab_awq_no_fused_norm.json >/tmp/v/ab_awq_no_fused_norm.log 2>&1
+  echo "[${SECONDS}s] AWQ REVOLTA_FUSED_NORM=0 rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' /tmp/v/ab_awq_no_fused_norm.json
+  REVOLTA_FUSED_NORM_DENSE=1 timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --decode-only \
+    --concurrency 1 --prefill-len 1024 --out /tmp/v/ab_fp16_fused_norm_dense.json >/tmp/v/ab_fp16_fused_norm_dense.log 2>&1
+  echo "[${SECONDS}s] fp16 REVOLTA_FUSED_NORM_DENSE=1 rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' /tmp/v/ab_fp16_fused_norm_dense.json
+  for ab in ${HYBRID_AB:-}; do  # NAME=VALUE env switches, one hybrid run each
+    env "$ab" timeout 80 python3 benchmarks/hybrid_e2e.py --out "/tmp/v/ab_hybrid_${ab%%=*}.json" >"/tmp/v/ab_hybrid_${ab%%=*}.log" 2>&1
+    echo "[${SECONDS}s] hybrid $ab rc=$?"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if 'tok_s' in k or 'fraction' in k or k.endswith('_ms')})" "/tmp/v/ab_hybrid_${ab%%=*}.json"
+  done
+fi
 
 timeout "${T_MOE:-100}" python3 benchmarks/hybrid_e2e.py --out /tmp/v/hybrid_e2e.json >/tmp/v/hybrid_e2e.log 2>&1
 echo "[${SECONDS}s] hybrid e2e rc=$?"
