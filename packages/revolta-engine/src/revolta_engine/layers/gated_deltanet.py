@@ -52,10 +52,7 @@ class GatedDeltaNet(nn.Module):
         self.norm = _Weight(self.head_v_dim)
         self.out_proj = Linear(self.value_dim, config.hidden_size)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._mix(self.in_proj(x))
-
-    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer on ``norm(h)`` (norm fused into the input projection where it can be), and ``h``."""
         y, residual = self.in_proj.forward_prenorm(inp)
         return self._mix(y), residual

@@ -45,15 +45,9 @@ class GatedAttention(nn.Module):
         self.rotary = rotary
         self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, attn_idx)
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self._attend(positions, self.qkv_proj(x))
-
-    def forward_prenorm(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention of ``norm(h)`` (norm fused into the q/k/v projection where it can be), and ``h``."""
         qkv, residual = self.qkv_proj.forward_prenorm(inp)
-        return self._attend(positions, qkv), residual
-
-    def _attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
         n = qkv.shape[0]
         qg, k, v = self.qkv_proj.split(qkv)
         q, gate = qg.reshape(n, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
@@ -62,7 +56,7 @@ class GatedAttention(nn.Module):
         # q/k norms, partial rotary and the KV-cache write in one op (one kernel on CUDA) on the strided views;
         # the gate stays a strided view too (its reshape to [n, -1] would be one more copy kernel per layer)
         out = self.attn(q, k, v, positions, self.rotary, (self.q_norm, self.k_norm))
-        return self.o_proj(ops.sigmoid_gate_mul(out.reshape(n, -1), gate))  # one kernel on CUDA
+        return self.o_proj(ops.sigmoid_gate_mul(out.reshape(n, -1), gate)), residual  # gate: one kernel on CUDA
 
 
 class HybridDecoderLayer(nn.Module):
@@ -84,9 +78,9 @@ class HybridDecoderLayer(nn.Module):
         # each norm is handed to the block after it, whose first kernel may compute it (decode GEMVs, router)
         pre = AddNorm(x, residual, self.input_layernorm)
         if self.is_linear:
-            x, residual = self.linear_attn.forward_prenorm(pre)
+            x, residual = self.linear_attn(pre)
         else:
-            x, residual = self.self_attn.forward_prenorm(positions, pre)
+            x, residual = self.self_attn(positions, pre)
         return self.mlp.forward_prenorm(AddNorm(x, residual, self.post_attention_layernorm))
 
 

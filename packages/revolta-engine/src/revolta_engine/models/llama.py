@@ -43,16 +43,10 @@ class LlamaAttention(nn.Module):
         self.rotary = rotary
         self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, layer_idx)
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self._attend(positions, self.qkv_proj(x))
-
-    def forward_prenorm(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention of ``norm(h)`` for ``h = inp.x + inp.residual`` (norm fused into q/k/v where it can be),
         and ``h``."""
         qkv, residual = self.qkv_proj.forward_prenorm(inp)
-        return self._attend(positions, qkv), residual
-
-    def _attend(self, positions: torch.Tensor, qkv: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv_proj.split(qkv)
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
@@ -60,7 +54,7 @@ class LlamaAttention(nn.Module):
         # q/k norms (Qwen3) and rotary fused with the KV-cache write: one kernel on CUDA
         qk_norm = (self.q_norm, self.k_norm) if self.qk_norm else None
         out = self.attn(q, k, v, positions, self.rotary, qk_norm)
-        return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim))
+        return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim)), residual
 
 
 class LlamaMLP(nn.Module):
@@ -104,7 +98,7 @@ class LlamaDecoderLayer(nn.Module):
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
         # each norm is handed to the block after it, whose first kernel may compute it (decode GEMVs)
-        x, residual = self.self_attn.forward_prenorm(positions, AddNorm(x, residual, self.input_layernorm))
+        x, residual = self.self_attn(positions, AddNorm(x, residual, self.input_layernorm))
         return self.mlp.forward_prenorm(AddNorm(x, residual, self.post_attention_layernorm))
 
 
