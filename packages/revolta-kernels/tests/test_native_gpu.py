@@ -378,6 +378,37 @@ def test_decode_256k_context(kv_dtype):
     assert rel_err(got, want) < ATTN_TOL
 
 
+def _poisoned_cache(cdt, nb, hkv, bs, head_dim):
+    """(key cache, value cache, k scales, v scales) of ``nb`` blocks, every byte poisoned (scales only for int8)."""
+    if cdt == torch.int8:
+        kc, vc = (torch.full((nb, hkv, bs, head_dim), -128, dtype=torch.int8, device="cuda") for _ in range(2))
+        return kc, vc, *(torch.full((nb, hkv, bs), float("nan"), device="cuda") for _ in range(2))
+    kc, vc = (torch.full((nb, hkv, bs, head_dim), float("nan"), device="cuda").to(cdt) for _ in range(2))
+    return kc, vc, None, None
+
+
+def _check_cache_writes(got_cache, want_cache, slots, dtype):
+    """The native cache write equals the reference's in the written slots; the other slots keep their poison."""
+    nb, hkv, bs = got_cache[0].shape[:3]
+    written = torch.zeros(nb * bs, dtype=torch.bool, device="cuda")
+    written[slots[slots >= 0]] = True
+    written = written.view(nb, 1, bs).expand(nb, hkv, bs)
+    for got, want in zip(got_cache, want_cache, strict=True):
+        if got is None:
+            continue
+        # untouched slots keep their poison bit for bit
+        assert torch.equal(got[~written].view(torch.uint8), want[~written].view(torch.uint8))
+        g, w = got[written], want[written]
+        if got.dtype == torch.int8:
+            # a normed / rotated k can differ from the reference's by an ulp (fused multiply-adds), so a value
+            # near a rounding tie can move by one step
+            assert (g.int() - w.int()).abs().max() <= 1
+        elif got.dtype == torch.float32:  # int8 scales
+            assert torch.allclose(g, w, rtol=1e-2, atol=0)
+        else:
+            assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("cache_dtype", ["same", torch.int8, *FP8])
 @pytest.mark.parametrize("is_neox", [True, False])
@@ -396,37 +427,13 @@ def test_rotary_and_cache(dtype, cache_dtype, is_neox, head_dim, rot_dim, h, hkv
     pos = torch.randint(0, 4096, (t,), device="cuda")
     slots = torch.randperm(nb * bs, device="cuda")[:t]
     slots[::5] = -1
-    caches = []
-    for _ in range(2):  # native, reference
-        if cdt == torch.int8:
-            kc, vc = (torch.full((nb, hkv, bs, head_dim), -128, dtype=torch.int8, device="cuda") for _ in range(2))
-            sc = [torch.full((nb, hkv, bs), float("nan"), device="cuda") for _ in range(2)]
-        else:
-            kc, vc = (torch.full((nb, hkv, bs, head_dim), float("nan"), device="cuda").to(cdt) for _ in range(2))
-            sc = [None, None]
-        caches.append((kc, vc, *sc))
+    caches = [_poisoned_cache(cdt, nb, hkv, bs, head_dim) for _ in range(2)]  # native, reference
     poison_allocator()
     got_q = ops.rotary_and_cache(pos, q, k, v, cs, is_neox, *caches[0][:2], slots, *caches[0][2:])
     want_q = reference.rotary_and_cache(pos, q, k, v, cs, is_neox, *caches[1][:2], slots, *caches[1][2:])
     assert got_q.shape == (t, h, head_dim) and got_q.is_contiguous()
     assert rel_err(got_q, want_q) < DT_TOL[dtype]
-    written = torch.zeros(nb * bs, dtype=torch.bool, device="cuda")
-    written[slots[slots >= 0]] = True
-    written = written.view(nb, 1, bs).expand(nb, hkv, bs)
-    for got, want in zip(caches[0], caches[1], strict=True):
-        if got is None:
-            continue
-        # untouched slots keep their poison bit for bit
-        assert torch.equal(got[~written].view(torch.uint8), want[~written].view(torch.uint8))
-        g, w = got[written], want[written]
-        if got.dtype == torch.int8:
-            # a rotated k can differ from the reference's by an ulp (fused multiply-adds), so a value near a
-            # rounding tie can move by one step
-            assert (g.int() - w.int()).abs().max() <= 1
-        elif got.dtype == torch.float32:  # int8 scales
-            assert torch.allclose(g, w, rtol=1e-2, atol=0)
-        else:
-            assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)
+    _check_cache_writes(caches[0], caches[1], slots, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -452,35 +459,14 @@ def test_qk_norm_rotary_and_cache(dtype, cache_dtype, zero_centered, gated, head
     pos = torch.randint(0, 4096, (t,), device="cuda")
     slots = torch.randperm(nb * bs, device="cuda")[:t]
     slots[::4] = -1
-    caches = []
-    for _ in range(2):  # native, reference
-        if cdt == torch.int8:
-            kc, vc = (torch.full((nb, hkv, bs, head_dim), -128, dtype=torch.int8, device="cuda") for _ in range(2))
-            sc = [torch.full((nb, hkv, bs), float("nan"), device="cuda") for _ in range(2)]
-        else:
-            kc, vc = (torch.full((nb, hkv, bs, head_dim), float("nan"), device="cuda").to(cdt) for _ in range(2))
-            sc = [None, None]
-        caches.append((kc, vc, *sc))
+    caches = [_poisoned_cache(cdt, nb, hkv, bs, head_dim) for _ in range(2)]  # native, reference
     poison_allocator()
     args = (qn, kn, 1e-6, zero_centered, cs, True)
     got_q = ops.qk_norm_rotary_and_cache(pos, q, k, v, *args, *caches[0][:2], slots, *caches[0][2:])
     want_q = reference.qk_norm_rotary_and_cache(pos, q, k, v, *args, *caches[1][:2], slots, *caches[1][2:])
     assert got_q.shape == (t, h, head_dim) and got_q.is_contiguous()
     assert rel_err(got_q, want_q) < DT_TOL[dtype]
-    written = torch.zeros(nb * bs, dtype=torch.bool, device="cuda")
-    written[slots[slots >= 0]] = True
-    written = written.view(nb, 1, bs).expand(nb, hkv, bs)
-    for got, want in zip(caches[0], caches[1], strict=True):
-        if got is None:
-            continue
-        assert torch.equal(got[~written].view(torch.uint8), want[~written].view(torch.uint8))
-        g, w = got[written], want[written]
-        if got.dtype == torch.int8:  # an ulp of the normed / rotated k can move a value near a tie by one step
-            assert (g.int() - w.int()).abs().max() <= 1
-        elif got.dtype == torch.float32:
-            assert torch.allclose(g, w, rtol=1e-2, atol=0)
-        else:
-            assert rel_err(g.float(), w.float()) < (DT_TOL[dtype] if got.dtype == dtype else 3e-2)
+    _check_cache_writes(caches[0], caches[1], slots, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
