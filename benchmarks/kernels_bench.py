@@ -152,6 +152,8 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
         ("b1 ctx600 32/8 d128 int8", [600], 32, 8, 128, torch.int8),
         ("b64 ctx512-767 32/8 d128 fp16", b64, 32, 8, 128, torch.float16),
         ("b64 ctx512-767 32/8 d128 int8", b64, 32, 8, 128, torch.int8),
+        ("b8 ctx512-767 32/8 d128 fp16", b64[:8], 32, 8, 128, torch.float16),
+        ("b16 ctx512-767 32/8 d128 fp16", b64[:16], 32, 8, 128, torch.float16),
         ("b1 ctx600 16/2 d256 fp16", [600], 16, 2, 256, torch.float16),
         ("b1 ctx32K 32/8 d128 fp16", [32768], 32, 8, 128, torch.float16),
     ]
@@ -166,6 +168,15 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
              "GB/s": nbytes / ms / 1e6, "frac_copy_bw": nbytes / ms / 1e6 / copy_bw}
         print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy "
               f"(8 calls per graph replay; 1 call per replay: {ms1 * 1e3:.1f} us)", flush=True)
+        if native_ops is not None and hasattr(native_ops, "set_decode_light") and dt == torch.float16:
+            r["light_us"] = {}  # the light fp16 decode kernel off (0) and taking every case (2)
+            for mode in (0, 2):
+                old = native_ops.set_decode_light(mode)
+                try:
+                    r["light_us"][mode] = time_decode_graph(args, calls=8) * 1e3
+                finally:
+                    native_ops.set_decode_light(old)
+            print(f"    light kernel off / forced: {r['light_us'][0]:.1f} / {r['light_us'][2]:.1f} us", flush=True)
         if sweep_splits and native_ops is not None and hasattr(native_ops, "SPLIT_OVERRIDE"):
             r["splits_us"], r["chunks_us"] = {}, {}
             for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48):

@@ -16,6 +16,7 @@
 namespace revolta {
 cudaError_t attention_decode(const AttnParams&, int, int, int, int, cudaStream_t, int*);
 cudaError_t attention_prefill(const AttnParams&, int, int, int, int, cudaStream_t, int*);
+cudaError_t attention_rope_decode(const AttnParams&, const DecodeRope&, int, int, cudaStream_t, int*);
 
 namespace {
 int g_decode_variant = 0, g_prefill_variant = 0;
@@ -43,6 +44,27 @@ bool pdl_enabled() {
 }
 
 int decode_variant() { return g_decode_variant; }
+
+namespace {
+int g_decode_light = -1;  // -1: REVOLTA_DECODE_LIGHT decides (default 1)
+int g_sm_count[kMaxDevices] = {};
+}  // namespace
+
+int decode_light_mode() {
+  if (g_decode_light < 0) {
+    const char* env = std::getenv("REVOLTA_DECODE_LIGHT");
+    g_decode_light = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 1;
+  }
+  return g_decode_light;
+}
+
+int sm_count() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 1;
+  if (g_sm_count[dev] == 0 && cudaDeviceGetAttribute(&g_sm_count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    g_sm_count[dev] = 1;
+  return g_sm_count[dev];
+}
 int prefill_variant() { return g_prefill_variant; }
 bool frag_layout_ok() {
   int dev = 0;
@@ -82,6 +104,15 @@ int revolta_paged_attention(const AttnParams* p, int head_dim, int kv_kind, int 
   if (p->num_kv_heads <= 0 || p->num_heads % p->num_kv_heads != 0) return cudaErrorInvalidValue;
   return prefill ? attention_prefill(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr)
                  : attention_decode(*p, head_dim, kv_kind, num_seqs, max_query_len, stream, nullptr);
+}
+
+int revolta_rope_paged_decode(const AttnParams* p, const DecodeRope* r, int head_dim, int num_seqs, int* taken,
+                              cudaStream_t stream) {
+  *taken = 0;
+  if (num_seqs == 0) return cudaSuccess;
+  if (p->num_kv_heads <= 0 || p->num_heads % p->num_kv_heads != 0) return cudaErrorInvalidValue;
+  if (r->rot_dim <= 0 || r->rot_dim > head_dim || r->rot_dim % (r->neox ? 16 : 8) != 0) return cudaErrorInvalidValue;
+  return attention_rope_decode(*p, *r, head_dim, num_seqs, stream, taken);
 }
 
 int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks) {
@@ -124,6 +155,16 @@ int revolta_set_attention_variant(int decode, int prefill) {
   g_decode_variant = decode;
   g_prefill_variant = prefill;
   return cudaSuccess;
+}
+
+// paged_decode_light_kernel for later decode calls: 0 = never, 1 = batches with no more (sequence, KV head)
+// pairs than SMs (the default; REVOLTA_DECODE_LIGHT sets it at start), 2 = every fp16 one-token decode it
+// can take (tests). Returns the previous mode.
+int revolta_set_decode_light(int mode) {
+  if (mode < 0 || mode > 2) return -1;
+  const int old = decode_light_mode();
+  g_decode_light = mode;
+  return old;
 }
 
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,

@@ -39,6 +39,21 @@ struct AttnParams {
                                // 0 = each row tile's context cut evenly into num_splits parts (split_len)
 };
 
+// The unrotated projections of the decode step's tokens (strided views, 16-byte aligned rows) and the rotary
+// inputs, for paged_decode_light_kernel's ROPE variant (decode_light.cuh). cos_sin: float32
+// [max_position, rot_dim] (cos halves, then sin halves).
+struct DecodeRope {
+  const __half* q;  // [T, H, D] view
+  const __half* k;  // [T, Hkv, D] view
+  const __half* v;
+  long long q_tok_stride, q_head_stride, k_tok_stride, k_head_stride, v_tok_stride, v_head_stride;
+  const long long* positions;  // [T]
+  const float* cos_sin;
+  const long long* slots;  // [T] cache slot of each token (-1: padding, not written)
+  int rot_dim;  // even, <= D; a multiple of 16 (neox) or 8 (gpt-j)
+  int neox;
+};
+
 __device__ __forceinline__ int kv_block_index(const AttnParams& p, int kp) { return kp >> p.block_shift; }
 __device__ __forceinline__ int kv_block_offset(const AttnParams& p, int kp) { return kp & (p.block_size - 1); }
 

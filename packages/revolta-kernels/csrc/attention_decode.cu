@@ -1,8 +1,10 @@
 // Decode / speculative verification launchers: paged_decode_frag_kernel (one-byte KV on GPUs with the
 // known fragment layout) or paged_decode_kernel (everything else, and every GPU's fp16 KV). Both split the
 // context in the kernel (split_len) and merge the splits in the same launch (merge_splits), launched with
-// PDL.
+// PDL. paged_decode_light_kernel (decode_light.cuh) takes fp16 KV with one query token per sequence when
+// the batch is small (decode_light_mode()).
 #include "attention_launch.cuh"
+#include "decode_light.cuh"
 
 namespace revolta {
 namespace {
@@ -55,6 +57,37 @@ cudaError_t decode_frag(const AttnParams& p, int num_seqs, int max_query_len, in
                : decode_frag_cfg<D, KIND, 4, 2, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
 }
 
+template <int D, int GC, bool ROPE>
+cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
+  using C = LightDecodeCfg<D, GC>;
+  static bool configured = false;
+  cudaError_t e = prepare(paged_decode_light_kernel<D, GC, ROPE>, C::SMEM_BYTES, configured);
+  if (e != cudaSuccess) return e;
+  dim3 grid(num_seqs * p.num_kv_heads, 1, p.num_splits);
+  return launch(paged_decode_light_kernel<D, GC, ROPE>, grid, C::NT, C::SMEM_BYTES, stream, p, r);
+}
+
+template <int D, bool ROPE>
+cudaError_t decode_light_groups(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
+  const int group = p.num_heads / p.num_kv_heads;
+  return group <= 1   ? decode_light_cfg<D, 1, ROPE>(p, r, num_seqs, stream)
+         : group <= 2 ? decode_light_cfg<D, 2, ROPE>(p, r, num_seqs, stream)
+         : group <= 4 ? decode_light_cfg<D, 4, ROPE>(p, r, num_seqs, stream)
+                      : decode_light_cfg<D, 8, ROPE>(p, r, num_seqs, stream);
+}
+
+// The light kernel where it applies: fp16 KV, one query token per sequence, GQA group <= 8; mode 1 (the
+// default) also asks for head_dim <= 128, a block table of <= 8192 keys and at most half as many (sequence,
+// KV head) pairs as SMs: where latency rather than bandwidth bounds the call (H200: batch 1 x 600 keys
+// 7.7 -> 6.4 us, batch 8 11.6 -> 11.2; batch 16, 32K keys and head_dim 256 measured slower). Mode 2 takes
+// every case it can (tests), 0 none. The generic-kernels variant (1) never takes it.
+bool light_takes(const AttnParams& p, int head_dim, int kv_kind, int num_seqs, int max_query_len) {
+  const int group = p.num_heads / p.num_kv_heads, mode = decode_light_mode();
+  if (mode == 0 || decode_variant() == 1 || kv_kind != KV_F16 || max_query_len != 1 || group > 8) return false;
+  return mode == 2 || (head_dim <= 128 && p.max_blocks * p.block_size <= 8192 &&
+                       2 * num_seqs * p.num_kv_heads <= sm_count());
+}
+
 // 16 packed rows per block with 16x16x16 WMMA and 64-key tiles by default. One-byte KV (int8/fp8), d128, with
 // at most 8 rows (GQA group x query tokens) uses 8x32x16 WMMA and 128-key tiles instead: half the
 // tensor-core and softmax work per key, which is what bounds those kernels once the bytes are halved.
@@ -63,6 +96,10 @@ cudaError_t decode_frag(const AttnParams& p, int num_seqs, int max_query_len, in
 template <int D, int KIND>
 cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cudaStream_t stream, int* occ) {
   const int rows = max_query_len * (occ ? 1 : p.num_heads / p.num_kv_heads);
+  if constexpr (KIND == KV_F16) {
+    if (!occ && light_takes(p, D, KIND, num_seqs, max_query_len))
+      return decode_light_groups<D, false>(p, DecodeRope{}, num_seqs, stream);
+  }
   if constexpr (KIND != KV_F16 && (D == 64 || D == 128)) {
     // An occupancy query carries no block size; it answers for the kernel that block sizes >= 16 get.
     // Its 16-key steps must not cross a page: block_size >= 16 (splits are whole rounds of steps).
@@ -81,6 +118,21 @@ cudaError_t decode_one(const AttnParams& p, int num_seqs, int max_query_len, cud
 cudaError_t attention_decode(const AttnParams& p, int head_dim, int kv_kind, int num_seqs, int max_query_len,
                              cudaStream_t stream, int* occupancy) {
   REVOLTA_HEAD_DIMS(decode_one, p, num_seqs, max_query_len, stream, occupancy)
+}
+
+// Rotary + cache write + decode in one launch (the light kernel's ROPE variant), where light_takes() says
+// the light kernel runs; *taken = 0 otherwise (the caller runs the two ops).
+cudaError_t attention_rope_decode(const AttnParams& p, const DecodeRope& r, int head_dim, int num_seqs,
+                                  cudaStream_t stream, int* taken) {
+  *taken = 0;
+  if (!light_takes(p, head_dim, KV_F16, num_seqs, 1)) return cudaSuccess;
+  *taken = 1;
+  switch (head_dim) {
+    case 64: return decode_light_groups<64, true>(p, r, num_seqs, stream);
+    case 128: return decode_light_groups<128, true>(p, r, num_seqs, stream);
+    case 256: return decode_light_groups<256, true>(p, r, num_seqs, stream);
+    default: *taken = 0; return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace revolta

@@ -14,6 +14,8 @@ namespace revolta {
 // kernels (decode.cuh, prefill.cuh); 2 and up force a frag configuration without consulting the probe,
 // for benchmarks that tune the defaults (wrong results on a GPU whose fragments differ, e.g. Volta).
 int decode_variant();
+int decode_light_mode();  // paged_decode_light_kernel: 0 never, 1 small batches (default), 2 wherever it applies
+int sm_count();           // of the current device
 int prefill_variant();
 bool frag_layout_ok();
 

@@ -119,17 +119,21 @@ def test_reshape_and_cache(src_dtype, cache_dtype, block_size, head_dim):
             assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
 
 
-@pytest.fixture(params=["auto", "generic", "frag-alt"])
+@pytest.fixture(params=["auto", "generic", "frag-alt", "light"])
 def attn_variant(request):
-    """Run an attention test with the default kernel choice (frag kernels where the GPU allows), with the
-    generic kernels forced, and with alternative frag configurations (decode: one stage, three blocks per
-    SM; prefill: 4 warps with two buffers), so every path the defaults may take stays correct."""
+    """Run an attention test with the default kernel choice (frag kernels where the GPU allows, the light
+    fp16 decode kernel for small batches), with the generic kernels forced, with alternative frag
+    configurations (decode: one stage, three blocks per SM; prefill: 4 warps with two buffers), and with
+    the light decode kernel taking every fp16 one-token decode (any batch), so every path the defaults may
+    take stays correct."""
     if request.param == "frag-alt" and not native_ops._frag_layout(torch.cuda.current_device()):
         pytest.skip("frag kernels do not run on this GPU")
-    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2)}[request.param]
+    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2), "light": (0, 0)}[request.param]
     native_ops.set_attention_variant(decode, prefill)
+    old_light = native_ops.set_decode_light(2 if request.param == "light" else 1)
     yield request.param
     native_ops.set_attention_variant(0, 0)
+    native_ops.set_decode_light(old_light)
 
 
 def test_frag_layout_probe():
@@ -285,6 +289,46 @@ def test_decode_cuda_graph_replay(ctx, kv_dtype):
             case.v_scales,
         )
         assert rel_err(static_out, want) < ATTN_TOL
+
+
+@pytest.mark.parametrize("light", [1, 2])
+@pytest.mark.parametrize("ctx", [[600], [1, 77, 1000], [4096]])
+def test_decode_reads_the_key_written_just_before(ctx, light):
+    """The cache write of the new token and the decode right after it, in one graph (PDL between them on
+    sm_90): the light kernel reads older keys before its PDL wait, the newest one after it, so every
+    replay's fresh newest key must be in the result."""
+    case = make_attn_case(ctx, [1] * len(ctx), 32, 8, 128, 16, torch.float16, device="cuda", seed=21)
+    n, hkv, d = len(ctx), 8, 128
+    lens = case.context_lens.long()
+    bt = case.block_tables.long()
+    slots = (bt[torch.arange(n), (lens - 1) // 16] * 16 + (lens - 1) % 16).to(torch.int64)
+    new_k = torch.empty((n, hkv, d), dtype=torch.float16, device="cuda")
+    new_v = torch.empty_like(new_k)
+    old = native_ops.set_decode_light(light)
+    try:
+        args = list(case.args())
+        ops.reshape_and_cache(new_k.normal_(), new_v.normal_(), case.key_cache, case.value_cache, slots)
+        ops.paged_attention_decode(*args)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ops.reshape_and_cache(new_k, new_v, case.key_cache, case.value_cache, slots)
+            static_out = ops.paged_attention_decode(*args)
+        for _ in range(3):
+            new_k.normal_()
+            new_v.normal_(std=3.0)
+            static_out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            want = reference.paged_attention(
+                case.query, case.key_cache, case.value_cache, case.block_tables, case.context_lens,
+                case.query_start_loc, case.scale, None, None,
+            )
+            assert rel_err(static_out, want) < ATTN_TOL
+            last = case.key_cache[bt[torch.arange(n), (lens - 1) // 16], :, (lens - 1) % 16]
+            assert torch.equal(last, new_k)
+    finally:
+        native_ops.set_decode_light(old)
 
 
 # Decode split plan (csrc/attention.cuh split_len / merge_splits): the kernel cuts each row tile's ACTUAL

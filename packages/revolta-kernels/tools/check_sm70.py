@@ -111,6 +111,12 @@ def kernels() -> list[Kernel]:
                               (8, 32, 1, 2)):
         name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{f' split{split}' if split else ''}"
         ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
+    for d in (64, 128, 256):  # fp16 one-token decode of small batches, CUDA cores only
+        for gc in (1, 2, 4, 8):
+            for rope in ("false", "true"):
+                ks.append(Kernel(f"decode-light{'+rope' if rope == 'true' else ''} d{d} group<={gc}",
+                                 f"&revolta::paged_decode_light_kernel<{d}, {gc}, {rope}>", False,
+                                 f"&revolta::decode_light_smem_bytes<{d}, {gc}>"))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for vec in ("true", "false"):
         ks.append(Kernel(f"argmax rows {'float4' if vec == 'true' else 'scalar'}",
@@ -167,6 +173,7 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
         b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
         b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
         b'#include "norm.cuh"\n'
+        b'#include "decode_light.cuh"\n'
         b'#include "rotary.cuh"\n'
         b'#include "sampling.cuh"\n'
     )

@@ -49,11 +49,36 @@ class AttnParams(ctypes.Structure):
     ]
 
 
+class DecodeRope(ctypes.Structure):
+    """Mirror of ``revolta::DecodeRope`` in csrc/attention.cuh (field order and types must match)."""
+
+    _fields_ = [
+        ("q", _ptr),
+        ("k", _ptr),
+        ("v", _ptr),
+        ("q_tok_stride", _c_ll),
+        ("q_head_stride", _c_ll),
+        ("k_tok_stride", _c_ll),
+        ("k_head_stride", _c_ll),
+        ("v_tok_stride", _c_ll),
+        ("v_head_stride", _c_ll),
+        ("positions", _ptr),
+        ("cos_sin", _ptr),
+        ("slots", _ptr),
+        ("rot_dim", _c_int),
+        ("neox", _c_int),
+    ]
+
+
 _SIGNATURES: dict[str, list] = {
     "revolta_paged_attention": [ctypes.POINTER(AttnParams), _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
     "revolta_frag_layout_probe": [ctypes.POINTER(_c_int), ctypes.POINTER(_c_int)],
     "revolta_set_attention_variant": [_c_int, _c_int],
+    "revolta_set_decode_light": [_c_int],
+    "revolta_rope_paged_decode": [
+        ctypes.POINTER(AttnParams), ctypes.POINTER(DecodeRope), _c_int, _c_int, ctypes.POINTER(_c_int), _ptr,
+    ],
     "revolta_rms_norm": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
     "revolta_fused_add_rms_norm": [
         _ptr,

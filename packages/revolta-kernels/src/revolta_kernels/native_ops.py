@@ -389,6 +389,15 @@ def set_attention_variant(decode: int = 0, prefill: int = 0) -> None:
     _blocks_per_sm.cache_clear()
 
 
+def set_decode_light(mode: int) -> int:
+    """Where the light fp16 decode kernel runs (csrc/decode_light.cuh): 0 never, 1 small batches (the
+    default), 2 every one-token decode it can take. Returns the previous mode."""
+    old = LIB.revolta_set_decode_light(mode)
+    if old < 0:
+        raise ValueError(f"decode light mode must be 0, 1 or 2, not {mode}")
+    return old
+
+
 # Benchmarks may force the decode split plan (None = the occupancy model decides): SPLIT_OVERRIDE even
 # splits of each context, or CHUNK_OVERRIDE fixed chunks of that many keys (a multiple of 64).
 SPLIT_OVERRIDE: int | None = None
@@ -466,6 +475,66 @@ def _split_counters(device: torch.device, n: int) -> torch.Tensor:
     return _counters[index]
 
 
+def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+                k_scales, v_scales, prefill: bool) -> tuple[AttnParams, tuple]:
+    """The kernels' AttnParams for checked inputs (q [T, H, D] as the kernel reads it, out [T, H, D]), with the
+    decode split plan, and the tensors it points into that the caller keeps alive until the launch."""
+    kind = _KV_KIND[key_cache.dtype]
+    d = q.shape[-1]
+    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    frag = _frag_layout(dev)
+    num_seqs = context_lens.shape[0]
+    bt = block_tables.to(torch.int32).contiguous()
+    cl = context_lens.to(torch.int32).contiguous()
+    qsl = query_start_loc.to(torch.int32).contiguous()
+    t, h, _ = q.shape
+    hkv, bs = key_cache.shape[1], key_cache.shape[2]
+    splits, split_tokens, counters = 1, 0, None
+    if not prefill:
+        row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
+        rows = min(max_query_len * (h // hkv), 16)
+        slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, rows, frag)
+        base = num_seqs * hkv * row_tiles
+        if SPLIT_OVERRIDE is not None:
+            splits, split_tokens = max(1, SPLIT_OVERRIDE), 0
+        elif CHUNK_OVERRIDE is not None:
+            split_tokens = CHUNK_OVERRIDE
+            splits = math.ceil(bt.shape[1] * bs / split_tokens)
+        else:
+            splits, split_tokens = _splits(base, bt.shape[1] * bs, slots)
+        if splits > 1:  # one counter per block of a split: row tiles of 8 rows at most
+            counters = _split_counters(q.device, num_seqs * hkv * math.ceil(max_query_len * (h // hkv) / 8))
+    part_o = part_ml = None
+    if splits > 1:
+        part_o = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
+        part_ml = torch.empty((splits, t, h, 2), dtype=torch.float32, device=q.device)
+    int8 = kind == 1
+    p = AttnParams(
+        q.data_ptr(),
+        out.data_ptr(),
+        key_cache.data_ptr(),
+        value_cache.data_ptr(),
+        k_scales.data_ptr() if int8 else None,
+        v_scales.data_ptr() if int8 else None,
+        bt.data_ptr(),
+        cl.data_ptr(),
+        qsl.data_ptr(),
+        part_o.data_ptr() if part_o is not None else None,
+        part_ml.data_ptr() if part_ml is not None else None,
+        t,
+        h,
+        hkv,
+        bs,
+        bt.shape[1],
+        splits,
+        scale * math.log2(math.e),
+        bs.bit_length() - 1,
+        counters.data_ptr() if counters is not None else None,
+        split_tokens if splits > 1 else 0,
+    )
+    return p, (bt, cl, qsl, part_o, part_ml, counters)
+
+
 def _attention(prefill: bool):
     def impl(
         query,
@@ -517,61 +586,13 @@ def _attention(prefill: bool):
                 v_scales,
             )
         q = query.contiguous()
-        dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-        frag = _frag_layout(dev)
         out = torch.empty_like(q)
-        num_seqs = context_lens.shape[0]
-        if num_seqs == 0 or q.shape[0] == 0:
+        if context_lens.shape[0] == 0 or q.shape[0] == 0:
             return out
-        bt = block_tables.to(torch.int32).contiguous()
-        cl = context_lens.to(torch.int32).contiguous()
-        qsl = query_start_loc.to(torch.int32).contiguous()
-        t, h, _ = q.shape
-        hkv, bs = key_cache.shape[1], key_cache.shape[2]
-        splits, split_tokens, counters = 1, 0, None
-        if not prefill:
-            row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
-            rows = min(max_query_len * (h // hkv), 16)
-            slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, rows, frag)
-            base = num_seqs * hkv * row_tiles
-            if SPLIT_OVERRIDE is not None:
-                splits, split_tokens = max(1, SPLIT_OVERRIDE), 0
-            elif CHUNK_OVERRIDE is not None:
-                split_tokens = CHUNK_OVERRIDE
-                splits = math.ceil(bt.shape[1] * bs / split_tokens)
-            else:
-                splits, split_tokens = _splits(base, bt.shape[1] * bs, slots)
-            if splits > 1:  # one counter per block of a split: row tiles of 8 rows at most
-                counters = _split_counters(q.device, num_seqs * hkv * math.ceil(max_query_len * (h // hkv) / 8))
-        part_o = part_ml = None
-        if splits > 1:
-            part_o = torch.empty((splits, t, h, d), dtype=torch.float32, device=q.device)
-            part_ml = torch.empty((splits, t, h, 2), dtype=torch.float32, device=q.device)
-        int8 = kind == 1
-        p = AttnParams(
-            q.data_ptr(),
-            out.data_ptr(),
-            key_cache.data_ptr(),
-            value_cache.data_ptr(),
-            k_scales.data_ptr() if int8 else None,
-            v_scales.data_ptr() if int8 else None,
-            bt.data_ptr(),
-            cl.data_ptr(),
-            qsl.data_ptr(),
-            part_o.data_ptr() if part_o is not None else None,
-            part_ml.data_ptr() if part_ml is not None else None,
-            t,
-            h,
-            hkv,
-            bs,
-            bt.shape[1],
-            splits,
-            scale * math.log2(math.e),
-            bs.bit_length() - 1,
-            counters.data_ptr() if counters is not None else None,
-            split_tokens if splits > 1 else 0,
-        )
-        check(LIB.revolta_paged_attention(p, d, kind, int(prefill), num_seqs, max_query_len, _stream(q)))
+        p, _keep = attn_params(q, out, key_cache, value_cache, block_tables, context_lens, query_start_loc,
+                               max_query_len, scale, k_scales, v_scales, prefill)
+        check(LIB.revolta_paged_attention(p, q.shape[-1], _KV_KIND[key_cache.dtype], int(prefill),
+                                          context_lens.shape[0], max_query_len, _stream(q)))
         return out
 
     return impl
@@ -590,3 +611,6 @@ def register() -> None:
     ops._qk_norm_rotary_and_cache.register_kernel("cuda")(qk_norm_rotary_and_cache)
     ops.paged_attention_decode.register_kernel("cuda")(_attention(prefill=False))
     ops.paged_attention_prefill.register_kernel("cuda")(_attention(prefill=True))
+    from revolta_kernels import native_rope_attention
+
+    ops._rotary_cache_and_attention.register_kernel("cuda")(native_rope_attention.rotary_cache_and_attention)

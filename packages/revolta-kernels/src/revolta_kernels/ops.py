@@ -352,3 +352,76 @@ def paged_attention(
         k_scales,
         v_scales,
     )
+
+
+@torch.library.custom_op(
+    f"{LIB}::rotary_cache_and_attention", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
+)
+def _rotary_cache_and_attention(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    max_query_len: int,
+    scale: float,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+) -> torch.Tensor:
+    return _rope_cache_attention_two_ops(positions, query, key, value, cos_sin_cache, is_neox, key_cache,
+                                         value_cache, slot_mapping, block_tables, context_lens, query_start_loc,
+                                         max_query_len, scale, k_scales, v_scales)
+
+
+def _rope_cache_attention_two_ops(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
+                                  slot_mapping, block_tables, context_lens, query_start_loc, max_query_len, scale,
+                                  k_scales, v_scales):
+    """What rotary_cache_and_attention means: the two ops, one after the other (reference and fallback)."""
+    q = rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                         k_scales, v_scales)
+    return paged_attention(q, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len,
+                           scale, k_scales, v_scales)
+
+
+@_rotary_cache_and_attention.register_fake
+def _(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, block_tables,
+      context_lens, query_start_loc, max_query_len, scale, k_scales, v_scales):
+    return torch.empty(query.shape, dtype=query.dtype, device=query.device)
+
+
+def rotary_cache_and_attention(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    max_query_len: int,
+    scale: float,
+    k_scales: torch.Tensor | None = None,
+    v_scales: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`rotary_and_cache` then :func:`paged_attention` on the rotated query; returns the attention
+    output [T, H, D]. On CUDA, a decode step of few sequences with an fp16 cache runs as one kernel (the
+    light decode kernel rotates q and the new k itself and writes the cache); anything else, and the CPU,
+    runs the two ops."""
+    if query.device.type == "cpu" and not torch.compiler.is_compiling():
+        return _rope_cache_attention_two_ops(
+            positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+            block_tables, context_lens, query_start_loc, max_query_len, scale, k_scales, v_scales)
+    return _rotary_cache_and_attention(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
+                                       slot_mapping, block_tables, context_lens, query_start_loc, max_query_len,
+                                       scale, k_scales, v_scales)

@@ -32,24 +32,26 @@ class PagedAttention(nn.Module):
                 qk_norm: tuple[RMSNorm, RMSNorm] | None = None) -> torch.Tensor:
         """q: [T, H, D], k/v: [T, Hkv, D] -> [T, H, D] (q/k/v may be strided views of a fused projection).
 
-        With ``rotary`` and ``positions``, q and k are rotated here, in one op with the cache write
-        (``revolta::rotary_and_cache``); with ``qk_norm`` too, the per-head q and k norms run before rotary
-        in that same op (``revolta::qk_norm_rotary_and_cache``)."""
+        With ``rotary`` and ``positions``, q and k are rotated here, in one op with the cache write and the
+        attention (``revolta::rotary_cache_and_attention``); with ``qk_norm`` too, the per-head q and k norms
+        run before rotary in the op that writes the cache (``revolta::qk_norm_rotary_and_cache``)."""
         ctx = get_forward_context()
         meta = ctx.attn
         cache = ctx.kv_caches[self.layer_idx]
         if rotary is not None:
             assert positions is not None, "rotary needs positions"
             cos_sin = cast(torch.Tensor, rotary.cos_sin_cache)  # a registered buffer
-            if qk_norm is None:
-                q = ops.rotary_and_cache(positions, q, k, v, cos_sin, rotary.is_neox, cache.key,
-                                         cache.value, meta.slot_mapping, cache.k_scales, cache.v_scales)
-            else:
-                qn, kn = qk_norm
-                assert qn.eps == kn.eps and qn.zero_centered == kn.zero_centered, "q and k norms differ in kind"
-                q = ops.qk_norm_rotary_and_cache(positions, q, k, v, qn.weight, kn.weight, qn.eps, qn.zero_centered,
-                                                 cos_sin, rotary.is_neox, cache.key, cache.value,
-                                                 meta.slot_mapping, cache.k_scales, cache.v_scales)
+            if qk_norm is None:  # decode steps of few sequences: one kernel (see ops.rotary_cache_and_attention)
+                return ops.rotary_cache_and_attention(
+                    positions, q, k, v, cos_sin, rotary.is_neox, cache.key, cache.value, meta.slot_mapping,
+                    meta.block_tables, meta.context_lens, meta.query_start_loc, meta.max_query_len, self.scale,
+                    cache.k_scales, cache.v_scales,
+                )
+            qn, kn = qk_norm
+            assert qn.eps == kn.eps and qn.zero_centered == kn.zero_centered, "q and k norms differ in kind"
+            q = ops.qk_norm_rotary_and_cache(positions, q, k, v, qn.weight, kn.weight, qn.eps, qn.zero_centered,
+                                             cos_sin, rotary.is_neox, cache.key, cache.value,
+                                             meta.slot_mapping, cache.k_scales, cache.v_scales)
         elif qk_norm is not None:
             raise ValueError("q/k norms are fused with rotary: pass rotary and positions too")
         else:

@@ -1,0 +1,298 @@
+// Decode attention for few sequences with an fp16 cache: one query token per sequence, GQA group <= 8.
+//
+// At batch 1 the step waits on this kernel's latency, not its bandwidth (a 600-token Llama-8B context is
+// 2.5 MB, well under a microsecond of copy time). paged_decode_kernel (decode.cuh) pays a WMMA tile of 16
+// rows for 4 query heads and several barriers per 64-key tile; this kernel uses CUDA cores only (fp32 dot
+// products, no tensor cores to wait for) and issues its K/V loads before the PDL wait:
+//   * a block owns one (sequence, KV head, context split); thread (key group kg, chunk c) owns 16 bytes
+//     (8 dims) of the key rows kg, kg + KP, ... of each tile of KT keys;
+//   * the cache rows of every key except the newest one (position ctx - 1, which the rotary kernel just
+//     before writes) were written by earlier steps, and the block tables and context lengths by copies or
+//     non-PDL kernels earlier on the stream, so they are read before pdl_wait() and their DRAM round trip
+//     overlaps the previous kernel; the newest key and the query are read after it;
+//   * q.k in fp32 over the 8 dims, summed across the TPK threads of a key row with shuffles; one warp per
+//     query head runs the online softmax over the tile in shared memory; P.V accumulates 8 output dims per
+//     thread and head; the key groups' outputs are summed in shared memory at the end;
+//   * splits write their partials (o / l, max, l) and the last to arrive merges them (merge_splits), as
+//     paged_decode_kernel does, so the host's split plan and buffers are shared.
+// ROPE = true folds rotary_and_cache_kernel (rotary.cuh) in: the query is rotated from the projection's
+// output (DecodeRope) as it is loaded, and the block holding the newest key rotates that token's key,
+// writes key and value into the cache slot and uses them from registers. One kernel instead of two per
+// attention layer of a decode step.
+#pragma once
+
+#include "attention.cuh"
+
+namespace revolta {
+
+template <int D, int GC>  // GC: query heads per KV head, rounded up to a power of two (1..8)
+struct LightDecodeCfg {
+  static constexpr int NT = 128;
+  static constexpr int TPK = D / 8;  // threads per key row, 16 bytes each
+  static constexpr int KP = NT / TPK;  // key rows per pass of the block
+  static constexpr int U = (GC >= 8 || D == 64) ? 4 : 8;  // passes per tile: keys a thread holds in flight
+  static constexpr int KT = KP * U;  // keys per tile
+  static constexpr int SMEM_BYTES = (GC * KT + 4 * GC + KP * GC * D) * 4;
+  static_assert(TPK <= 32 && 32 % TPK == 0, "a key row's threads must sit in one warp");
+};
+
+// Rotary on the 16-byte chunk `c` (dims 8c .. 8c + 7) of one head row, as rotate_one (rotary.cuh) computes
+// it, rounded to fp16. neox pairs dim i with i +- rot_dim / 2 (the partner chunk, read here too); gpt-j pairs
+// neighbours inside the chunk.
+__device__ __forceinline__ uint4 rope_chunk(const __half* row, int c, const float* cs, int rot_dim, bool neox) {
+  const uint4 own = *reinterpret_cast<const uint4*>(row + c * 8);
+  const int d0 = c * 8, half = rot_dim / 2;
+  if (d0 >= rot_dim) return own;
+  const __half* x = reinterpret_cast<const __half*>(&own);
+  __align__(16) __half out[8];
+  if (neox) {
+    const bool first = d0 < half;
+    const int i0 = first ? d0 : d0 - half;
+    const uint4 other = *reinterpret_cast<const uint4*>(row + (first ? d0 + half : d0 - half));
+    const __half* y = reinterpret_cast<const __half*>(&other);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float cv = cs[i0 + e], sv = cs[half + i0 + e];
+      const float a = __half2float(x[e]), b = __half2float(y[e]);
+      out[e] = __float2half_rn(first ? a * cv - b * sv : a * cv + b * sv);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) {
+      const int i = (d0 + e) >> 1;
+      const float cv = cs[i], sv = cs[half + i];
+      const float x1 = __half2float(x[e]), x2 = __half2float(x[e + 1]);
+      out[e] = __float2half_rn(x1 * cv - x2 * sv);
+      out[e + 1] = __float2half_rn(x2 * cv + x1 * sv);
+    }
+  }
+  return *reinterpret_cast<const uint4*>(out);
+}
+
+template <int D, int GC>
+__device__ const int decode_light_smem_bytes = LightDecodeCfg<D, GC>::SMEM_BYTES;
+
+template <int D, int GC, bool ROPE>
+__global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParams p, const DecodeRope r) {
+  using C = LightDecodeCfg<D, GC>;
+  constexpr int TPK = C::TPK, KP = C::KP, U = C::U, KT = C::KT;
+  extern __shared__ __align__(128) unsigned char smem[];  // the alignment decode.cuh declares
+  float* sS = reinterpret_cast<float*>(smem);  // [GC][KT] scores, then probabilities
+  float* sM = sS + GC * KT;                     // running max (log2 domain), per head
+  float* sL = sM + GC;                          // running sum
+  float* sAlpha = sL + GC;                      // rescale of the running output for this tile
+  float* sO = sAlpha + 2 * GC;                  // [KP][GC][D] per key group outputs (16-byte aligned)
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kg = tid / TPK, c = tid % TPK;
+  const int seq = blockIdx.x / p.num_kv_heads, kvh = blockIdx.x % p.num_kv_heads;
+  const int split = blockIdx.z;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int q0 = p.query_start_loc[seq];
+  const int ctx = p.context_lens[seq];
+  const int slen = p.split_tokens > 0 ? p.split_tokens : split_len<KT>(ctx, p.num_splits);
+  const int n_active = max(1, (ctx + slen - 1) / slen);
+  if (split >= n_active) {
+    pdl_wait();
+    return;
+  }
+  const int kbeg = split * slen, kend = min(ctx, kbeg + slen);
+  const int* table = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
+  const size_t block_stride = static_cast<size_t>(p.num_kv_heads) * p.block_size * D;
+  const size_t head_off = static_cast<size_t>(kvh) * p.block_size * D + c * 8;
+  const __half* kc = static_cast<const __half*>(p.k_cache);
+  const __half* vc = static_cast<const __half*>(p.v_cache);
+
+  // ROPE: this token's position, cos/sin row and cache slot are inputs from before the step's kernels.
+  const float* cs = nullptr;
+  long long slot = -1;
+  if constexpr (ROPE) {
+    cs = r.cos_sin + r.positions[q0] * r.rot_dim;
+    slot = r.slots[q0];
+  }
+  // The newest key (position ctx - 1; after the PDL wait only): read from the cache the previous kernel
+  // wrote, or (ROPE) rotated from the projection and written to its cache slot here.
+  auto fill_newest = [&](uint4& kv_k, uint4& kv_v) {
+    if (ROPE && slot >= 0) {
+      kv_k = rope_chunk(r.k + q0 * r.k_tok_stride + kvh * r.k_head_stride, c, cs, r.rot_dim, r.neox != 0);
+      kv_v = *reinterpret_cast<const uint4*>(r.v + q0 * r.v_tok_stride + kvh * r.v_head_stride + c * 8);
+      const size_t off = ((static_cast<size_t>(slot / p.block_size) * p.num_kv_heads + kvh) * p.block_size +
+                          static_cast<size_t>(slot % p.block_size)) * D + c * 8;
+      *reinterpret_cast<uint4*>(const_cast<__half*>(kc) + off) = kv_k;
+      *reinterpret_cast<uint4*>(const_cast<__half*>(vc) + off) = kv_v;
+    } else {  // (a padding token, slot -1, is not written: it reads what the cache holds, as the two ops do)
+      const size_t off = static_cast<size_t>(table[kv_block_index(p, ctx - 1)]) * block_stride + head_off +
+                         static_cast<size_t>(kv_block_offset(p, ctx - 1)) * D;
+      kv_k = *reinterpret_cast<const uint4*>(kc + off);
+      kv_v = *reinterpret_cast<const uint4*>(vc + off);
+    }
+  };
+  uint4 kr[U], vr[U];
+  // Tile [base, base + KT): key base + kg + j * KP into kr[j], vr[j] (zeros past kend); the newest key only
+  // when `newest` (after the PDL wait).
+  auto load_tile = [&](int base, bool newest) {
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int k = base + kg + j * KP;
+      kr[j] = vr[j] = make_uint4(0, 0, 0, 0);
+      if (k >= kend) {
+      } else if (k == ctx - 1) {
+        if (newest) fill_newest(kr[j], vr[j]);
+      } else {
+        const size_t off = static_cast<size_t>(table[kv_block_index(p, k)]) * block_stride + head_off +
+                           static_cast<size_t>(kv_block_offset(p, k)) * D;
+        kr[j] = __ldg(reinterpret_cast<const uint4*>(kc + off));
+        vr[j] = __ldg(reinterpret_cast<const uint4*>(vc + off));
+      }
+    }
+  };
+  load_tile(kbeg, false);
+  if (tid < GC) {
+    sM[tid] = -INFINITY;
+    sL[tid] = 0.f;
+  }
+
+  pdl_wait();
+  pdl_trigger();
+  if (kend == ctx) {  // the newest key, if this thread's first tile holds it
+    const int rr = ctx - 1 - kbeg - kg;
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+      if (rr == j * KP) fill_newest(kr[j], vr[j]);
+  }
+  float qf[GC][8];
+#pragma unroll
+  for (int g = 0; g < GC; ++g) {
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (g < group) {
+      if constexpr (ROPE)
+        raw = rope_chunk(r.q + q0 * r.q_tok_stride + (kvh * group + g) * r.q_head_stride, c, cs, r.rot_dim,
+                         r.neox != 0);
+      else
+        raw = *reinterpret_cast<const uint4*>(p.q + (static_cast<size_t>(q0) * p.num_heads + kvh * group + g) * D +
+                                              c * 8);
+    }
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      qf[g][2 * i] = f.x;
+      qf[g][2 * i + 1] = f.y;
+    }
+  }
+  float o[GC][8];
+#pragma unroll
+  for (int g = 0; g < GC; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[g][e] = 0.f;
+
+  for (int base = kbeg; base < kend; base += KT) {
+    if (base != kbeg) load_tile(base, true);
+    // Scores of this thread's keys, summed over the key row's TPK threads.
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const uint32_t w[4] = {kr[j].x, kr[j].y, kr[j].z, kr[j].w};
+      float kf[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+        kf[2 * i] = f.x;
+        kf[2 * i + 1] = f.y;
+      }
+      float s[GC];
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        s[g] = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s[g] = fmaf(qf[g][e], kf[e], s[g]);
+#pragma unroll
+        for (int off = TPK / 2; off > 0; off >>= 1) s[g] += __shfl_xor_sync(0xffffffffu, s[g], off);
+      }
+      const int k = base + kg + j * KP;
+      if (c == 0) {
+#pragma unroll
+        for (int g = 0; g < GC; ++g) sS[g * KT + kg + j * KP] = k < kend ? s[g] * p.scale_log2 : -INFINITY;
+      }
+    }
+    __syncthreads();
+    // Online softmax, one warp per head.
+    for (int g = warp; g < group; g += C::NT / 32) {
+      float mx = -INFINITY;
+      for (int i = lane; i < KT; i += 32) mx = fmaxf(mx, sS[g * KT + i]);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_old = sM[g], m_new = fmaxf(m_old, mx);
+      float sum = 0.f;
+      for (int i = lane; i < KT; i += 32) {
+        const float e = m_new == -INFINITY ? 0.f : exp2f(sS[g * KT + i] - m_new);
+        sS[g * KT + i] = e;
+        sum += e;
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      if (lane == 0) {
+        const float alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
+        sAlpha[g] = alpha;
+        sL[g] = sL[g] * alpha + sum;
+        sM[g] = m_new;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+      const float a = g < group ? sAlpha[g] : 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[g][e] *= a;
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const uint32_t w[4] = {vr[j].x, vr[j].y, vr[j].z, vr[j].w};
+      float vf[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+        vf[2 * i] = f.x;
+        vf[2 * i + 1] = f.y;
+      }
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        const float pr = g < group ? sS[g * KT + kg + j * KP] : 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[g][e] = fmaf(pr, vf[e], o[g][e]);
+      }
+    }
+    __syncthreads();  // sS and sAlpha are rewritten by the next tile
+  }
+
+#pragma unroll
+  for (int g = 0; g < GC; ++g) {
+    float4* dst = reinterpret_cast<float4*>(sO + (kg * GC + g) * D + c * 8);
+    dst[0] = make_float4(o[g][0], o[g][1], o[g][2], o[g][3]);
+    dst[1] = make_float4(o[g][4], o[g][5], o[g][6], o[g][7]);
+  }
+  __syncthreads();
+  for (int i = tid; i < group * (D / 4); i += C::NT) {
+    const int g = i / (D / 4), d = (i % (D / 4)) * 4;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int kk = 0; kk < KP; ++kk) {
+      const float4 v = *reinterpret_cast<const float4*>(sO + (kk * GC + g) * D + d);
+      acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+    }
+    const float L = sL[g], inv = L > 0.f ? 1.f / L : 0.f;
+    acc.x *= inv; acc.y *= inv; acc.z *= inv; acc.w *= inv;
+    const size_t orow = static_cast<size_t>(q0) * p.num_heads + kvh * group + g;
+    if (n_active == 1) {
+      __half2* dst = reinterpret_cast<__half2*>(p.out + orow * D + d);
+      dst[0] = __floats2half2_rn(acc.x, acc.y);
+      dst[1] = __floats2half2_rn(acc.z, acc.w);
+    } else {
+      const size_t prow = static_cast<size_t>(split) * p.num_tokens * p.num_heads + orow;
+      *reinterpret_cast<float4*>(p.part_o + prow * D + d) = acc;
+      if (d == 0) reinterpret_cast<float2*>(p.part_ml)[prow] = make_float2(sM[g], L);
+    }
+  }
+  if (n_active > 1) merge_splits<D, C::NT>(p, blockIdx.x, n_active, 0, group, q0, kvh, group);
+}
+
+}  // namespace revolta
