@@ -249,6 +249,53 @@ def bench_rotary_cache():
     return out
 
 
+def bench_rope_attention():
+    """Llama-3.1-8B batch-1 decode attention (600 keys, graph replays of 8 calls): rotary + cache write +
+    attention as one op (revolta::rotary_cache_and_attention) against rotary_and_cache then paged attention."""
+    from revolta_kernels import native_rope_attention
+
+    h, hkv, d, bs, ctx = 32, 8, 128, 16, 600
+    q0, kc, vc, tables, lens, qsl, _, scale, _, _ = attn_inputs(1, ctx, 1, h, hkv, d, bs, torch.float16)
+    qkv = torch.randn(1, (h + 2 * hkv) * d, device="cuda").half()
+    q, k, v = (qkv[:, : h * d].view(1, h, d), qkv[:, h * d : (h + hkv) * d].view(1, hkv, d),
+               qkv[:, (h + hkv) * d :].view(1, hkv, d))
+    pos = (lens - 1).long()
+    slots = (tables[0, (ctx - 1) // bs].long() * bs + (ctx - 1) % bs).view(1)
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, device="cuda").float() / d))
+    cos_sin = torch.cat([(torch.arange(4096, device="cuda")[:, None] * inv).cos(),
+                         (torch.arange(4096, device="cuda")[:, None] * inv).sin()], dim=-1)
+
+    def fused():
+        ops.rotary_cache_and_attention(pos, q, k, v, cos_sin, True, kc, vc, slots, tables, lens, qsl, 1, scale)
+
+    def two_ops():
+        qr = ops.rotary_and_cache(pos, q, k, v, cos_sin, True, kc, vc, slots)
+        ops.paged_attention_decode(qr, kc, vc, tables, lens, qsl, 1, scale, None, None)
+
+    res = {}
+    for name, fn in (("fused", fused), ("two_ops", two_ops)):
+        fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(8):
+                fn()
+        res[name + "_us"] = time_ms(graph.replay, reps=30, inner=10) / 8 * 1e3
+    native_rope_attention.FUSED = False
+    try:
+        fused()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(8):
+                fused()
+        res["fused_switched_off_us"] = time_ms(graph.replay, reps=30, inner=10) / 8 * 1e3
+    finally:
+        native_rope_attention.FUSED = True
+    print("rope+cache+attention b1 ctx600: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()), flush=True)
+    return res
+
+
 def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
     q, kc, vc, tables, lens, qsl, _, scale, _, _ = attn_inputs(1, seq, seq, h, hkv, d, bs, torch.float16)
     args = (q, kc, vc, tables, lens, qsl, seq, scale, None, None)
@@ -323,6 +370,7 @@ def main() -> None:
     if not args.prefill_only:
         results["engine_decode"] = bench_engine_decode(copy_bw, not args.no_split_sweep)
         results["rotary_cache"] = bench_rotary_cache()
+        results["rope_attention"] = bench_rope_attention()
     if args.engine_only:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

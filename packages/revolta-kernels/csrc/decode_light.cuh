@@ -36,39 +36,6 @@ struct LightDecodeCfg {
   static_assert(TPK <= 32 && 32 % TPK == 0, "a key row's threads must sit in one warp");
 };
 
-// Rotary on the 16-byte chunk `c` (dims 8c .. 8c + 7) of one head row, as rotate_one (rotary.cuh) computes
-// it, rounded to fp16. neox pairs dim i with i +- rot_dim / 2 (the partner chunk, read here too); gpt-j pairs
-// neighbours inside the chunk.
-__device__ __forceinline__ uint4 rope_chunk(const __half* row, int c, const float* cs, int rot_dim, bool neox) {
-  const uint4 own = *reinterpret_cast<const uint4*>(row + c * 8);
-  const int d0 = c * 8, half = rot_dim / 2;
-  if (d0 >= rot_dim) return own;
-  const __half* x = reinterpret_cast<const __half*>(&own);
-  __align__(16) __half out[8];
-  if (neox) {
-    const bool first = d0 < half;
-    const int i0 = first ? d0 : d0 - half;
-    const uint4 other = *reinterpret_cast<const uint4*>(row + (first ? d0 + half : d0 - half));
-    const __half* y = reinterpret_cast<const __half*>(&other);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float cv = cs[i0 + e], sv = cs[half + i0 + e];
-      const float a = __half2float(x[e]), b = __half2float(y[e]);
-      out[e] = __float2half_rn(first ? a * cv - b * sv : a * cv + b * sv);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; e += 2) {
-      const int i = (d0 + e) >> 1;
-      const float cv = cs[i], sv = cs[half + i];
-      const float x1 = __half2float(x[e]), x2 = __half2float(x[e + 1]);
-      out[e] = __float2half_rn(x1 * cv - x2 * sv);
-      out[e + 1] = __float2half_rn(x2 * cv + x1 * sv);
-    }
-  }
-  return *reinterpret_cast<const uint4*>(out);
-}
-
 template <int D, int GC>
 __device__ const int decode_light_smem_bytes = LightDecodeCfg<D, GC>::SMEM_BYTES;
 
@@ -106,20 +73,23 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
   // ROPE: this token's position, cos/sin row and cache slot are inputs from before the step's kernels.
   const float* cs = nullptr;
   long long slot = -1;
+  // ROPE staging in the output area (unused until the end): the rotated query rows, the newest key
+  // (rotated) and value, and this position's cos/sin row.
+  __half* sQr = reinterpret_cast<__half*>(sO);  // [GC][D]
+  __half* sNk = sQr + GC * D;
+  __half* sNv = sNk + D;
+  float* sCS = reinterpret_cast<float*>(sNv + D);  // [rot_dim]
   if constexpr (ROPE) {
     cs = r.cos_sin + r.positions[q0] * r.rot_dim;
     slot = r.slots[q0];
+    for (int i = tid; i < r.rot_dim; i += C::NT) sCS[i] = cs[i];
   }
   // The newest key (position ctx - 1; after the PDL wait only): read from the cache the previous kernel
   // wrote, or (ROPE) rotated from the projection and written to its cache slot here.
   auto fill_newest = [&](uint4& kv_k, uint4& kv_v) {
-    if (ROPE && slot >= 0) {
-      kv_k = rope_chunk(r.k + q0 * r.k_tok_stride + kvh * r.k_head_stride, c, cs, r.rot_dim, r.neox != 0);
-      kv_v = *reinterpret_cast<const uint4*>(r.v + q0 * r.v_tok_stride + kvh * r.v_head_stride + c * 8);
-      const size_t off = ((static_cast<size_t>(slot / p.block_size) * p.num_kv_heads + kvh) * p.block_size +
-                          static_cast<size_t>(slot % p.block_size)) * D + c * 8;
-      *reinterpret_cast<uint4*>(const_cast<__half*>(kc) + off) = kv_k;
-      *reinterpret_cast<uint4*>(const_cast<__half*>(vc) + off) = kv_v;
+    if (ROPE && slot >= 0) {  // staged (rotated) in shared memory after the wait, below
+      kv_k = *reinterpret_cast<const uint4*>(sNk + c * 8);
+      kv_v = *reinterpret_cast<const uint4*>(sNv + c * 8);
     } else {  // (a padding token, slot -1, is not written: it reads what the cache holds, as the two ops do)
       const size_t off = static_cast<size_t>(table[kv_block_index(p, ctx - 1)]) * block_stride + head_off +
                          static_cast<size_t>(kv_block_offset(p, ctx - 1)) * D;
@@ -154,6 +124,45 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
 
   pdl_wait();
   pdl_trigger();
+  if constexpr (ROPE) {  // rotate the query rows and the newest key once per block, as rotate_one does
+    const int half = r.rot_dim / 2;
+    auto rot = [&](const __half* row, int d) -> __half {
+      if (d >= r.rot_dim) return row[d];
+      bool first;
+      int i, i1, i2;
+      if (r.neox) {
+        first = d < half;
+        i = first ? d : d - half;
+        i1 = i;
+        i2 = i + half;
+      } else {
+        first = (d & 1) == 0;
+        i = d >> 1;
+        i1 = 2 * i;
+        i2 = 2 * i + 1;
+      }
+      const float cv = sCS[i], sv = sCS[half + i];
+      const float x1 = __half2float(row[i1]), x2 = __half2float(row[i2]);
+      return __float2half_rn(first ? x1 * cv - x2 * sv : x2 * cv + x1 * sv);
+    };
+    __syncthreads();  // sCS
+    for (int i = tid; i < group * D; i += C::NT)
+      sQr[i] = rot(r.q + q0 * r.q_tok_stride + (kvh * group + i / D) * r.q_head_stride, i % D);
+    const bool writes = kend == ctx && slot >= 0;
+    if (writes) {
+      for (int d = tid; d < D; d += C::NT) {
+        sNk[d] = rot(r.k + q0 * r.k_tok_stride + kvh * r.k_head_stride, d);
+        sNv[d] = r.v[q0 * r.v_tok_stride + kvh * r.v_head_stride + d];
+      }
+    }
+    __syncthreads();
+    if (writes && tid < D / 8) {  // this token's key and value into its cache slot
+      const size_t off = ((static_cast<size_t>(slot / p.block_size) * p.num_kv_heads + kvh) * p.block_size +
+                          static_cast<size_t>(slot % p.block_size)) * D + tid * 8;
+      *reinterpret_cast<uint4*>(const_cast<__half*>(kc) + off) = *reinterpret_cast<const uint4*>(sNk + tid * 8);
+      *reinterpret_cast<uint4*>(const_cast<__half*>(vc) + off) = *reinterpret_cast<const uint4*>(sNv + tid * 8);
+    }
+  }
   if (kend == ctx) {  // the newest key, if this thread's first tile holds it
     const int rr = ctx - 1 - kbeg - kg;
 #pragma unroll
@@ -166,8 +175,7 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
     uint4 raw = make_uint4(0, 0, 0, 0);
     if (g < group) {
       if constexpr (ROPE)
-        raw = rope_chunk(r.q + q0 * r.q_tok_stride + (kvh * group + g) * r.q_head_stride, c, cs, r.rot_dim,
-                         r.neox != 0);
+        raw = *reinterpret_cast<const uint4*>(sQr + g * D + c * 8);
       else
         raw = *reinterpret_cast<const uint4*>(p.q + (static_cast<size_t>(q0) * p.num_heads + kvh * group + g) * D +
                                               c * 8);

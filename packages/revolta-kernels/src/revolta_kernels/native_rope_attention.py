@@ -5,11 +5,15 @@ native rotary_and_cache and paged attention one after the other."""
 from __future__ import annotations
 
 import ctypes
+import os
 
 import torch
 
 from revolta_kernels import native_ops, ops
 from revolta_kernels.native import LIB, DecodeRope, check
+
+# REVOLTA_FUSED_ROPE=0 runs the two ops always (A/B benchmarks); benchmarks may also flip this flag.
+FUSED = os.environ.get("REVOLTA_FUSED_ROPE", "1") != "0"
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
@@ -42,7 +46,7 @@ def _fusable(positions, query, key, value, cos_sin_cache, is_neox, key_cache, va
 def rotary_cache_and_attention(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
                                slot_mapping, block_tables, context_lens, query_start_loc, max_query_len, scale,
                                k_scales, v_scales):
-    if query.shape[0] and _fusable(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
+    if FUSED and query.shape[0] and _fusable(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
                                    slot_mapping, context_lens, max_query_len):
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         # The kernel reads the query through `rope`; AttnParams.q only needs to be a valid pointer.
