@@ -145,6 +145,9 @@ int revolta_frag_layout_probe(int* ok, int* maps) {
 // PDL for later launches (A/B benchmarks; graphs keep what they captured): 0 = off, 1 (or any other
 // value) = as REVOLTA_PDL and the device say (on for sm_90+ unless REVOLTA_PDL=0). Returns the new state
 // for the current device (1 = on).
+// 1 when later launches on the current device use PDL (sm_90+, REVOLTA_PDL and revolta_set_pdl allowing).
+int revolta_pdl_on() { return pdl_enabled() ? 1 : 0; }
+
 int revolta_set_pdl(int mode) {
   g_pdl_force = mode == 0 ? 0 : -1;
   return pdl_enabled() ? 1 : 0;
