@@ -5,6 +5,9 @@
 # AWQ g128 batch 1 against that fp16 run, and the Qwen3.5-35B-A3B-shaped hybrid MoE model.
 # Wheels the device lacks go in .whl/: `../shared/device/wheels.sh xgrammar apache-tvm-ffi` (xgrammar 0.2.9
 # imports tvm_ffi). Writes at most 8 files under $OUT: verify.log (this script's summary) and the logs/JSON named below.
+# A/B runs (space-separated lists): ENGINE_AB="NAME=V ..." (engine GPU tests again), AWQ_AB / FP16_AB
+# ="A=1,B=0 C=2 ..." (batch-1 decode again, comma-separated switches per run), HYBRID_AB="NAME=V ...";
+# ARGMAX=1 adds the argmax benchmark. The AWQ decode timeline (decode_timeline.py) ends the run.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$ROOT/gpu_check_out}"
@@ -36,8 +39,10 @@ echo "[${SECONDS}s] kernels_bench rc=$?"; grep -vE "^\s*$" /tmp/v/kernels_bench.
 timeout "${T_GEMV:-70}" python3 benchmarks/gemv_bench.py --sections awq,dense,llama8b --out /tmp/v/gemv_bench.json >/tmp/v/gemv_bench.log 2>&1
 echo "[${SECONDS}s] gemv_bench rc=$?"; grep -vE "^\s*$" /tmp/v/gemv_bench.log | tail -22
 
-timeout 40 python3 benchmarks/argmax_bench.py --out /tmp/v/argmax_bench.json >/tmp/v/argmax_bench.log 2>&1
-echo "[${SECONDS}s] argmax bench rc=$?"; tail -2 /tmp/v/argmax_bench.log
+if [ -n "${ARGMAX:-}" ]; then
+  timeout 40 python3 benchmarks/argmax_bench.py --out /tmp/v/argmax_bench.json >/tmp/v/argmax_bench.log 2>&1
+  echo "[${SECONDS}s] argmax bench rc=$?"; tail -2 /tmp/v/argmax_bench.log
+fi
 
 timeout "${T_E2E:-120}" python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --out /tmp/v/gpu_e2e.json \
   >/tmp/v/gpu_e2e.log 2>&1
@@ -50,19 +55,27 @@ timeout "${T_AWQ:-60}" python3 benchmarks/gpu_e2e.py --config benchmarks/configs
 echo "[${SECONDS}s] AWQ e2e rc=$?"
 grep -E '"(batch1_decode|batch1_fraction|roofline_tok|speedup)' /tmp/v/gpu_e2e_awq.json || tail -5 /tmp/v/gpu_e2e_awq.log
 
-if [ -n "${AB:-}" ]; then  # A/B runs of the switches named in NOTES (each one e2e run)
-  REVOLTA_FUSED_NORM=0 timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq --decode-only \
-    --concurrency 1 --prefill-len 1024 --out /tmp/v/ab_awq_no_fused_norm.json >/tmp/v/ab_awq_no_fused_norm.log 2>&1
-  echo "[${SECONDS}s] AWQ REVOLTA_FUSED_NORM=0 rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' /tmp/v/ab_awq_no_fused_norm.json
-  REVOLTA_FUSED_NORM_DENSE=1 timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b --decode-only \
-    --concurrency 1 --prefill-len 1024 --out /tmp/v/ab_fp16_fused_norm_dense.json >/tmp/v/ab_fp16_fused_norm_dense.log 2>&1
-  echo "[${SECONDS}s] fp16 REVOLTA_FUSED_NORM_DENSE=1 rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' /tmp/v/ab_fp16_fused_norm_dense.json
-  for ab in ${HYBRID_AB:-}; do  # NAME=VALUE env switches, one hybrid run each
-    env "$ab" timeout 80 python3 benchmarks/hybrid_e2e.py --out "/tmp/v/ab_hybrid_${ab%%=*}.json" >"/tmp/v/ab_hybrid_${ab%%=*}.log" 2>&1
-    echo "[${SECONDS}s] hybrid $ab rc=$?"
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if 'tok_s' in k or 'fraction' in k or k.endswith('_ms')})" "/tmp/v/ab_hybrid_${ab%%=*}.json"
-  done
-fi
+for ab in ${AWQ_AB:-}; do  # A,B,...: comma-separated NAME=VALUE switches, one AWQ batch-1 run each
+  tag="$(echo "$ab" | tr ',=' '__')"
+  env $(echo "$ab" | tr ',' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
+    --decode-only --concurrency 1 --prefill-len 1024 --baseline /tmp/v/gpu_e2e.json --out "/tmp/v/ab_awq_$tag.json" \
+    >"/tmp/v/ab_awq_$tag.log" 2>&1
+  echo "[${SECONDS}s] AWQ $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_awq_$tag.json"
+done
+for ab in ${FP16_AB:-}; do  # the same for the fp16 model
+  tag="$(echo "$ab" | tr ',=' '__')"
+  env $(echo "$ab" | tr ',' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b \
+    --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/ab_fp16_$tag.json" >"/tmp/v/ab_fp16_$tag.log" 2>&1
+  echo "[${SECONDS}s] fp16 $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_fp16_$tag.json"
+done
+for ab in ${HYBRID_AB:-}; do  # NAME=VALUE env switches, one hybrid run each
+  env "$ab" timeout 80 python3 benchmarks/hybrid_e2e.py --out "/tmp/v/ab_hybrid_${ab%%=*}.json" >"/tmp/v/ab_hybrid_${ab%%=*}.log" 2>&1
+  echo "[${SECONDS}s] hybrid $ab rc=$?"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if 'tok_s' in k or 'fraction' in k or k.endswith('_ms')})" "/tmp/v/ab_hybrid_${ab%%=*}.json"
+done
+timeout 80 python3 benchmarks/decode_timeline.py --config benchmarks/configs/llama-3.1-8b-awq --out /tmp/v/timeline_awq.json \
+  >/tmp/v/timeline_awq.log 2>&1
+echo "[${SECONDS}s] AWQ decode timeline rc=$?"; grep -E "tok/s|on the path" /tmp/v/timeline_awq.log | head -8
 
 timeout "${T_MOE:-100}" python3 benchmarks/hybrid_e2e.py --out /tmp/v/hybrid_e2e.json >/tmp/v/hybrid_e2e.log 2>&1
 echo "[${SECONDS}s] hybrid e2e rc=$?"
