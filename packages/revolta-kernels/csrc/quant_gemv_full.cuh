@@ -36,6 +36,9 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
   constexpr int NG = L * RG / GR;  // groups a lane's rows touch (4)
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   __shared__ float norm_inv[MT];
+  GEMV_PROBE_DECL
+  GEMV_PROBE(0);
+  if (p.flags & kGemvFlagEarlyTrigger) pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rg = lane / LG, cl = lane % LG;
@@ -65,13 +68,25 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
       zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
   }
+  GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out may still be in its use
   pdl_trigger();
-  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+  GEMV_PROBE(2);
+  uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
+  const bool onepass = p.flags & kGemvFlagOnePass;
+  if (onepass) {
+    // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane); act 2 syncs the block once
+    // for the row sums, act 0 only the warp.
+    __shared__ float onepass_scratch[WARPS * MT];
+    gemv_stage_onepass<MT, WARPS, 2, true>(p, xs, rows, 0, warp * rpw + lane, 32, (warp + 1) * rpw,
+                                           blockIdx.x == 0, onepass_scratch);
+    __syncwarp();
+  } else if (p.act == 2) {
+    gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+  }
 
   // Stage x[m, :] (rows past M are zero) as permuted half2 pairs divided by the deferred-scale factor.
-  uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
-  for (int idx = tid; idx < MT * rows; idx += WARPS * 32) {
+  for (int idx = onepass ? MT * rows : tid; idx < MT * rows; idx += WARPS * 32) {
     const int m = idx / rows, r = idx - m * rows;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (m < p.M) {
@@ -101,7 +116,8 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
     }
     xs[idx] = v;
   }
-  __syncthreads();
+  if (!onepass) __syncthreads();
+  GEMV_PROBE(3);
 
   float acc[MT][4];
 #pragma unroll
@@ -162,6 +178,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
       acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 16);
     }
   __syncthreads();  // the staged x is dead
+  GEMV_PROBE(4);
   float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][32]
   if (rg == 0) {
 #pragma unroll
@@ -180,6 +197,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
       p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
     }
   }
+  GEMV_PROBE_END(p.N, p.K);
 }
 
 }  // namespace revolta
