@@ -56,16 +56,24 @@ PY
   grep -i "stall\|Warp Cycles" "$OUT/ncu.csv" | head -0
 fi
 if [ "$RUN" = 2 ]; then
+  left() { local l=$(( ${BUDGET:-228} - ($(date +%s) - t0) )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo $l; }
   el tests
-  timeout 100 python3 -m pytest -q -p no:cacheprovider -o addopts="" $K/tests/test_quant_gpu.py $K/tests/test_quant_norm_gpu.py \
-    > "$OUT/tests.log" 2>&1; echo "tests rc=$?"; tail -3 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
-  el bench
-  REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,0" timeout 60 python3 benchmarks/gemv_bench.py --sections awq,llama8b \
-    --out "$OUT/bench_flags0.json" > "$OUT/bench_flags0.log" 2>&1; echo "bench0 rc=$?"; grep -E "AWQ|awq|copy" "$OUT/bench_flags0.log"
-  timeout 60 python3 benchmarks/gemv_bench.py --sections awq,llama8b --out "$OUT/bench_default.json" \
-    > "$OUT/bench_default.log" 2>&1; echo "bench rc=$?"; grep -E "AWQ|awq|copy" "$OUT/bench_default.log"
+  timeout $(left 80) python3 -m pytest -q -p no:cacheprovider -o addopts="" $K/tests/test_quant_gpu.py $K/tests/test_quant_norm_gpu.py \
+    > "$OUT/tests.log" 2>&1; echo "tests rc=$?"; tail -2 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
+  el ab
+  timeout $(left 45) python3 benchmarks/gemv_flags_ab.py --flags 0,2,4,6 --rounds 5 --out "$OUT/ab.json" 2>&1 | tail -6
+  el bench default
+  timeout $(left 30) python3 benchmarks/gemv_bench.py --sections awq --out "$OUT/bench_default.json" \
+    > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+  el bench flags0
+  REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,0" timeout $(left 30) python3 benchmarks/gemv_bench.py --sections awq \
+    --out "$OUT/bench_flags0.json" >> "$OUT/bench.log" 2>&1; echo "bench0 rc=$?"; grep -E "AWQ|copy" "$OUT/bench.log"
   el timeline
-  timeout 80 python3 benchmarks/decode_timeline.py --config benchmarks/configs/llama-3.1-8b-awq --out "$OUT/tl.json" \
-    > "$OUT/tl.log" 2>&1; echo "timeline rc=$?"; tail -30 "$OUT/tl.log"
+  timeout $(left 60) python3 benchmarks/decode_timeline.py --config benchmarks/configs/llama-3.1-8b-awq --out "$OUT/tl.json" \
+    > "$OUT/tl.log" 2>&1; echo "timeline rc=$?"; grep -A15 "tok/s" "$OUT/tl.log" | head -16; tail -2 "$OUT/tl.log"
+  el timeline flags0
+  REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,0" timeout $(left 60) python3 benchmarks/decode_timeline.py \
+    --config benchmarks/configs/llama-3.1-8b-awq --out "$OUT/tl_flags0.json" > "$OUT/tl_flags0.log" 2>&1
+  echo "timeline0 rc=$?"; grep -A15 "tok/s" "$OUT/tl_flags0.log" | head -16
 fi
 el done

@@ -30,8 +30,9 @@ constexpr int kGemvDefaultPrefetchKB = 0;
 // Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
 // next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
 constexpr int kGemvDefaultShare = 1;
-// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass, quant_gemv.cuh).
-constexpr int kGemvDefaultFlags = 0;
+// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16,
+// quant_gemv.cuh; Full16 is read by the plan only).
+constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16;
 Tuning g_tune;
 int gemv_flags() { return g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags; }
 
@@ -142,10 +143,12 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     pl.defer = 1;
     pl.splits = 1;
     pl.rows_per_split = K / 8;
-    pl.tiles = N / quant_gemv_full_cols;
+    // kGemvFlagFull16: 16-column blocks, 3 per SM (reported as minb = 3)
+    const bool narrow = (gemv_flags() & kGemvFlagFull16) != 0;
+    pl.tiles = N / (narrow ? 16 : quant_gemv_full_cols);
     pl.smem = gemv_full_smem_bytes(pl.mt, K);
-    pl.blocks_per_sm = 2;
-    pl.minb = 2;
+    pl.blocks_per_sm = narrow ? 3 : 2;
+    pl.minb = narrow ? 3 : 2;
     return pl;
   }
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
@@ -224,6 +227,10 @@ template <int BITS>
 cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   if (pl.full) {
     const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
+    if (pl.minb == 3) {
+      if (pl.mt == 1) return launch(quant_gemv_full_kernel<1, 16>, grid, block, pl.smem, stream, p);
+      return launch(quant_gemv_full_kernel<2, 16>, grid, block, pl.smem, stream, p);
+    }
     if (pl.mt == 1) return launch(quant_gemv_full_kernel<1>, grid, block, pl.smem, stream, p);
     return launch(quant_gemv_full_kernel<2>, grid, block, pl.smem, stream, p);
   }
@@ -318,7 +325,7 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // (1 = all, 2 = half, 0 = default), skinny co-resident variant (4: the kernel compiled for 4 blocks per SM,
 // <= 64 registers, where it exists: 8 warps x 4 rows, M <= 2, deferred scale; 0 = default), split-K-free
 // variant (1 = wherever it exists, 0 = never, -1 = the built-in rule), skinny schedule flags (bits of
-// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2; -1 = default).
+// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4; -1 = default).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
                        int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full, int gemv_flags) {
   g_tune.gemv_flags = gemv_flags;

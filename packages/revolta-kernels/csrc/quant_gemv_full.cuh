@@ -29,9 +29,16 @@ __host__ __device__ constexpr int gemv_full_smem_bytes(int mt, int k) {
 template <int MT>
 __device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
 
-template <int MT>
-__global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel(QuantGemmParams p) {
-  constexpr int BITS = 4, PACK = 8, RG = 4, LG = 8, L = kGemvFullLoads, WARPS = kGemvFullWarps;
+// COLS = 32 (the original shape, <= 128 registers: 2 blocks per SM) or 16 (kGemvFlagFull16: lanes of 4 columns,
+// 8 row groups per warp, 8 loads per lane, <= 80 registers: 3 blocks per SM). The narrower block halves each
+// lane's serial dequantize-and-dot chain after the wait (H200 probe: the 32-column block's compute phase took
+// ~1.85 us at 2 warps per scheduler, latency-bound, the same with 1 or 2 blocks per SM) and spreads N = 6144
+// over 384 blocks instead of 192 on 132 SMs.
+template <int MT, int COLS = quant_gemv_full_cols>
+__global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_full_kernel(QuantGemmParams p) {
+  static_assert(COLS == 16 || COLS == 32, "16 or 32 columns per block");
+  constexpr int BITS = 4, PACK = 8, LG = COLS / 4, RG = 32 / LG, WARPS = kGemvFullWarps;
+  constexpr int L = kGemvFullLoads * 4 / RG;  // loads per lane at K = 4096 (16 or 8)
   constexpr int GR = 16;  // packed rows per group of 128
   constexpr int NG = L * RG / GR;  // groups a lane's rows touch (4)
   extern __shared__ __align__(16) unsigned char gemv_smem[];
@@ -42,7 +49,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rg = lane / LG, cl = lane % LG;
-  const int n0 = blockIdx.x * quant_gemv_full_cols + cl * 4;
+  const int n0 = blockIdx.x * COLS + cl * 4;
   const bool col_ok = n0 < p.N;
   const int rows = p.K / PACK, rpw = rows / WARPS;  // rpw: a multiple of GR (K % 1024 == 0)
   const int nl = rpw / RG;                           // loads per lane (<= L)
@@ -169,31 +176,31 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
     }
   }
 
-  // The 4 row groups of a warp (lanes cl, cl + 8, cl + 16, cl + 24), then the 8 warps through shared memory.
+  // The RG row groups of a warp (lanes cl, cl + LG, ...), then the 8 warps through shared memory.
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 8);
-      acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 16);
+#pragma unroll
+      for (int o = LG; o < 32; o <<= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
     }
   __syncthreads();  // the staged x is dead
   GEMV_PROBE(4);
-  float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][32]
+  float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][COLS]
   if (rg == 0) {
 #pragma unroll
     for (int m = 0; m < MT; ++m)
-      *reinterpret_cast<float4*>(red + (warp * MT + m) * quant_gemv_full_cols + cl * 4) =
+      *reinterpret_cast<float4*>(red + (warp * MT + m) * COLS + cl * 4) =
           make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
   }
   __syncthreads();
-  if (tid < MT * quant_gemv_full_cols) {
-    const int m = tid / quant_gemv_full_cols, col = tid % quant_gemv_full_cols;
-    const int n = blockIdx.x * quant_gemv_full_cols + col;
+  if (tid < MT * COLS) {
+    const int m = tid / COLS, col = tid % COLS;
+    const int n = blockIdx.x * COLS + col;
     if (m < p.M && n < p.N) {
       float v = 0.f;
 #pragma unroll
-      for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * quant_gemv_full_cols + col];
+      for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * COLS + col];
       p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
     }
   }
