@@ -73,7 +73,8 @@ if [ "$RUN" = 2 ]; then
     > "$OUT/tl.log" 2>&1; echo "timeline rc=$?"; grep -A15 "tok/s" "$OUT/tl.log" | head -16; tail -2 "$OUT/tl.log"
   el timeline flags0
   REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,0" timeout $(left 60) python3 benchmarks/decode_timeline.py \
-    --config benchmarks/configs/llama-3.1-8b-awq --out "$OUT/tl_flags0.json" > "$OUT/tl_flags0.log" 2>&1
-  echo "timeline0 rc=$?"; grep -A15 "tok/s" "$OUT/tl_flags0.log" | head -16
+    --config benchmarks/configs/llama-3.1-8b-awq --out "$OUT/tl_flags0.json" > /tmp/tl_flags0.log 2>&1
+  echo "timeline0 rc=$?"; grep -A15 "tok/s" /tmp/tl_flags0.log | head -16
+  { echo "==== REVOLTA_QUANT_TUNE flags 0"; cat /tmp/tl_flags0.log; } >> "$OUT/tl.log"
 fi
 el done
