@@ -30,9 +30,13 @@ constexpr int kGemvDefaultPrefetchKB = 0;
 // Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
 // next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
 constexpr int kGemvDefaultShare = 1;
-// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16,
-// quant_gemv.cuh; Full16 is read by the plan only).
-constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16;
+// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16 |
+// kGemvFlagFull16Plain, quant_gemv.cuh; the Full16 bits are read by the plan only). Default: one-pass staging and
+// 16-column split-K-free blocks for calls without the fused norm (H200, helper qgemv run 2, PDL chains of M=1
+// calls: one-pass -5.9% on Llama-8B's 32 layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back;
+// 16 columns on top -3.7% on 4096x4096 + back but +6.8% on 4096x6144-with-norm + back; engine decode o_proj
+// 5.7 -> 4.9 us on the path with both bits for every act; benchmarks/results/qgemv).
+constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16Plain;
 Tuning g_tune;
 int gemv_flags() { return g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags; }
 
@@ -143,8 +147,9 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     pl.defer = 1;
     pl.splits = 1;
     pl.rows_per_split = K / 8;
-    // kGemvFlagFull16: 16-column blocks, 3 per SM (reported as minb = 3)
-    const bool narrow = (gemv_flags() & kGemvFlagFull16) != 0;
+    // kGemvFlagFull16 (any act) / kGemvFlagFull16Plain (act 0): 16-column blocks, 3 per SM (reported as minb = 3)
+    const int fl = gemv_flags();
+    const bool narrow = (fl & kGemvFlagFull16) != 0 || ((fl & kGemvFlagFull16Plain) != 0 && act != 2);
     pl.tiles = N / (narrow ? 16 : quant_gemv_full_cols);
     pl.smem = gemv_full_smem_bytes(pl.mt, K);
     pl.blocks_per_sm = narrow ? 3 : 2;
@@ -325,7 +330,7 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // (1 = all, 2 = half, 0 = default), skinny co-resident variant (4: the kernel compiled for 4 blocks per SM,
 // <= 64 registers, where it exists: 8 warps x 4 rows, M <= 2, deferred scale; 0 = default), split-K-free
 // variant (1 = wherever it exists, 0 = never, -1 = the built-in rule), skinny schedule flags (bits of
-// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4; -1 = default).
+// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8; -1 = default).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
                        int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full, int gemv_flags) {
   g_tune.gemv_flags = gemv_flags;

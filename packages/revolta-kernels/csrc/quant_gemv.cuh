@@ -115,10 +115,12 @@ __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGem
 // keeps the permuted h in shared memory and the norm weight in registers over the sum-of-squares barrier, then
 // normalizes in place (one L2 round trip instead of two); the split-K-free kernel stages each warp's own rows
 // only (warp-local, __syncwarp instead of a block barrier for act 0);
-// kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_full.cuh).
+// kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_full.cuh); kGemvFlagFull16Plain:
+// the same for act 0 only (with act 2 every block repeats the whole-K norm pass, so narrower blocks double it).
 constexpr int kGemvFlagEarlyTrigger = 1;
 constexpr int kGemvFlagOnePass = 2;
-constexpr int kGemvFlagFull16 = 4;  // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
+constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
+constexpr int kGemvFlagFull16Plain = 8;  // the same, only for calls without the fused norm (act != 2)
 
 // act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
 // revolta::fused_add_rms_norm); x alone without a residual.

@@ -117,7 +117,8 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     M <= 2): 1 = wherever it exists, 0 = never, -1 = the built-in rule; ``gemv_flags``: skinny schedule bits
     (1 = PDL trigger at kernel start instead of after the wait, 2 = one-pass x staging: act 2 loads x, residual
     and norm weight in one L2 round trip, the split-K-free kernel stages per warp, 4 = the split-K-free kernel
-    with 16-column blocks, 3 per SM; plan() reports it as minb 3), -1 = the built-in choice.
+    with 16-column blocks, 3 per SM (plan() reports it as minb 3), 8 = the same only for calls without the fused
+    norm), -1 = the built-in choice (2 | 8).
     ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full,flags]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
