@@ -46,6 +46,8 @@ struct QuantGemmParams {
   __half* h_out;
   float eps;
   int zero_centered;
+  // Skinny kernels: kGemvFlag* bits (quant_gemv.cuh; launch tuning, 0 = the original schedule).
+  int flags;
 };
 
 __device__ __forceinline__ __half2 u2h(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }

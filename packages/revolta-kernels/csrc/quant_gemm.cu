@@ -17,7 +17,7 @@ constexpr int kMaxDevices = 16;
 // Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.
 struct Tuning {
   int gemv_warps = 0, gemv_rows = 0, gemv_waves = 1, gemm_variant = -1, gemv_defer = -1, gemv_prefetch_kb = -1,
-      gemv_share = 0, gemv_minb = 0, gemv_full = -1;
+      gemv_share = 0, gemv_minb = 0, gemv_full = -1, gemv_flags = -1;
 };
 // Built-in choice = the best of the H200 sweep (8 warps, 8 rows per step, one-wave floor split, deferred
 // scale: benchmarks/results/h200_gemv_quant_bench.json); 4 rows per step where K or the group needs it.
@@ -30,7 +30,15 @@ constexpr int kGemvDefaultPrefetchKB = 0;
 // Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
 // next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
 constexpr int kGemvDefaultShare = 1;
+// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16 |
+// kGemvFlagFull16Plain, quant_gemv.cuh; the Full16 bits are read by the plan only). Default: one-pass staging and
+// 16-column split-K-free blocks for calls without the fused norm (H200, helper qgemv run 2, PDL chains of M=1
+// calls: one-pass -5.9% on Llama-8B's 32 layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back;
+// 16 columns on top -3.7% on 4096x4096 + back but +6.8% on 4096x6144-with-norm + back; engine decode o_proj
+// 5.7 -> 4.9 us on the path with both bits for every act; benchmarks/results/qgemv).
+constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16Plain;
 Tuning g_tune;
+int gemv_flags() { return g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags; }
 
 int current_device() {
   int dev = 0;
@@ -139,10 +147,13 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     pl.defer = 1;
     pl.splits = 1;
     pl.rows_per_split = K / 8;
-    pl.tiles = N / quant_gemv_full_cols;
+    // kGemvFlagFull16 (any act) / kGemvFlagFull16Plain (act 0): 16-column blocks, 3 per SM (reported as minb = 3)
+    const int fl = gemv_flags();
+    const bool narrow = (fl & kGemvFlagFull16) != 0 || ((fl & kGemvFlagFull16Plain) != 0 && act != 2);
+    pl.tiles = N / (narrow ? 16 : quant_gemv_full_cols);
     pl.smem = gemv_full_smem_bytes(pl.mt, K);
-    pl.blocks_per_sm = 2;
-    pl.minb = 2;
+    pl.blocks_per_sm = narrow ? 3 : 2;
+    pl.minb = narrow ? 3 : 2;
     return pl;
   }
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
@@ -221,6 +232,10 @@ template <int BITS>
 cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   if (pl.full) {
     const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
+    if (pl.minb == 3) {
+      if (pl.mt == 1) return launch(quant_gemv_full_kernel<1, 16>, grid, block, pl.smem, stream, p);
+      return launch(quant_gemv_full_kernel<2, 16>, grid, block, pl.smem, stream, p);
+    }
     if (pl.mt == 1) return launch(quant_gemv_full_kernel<1>, grid, block, pl.smem, stream, p);
     return launch(quant_gemv_full_kernel<2>, grid, block, pl.smem, stream, p);
   }
@@ -314,9 +329,11 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // before the PDL wait in KB (0 = none, -1 = default), share of the resident block slots the split-K plan fills
 // (1 = all, 2 = half, 0 = default), skinny co-resident variant (4: the kernel compiled for 4 blocks per SM,
 // <= 64 registers, where it exists: 8 warps x 4 rows, M <= 2, deferred scale; 0 = default), split-K-free
-// variant (1 = wherever it exists, 0 = never, -1 = the built-in rule).
+// variant (1 = wherever it exists, 0 = never, -1 = the built-in rule), skinny schedule flags (bits of
+// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8; -1 = default).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
-                       int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full) {
+                       int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full, int gemv_flags) {
+  g_tune.gemv_flags = gemv_flags;
   g_tune.gemv_full = gemv_full;
   g_tune.gemv_minb = gemv_minb;
   g_tune.gemv_share = gemv_share;
@@ -353,6 +370,7 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
     }
     p.rows_per_split = pl.rows_per_split;
     p.prefetch_rows = pl.prefetch_rows;
+    p.flags = gemv_flags();
     const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
     return e != cudaSuccess ? e : cudaGetLastError();
   }
@@ -386,6 +404,7 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
   }
   p.rows_per_split = pl.rows_per_split;
   p.prefetch_rows = pl.prefetch_rows;
+  p.flags = gemv_flags();
   const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
@@ -396,5 +415,23 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
   return revolta_quant_gemm_act(out, x, qweight, scales, qzeros, workspace, workspace_bytes, M, N, K, bits,
                                 group_size, zero_offset, num_sms, 0, stream);
 }
+
+#if defined(REVOLTA_GEMV_PROBE)
+// The timing probe's records (quant_gemv.cuh, -DREVOLTA_GEMV_PROBE builds only): copies up to `cap` records of
+// 112 bytes (6 globaltimer + 6 clock64 u64, smid, block, N, K) to `host`, stores how many were written in
+// *count (may exceed cap), and resets the buffer.
+int revolta_gemv_probe_read(void* host, int cap, int* count) {
+  unsigned int n = 0;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaMemcpyFromSymbol(&n, g_gemv_probe_count, sizeof(n));
+  const unsigned int take = n < static_cast<unsigned int>(cap) ? n : static_cast<unsigned int>(cap);
+  const unsigned int lim = take < static_cast<unsigned int>(kGemvProbeCap) ? take : kGemvProbeCap;
+  if (e == cudaSuccess && lim > 0) e = cudaMemcpyFromSymbol(host, g_gemv_probe, lim * sizeof(GemvProbeRec));
+  const unsigned int zero = 0;
+  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_gemv_probe_count, &zero, sizeof(zero));
+  *count = static_cast<int>(n);
+  return e;
+}
+#endif
 
 }  // extern "C"

@@ -39,6 +39,53 @@
 
 namespace revolta {
 
+// Timing probe (off unless built with -DREVOLTA_GEMV_PROBE; benchmarks/gemv_probe.py): thread 0 of every block
+// records %globaltimer and clock64 at six points (start, before the PDL wait, after it, x staged, compute
+// done, exit) and appends one record per block to a device buffer read by revolta_gemv_probe_read().
+#if defined(REVOLTA_GEMV_PROBE)
+struct GemvProbeRec {
+  unsigned long long t[6], c[6];
+  int smid, block, n, k;
+};
+constexpr int kGemvProbeCap = 1 << 17;
+__device__ GemvProbeRec g_gemv_probe[kGemvProbeCap];
+__device__ unsigned int g_gemv_probe_count;
+__device__ __forceinline__ void gemv_probe_mark(unsigned long long* pt, int i) {
+  if (threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    pt[i] = t;
+    pt[6 + i] = clock64();
+  }
+}
+__device__ __forceinline__ void gemv_probe_end(unsigned long long* pt, int n, int k) {
+  gemv_probe_mark(pt, 5);
+  if (threadIdx.x == 0) {
+    const unsigned int idx = atomicAdd(&g_gemv_probe_count, 1u);
+    if (idx < kGemvProbeCap) {
+      GemvProbeRec& r = g_gemv_probe[idx];
+      for (int i = 0; i < 6; ++i) {
+        r.t[i] = pt[i];
+        r.c[i] = pt[6 + i];
+      }
+      unsigned int sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      r.smid = static_cast<int>(sm);
+      r.block = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
+      r.n = n;
+      r.k = k;
+    }
+  }
+}
+#define GEMV_PROBE_DECL __shared__ unsigned long long gemv_probe_t[12];
+#define GEMV_PROBE(i) gemv_probe_mark(gemv_probe_t, i)
+#define GEMV_PROBE_END(n, k) gemv_probe_end(gemv_probe_t, n, k)
+#else
+#define GEMV_PROBE_DECL
+#define GEMV_PROBE(i)
+#define GEMV_PROBE_END(n, k)
+#endif
+
 constexpr int kGemvTile = 128;  // columns per block: 32 lanes x 4
 constexpr int kGemvFlush = 2;   // packed rows per fp16 dot product before it is added in fp32
 
@@ -60,6 +107,20 @@ __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, i
 // The most any launch of quant_gemv_kernel<BITS, MT, WARPS, *> asks for (tools/check_sm70_quant.py).
 template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
+
+// QuantGemmParams::flags of the skinny kernels (tune gemv_flags):
+// kGemvFlagEarlyTrigger: pdl_trigger() at the very start instead of right after pdl_wait(), so the next kernel
+// is launched (and may stream its weights into free slots) while this one still waits;
+// kGemvFlagOnePass: x staged in one pass over L2 - act = 2 loads x, the residual and the norm weight together,
+// keeps the permuted h in shared memory and the norm weight in registers over the sum-of-squares barrier, then
+// normalizes in place (one L2 round trip instead of two); the split-K-free kernel stages each warp's own rows
+// only (warp-local, __syncwarp instead of a block barrier for act 0);
+// kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_full.cuh); kGemvFlagFull16Plain:
+// the same for act 0 only (with act 2 every block repeats the whole-K norm pass, so narrower blocks double it).
+constexpr int kGemvFlagEarlyTrigger = 1;
+constexpr int kGemvFlagOnePass = 2;
+constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
+constexpr int kGemvFlagFull16Plain = 8;  // the same, only for calls without the fused norm (act != 2)
 
 // act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
 // revolta::fused_add_rms_norm); x alone without a residual.
@@ -122,6 +183,114 @@ __device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* 
   __syncthreads();
 }
 
+// x pair permutation of one int4 packed row (pair i = elements i, i + 4) and the deferred-scale division.
+__device__ __forceinline__ uint4 gemv_perm8(const uint4 raw) {
+  uint4 v;
+  v.x = __byte_perm(raw.x, raw.z, 0x5410);
+  v.y = __byte_perm(raw.x, raw.z, 0x7632);
+  v.z = __byte_perm(raw.y, raw.w, 0x5410);
+  v.w = __byte_perm(raw.y, raw.w, 0x7632);
+  return v;
+}
+__device__ __forceinline__ uint4 gemv_defer8(uint4 v) {
+  uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
+  return v;
+}
+
+// kGemvFlagOnePass staging of int4 x (one packed row = 8 halves = one uint4): this thread covers the local rows
+// first, first + stride, ... below `end` (at most CH of them), of every row m < MT (xs[m * ld + row]; global
+// packed row r0 + row). act 0: x permuted (and divided by 128 with DEFER). act 2 (the whole K must be covered by
+// the block's threads together): x, residual and norm weight loaded in one go, h = x + residual rounded to fp16
+// (written to h_out by `writer`), sum h^2, the permuted h stored, one block barrier for the row sums
+// (`scratch`: WARPS x MT floats, not aliasing xs), then norm(h) * w rounded as gemv_norm_rows + the staging
+// loop round it, in place. Without act 2 no barrier: the caller syncs what it needs (warp or block).
+template <int MT, int WARPS, int CH, bool DEFER>
+__device__ __forceinline__ void gemv_stage_onepass(const QuantGemmParams& p, uint4* xs, int ld, int r0, int first,
+                                                   int stride, int end, bool writer, float* scratch) {
+  const bool norm = p.act == 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float ss[MT];
+  uint4 wn[CH];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) ss[m] = 0.f;
+#pragma unroll
+  for (int j = 0; j < CH; ++j) {
+    const int row = first + j * stride;
+    wn[j] = make_uint4(0, 0, 0, 0);
+    if (row >= end) continue;
+    if (norm) wn[j] = gemv_perm8(__ldg(reinterpret_cast<const uint4*>(p.norm_weight) + r0 + row));
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (m < p.M) {
+        uint4 raw = __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m) * p.x_stride) + r0 + row);
+        if (norm) {
+          if (p.residual != nullptr) {
+            const uint4 r = __ldg(reinterpret_cast<const uint4*>(p.residual + static_cast<size_t>(m) * p.K) + r0 + row);
+            raw.x = add_round_h2(raw.x, r.x);
+            raw.y = add_round_h2(raw.y, r.y);
+            raw.z = add_round_h2(raw.z, r.z);
+            raw.w = add_round_h2(raw.w, r.w);
+          }
+          if (writer) reinterpret_cast<uint4*>(p.h_out + static_cast<size_t>(m) * p.K)[r0 + row] = raw;
+          const uint32_t hw[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 f = __half22float2(u2h(hw[i]));
+            ss[m] = fmaf(f.x, f.x, ss[m]);
+            ss[m] = fmaf(f.y, f.y, ss[m]);
+          }
+          v = gemv_perm8(raw);
+        } else {
+          v = gemv_perm8(raw);
+          if constexpr (DEFER) v = gemv_defer8(v);
+        }
+      }
+      xs[m * ld + row] = v;
+    }
+  }
+  if (!norm) return;
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    float v = ss[m];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) scratch[warp * MT + m] = v;
+  }
+  __syncthreads();
+  float inv[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) t += scratch[w * MT + m];
+    inv[m] = rsqrtf(t / static_cast<float>(p.K) + p.eps);
+  }
+  const float wz = p.zero_centered ? 1.f : 0.f;
+#pragma unroll
+  for (int j = 0; j < CH; ++j) {
+    const int row = first + j * stride;
+    if (row >= end) continue;
+    const uint32_t wv[4] = {wn[j].x, wn[j].y, wn[j].z, wn[j].w};
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= p.M) continue;
+      uint4 v = xs[m * ld + row];
+      uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 h = __half22float2(u2h(vp[i]));
+        const float2 w = __half22float2(u2h(wv[i]));
+        vp[i] = h2u(__floats2half2_rn(h.x * inv[m] * (w.x + wz), h.y * inv[m] * (w.y + wz)));
+      }
+      if constexpr (DEFER) v = gemv_defer8(v);
+      xs[m * ld + row] = v;
+    }
+  }
+}
+
 // The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds.
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
@@ -130,6 +299,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   __shared__ int is_last;
+  GEMV_PROBE_DECL
+  GEMV_PROBE(0);
+  if (p.flags & kGemvFlagEarlyTrigger) pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int tile = blockIdx.x, split = blockIdx.y;
@@ -180,14 +352,27 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       if (col < p.N) prefetch_l2(p.qweight + static_cast<size_t>(r0 + r) * p.N + col);
     }
   }
+  GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out / partials / counters may still be in its use
   pdl_trigger();
+  GEMV_PROBE(2);
   __shared__ float norm_inv[MT];  // act = 2: 1 / rms of each row
-  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
+  // kGemvFlagOnePass for act = 2 (int4, one split covering the whole K, <= 3 packed rows per thread)
+  constexpr int kOnePassCh = 3;
+  bool onepass = false;
+  if constexpr (PAIRS == 4) {
+    onepass = (p.flags & kGemvFlagOnePass) && p.act == 2 && gridDim.y == 1 && nrows <= kOnePassCh * WARPS * 32;
+    if (onepass) {
+      __shared__ float onepass_scratch[WARPS * MT];
+      gemv_stage_onepass<MT, WARPS, kOnePassCh, DEFER>(p, xs, nrows, r0, tid, WARPS * 32, nrows,
+                                                       blockIdx.x == 0 && blockIdx.y == 0, onepass_scratch);
+    }
+  }
+  if (!onepass && p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
 
   // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
-  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
-  for (int idx = tid; idx < MT * nrows; idx += WARPS * 32) {
+  for (int idx = onepass ? MT * nrows : tid; idx < MT * nrows; idx += WARPS * 32) {
     const int m = idx / nrows, r = idx - m * nrows;
     XRow v;
     if (m < p.M) {
@@ -235,6 +420,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     xs[idx] = v;
   }
   __syncthreads();
+  GEMV_PROBE(3);
 
   float acc[MT][4];
 #pragma unroll
@@ -303,6 +489,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 
   // Cross-warp sum through shared memory (the staged activations are dead), then one value per output.
   __syncthreads();
+  GEMV_PROBE(4);
   float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][128]
 #pragma unroll
   for (int m = 0; m < MT; ++m)
@@ -322,7 +509,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       p.partial[(static_cast<size_t>(split) * p.M + m) * p.N + n] = v;
     }
   }
-  if (single) return;
+  if (single) {
+    GEMV_PROBE_END(p.N, p.K);
+    return;
+  }
 
   // Last block of this column tile: sum the splits' partials (fixed order) into fp16, re-arm the counter.
   // The barrier orders the block's partial stores before thread 0's gpu-scope fence and arrival (as a
@@ -335,7 +525,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     is_last = last;
   }
   __syncthreads();
-  if (!is_last) return;
+  if (!is_last) {
+    GEMV_PROBE_END(p.N, p.K);
+    return;
+  }
   const int splits = gridDim.y;
   const size_t stride = static_cast<size_t>(p.M) * p.N;
   for (int idx = tid; idx < p.M * kGemvTile; idx += WARPS * 32) {
@@ -353,6 +546,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])));
   }
   if (tid == 0) p.counters[tile] = 0;
+  GEMV_PROBE_END(p.N, p.K);
 }
 
 template <int BITS, int MT, int WARPS, int U, bool DEFER>

@@ -29,17 +29,27 @@ __host__ __device__ constexpr int gemv_full_smem_bytes(int mt, int k) {
 template <int MT>
 __device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
 
-template <int MT>
-__global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel(QuantGemmParams p) {
-  constexpr int BITS = 4, PACK = 8, RG = 4, LG = 8, L = kGemvFullLoads, WARPS = kGemvFullWarps;
+// COLS = 32 (the original shape, <= 128 registers: 2 blocks per SM) or 16 (kGemvFlagFull16: lanes of 4 columns,
+// 8 row groups per warp, 8 loads per lane, <= 80 registers: 3 blocks per SM). The narrower block halves each
+// lane's serial dequantize-and-dot chain after the wait (H200 probe: the 32-column block's compute phase took
+// ~1.85 us at 2 warps per scheduler, latency-bound, the same with 1 or 2 blocks per SM) and spreads N = 6144
+// over 384 blocks instead of 192 on 132 SMs.
+template <int MT, int COLS = quant_gemv_full_cols>
+__global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_full_kernel(QuantGemmParams p) {
+  static_assert(COLS == 16 || COLS == 32, "16 or 32 columns per block");
+  constexpr int BITS = 4, PACK = 8, LG = COLS / 4, RG = 32 / LG, WARPS = kGemvFullWarps;
+  constexpr int L = kGemvFullLoads * 4 / RG;  // loads per lane at K = 4096 (16 or 8)
   constexpr int GR = 16;  // packed rows per group of 128
   constexpr int NG = L * RG / GR;  // groups a lane's rows touch (4)
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   __shared__ float norm_inv[MT];
+  GEMV_PROBE_DECL
+  GEMV_PROBE(0);
+  if (p.flags & kGemvFlagEarlyTrigger) pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rg = lane / LG, cl = lane % LG;
-  const int n0 = blockIdx.x * quant_gemv_full_cols + cl * 4;
+  const int n0 = blockIdx.x * COLS + cl * 4;
   const bool col_ok = n0 < p.N;
   const int rows = p.K / PACK, rpw = rows / WARPS;  // rpw: a multiple of GR (K % 1024 == 0)
   const int nl = rpw / RG;                           // loads per lane (<= L)
@@ -65,13 +75,25 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
       zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
   }
+  GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out may still be in its use
   pdl_trigger();
-  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+  GEMV_PROBE(2);
+  uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
+  const bool onepass = p.flags & kGemvFlagOnePass;
+  if (onepass) {
+    // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane); act 2 syncs the block once
+    // for the row sums, act 0 only the warp.
+    __shared__ float onepass_scratch[WARPS * MT];
+    gemv_stage_onepass<MT, WARPS, 2, true>(p, xs, rows, 0, warp * rpw + lane, 32, (warp + 1) * rpw,
+                                           blockIdx.x == 0, onepass_scratch);
+    __syncwarp();
+  } else if (p.act == 2) {
+    gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+  }
 
   // Stage x[m, :] (rows past M are zero) as permuted half2 pairs divided by the deferred-scale factor.
-  uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
-  for (int idx = tid; idx < MT * rows; idx += WARPS * 32) {
+  for (int idx = onepass ? MT * rows : tid; idx < MT * rows; idx += WARPS * 32) {
     const int m = idx / rows, r = idx - m * rows;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (m < p.M) {
@@ -101,7 +123,8 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
     }
     xs[idx] = v;
   }
-  __syncthreads();
+  if (!onepass) __syncthreads();
+  GEMV_PROBE(3);
 
   float acc[MT][4];
 #pragma unroll
@@ -153,33 +176,35 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, 2) quant_gemv_full_kernel
     }
   }
 
-  // The 4 row groups of a warp (lanes cl, cl + 8, cl + 16, cl + 24), then the 8 warps through shared memory.
+  // The RG row groups of a warp (lanes cl, cl + LG, ...), then the 8 warps through shared memory.
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 8);
-      acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], 16);
+#pragma unroll
+      for (int o = LG; o < 32; o <<= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
     }
   __syncthreads();  // the staged x is dead
-  float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][32]
+  GEMV_PROBE(4);
+  float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][COLS]
   if (rg == 0) {
 #pragma unroll
     for (int m = 0; m < MT; ++m)
-      *reinterpret_cast<float4*>(red + (warp * MT + m) * quant_gemv_full_cols + cl * 4) =
+      *reinterpret_cast<float4*>(red + (warp * MT + m) * COLS + cl * 4) =
           make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
   }
   __syncthreads();
-  if (tid < MT * quant_gemv_full_cols) {
-    const int m = tid / quant_gemv_full_cols, col = tid % quant_gemv_full_cols;
-    const int n = blockIdx.x * quant_gemv_full_cols + col;
+  if (tid < MT * COLS) {
+    const int m = tid / COLS, col = tid % COLS;
+    const int n = blockIdx.x * COLS + col;
     if (m < p.M && n < p.N) {
       float v = 0.f;
 #pragma unroll
-      for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * quant_gemv_full_cols + col];
+      for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * COLS + col];
       p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
     }
   }
+  GEMV_PROBE_END(p.N, p.K);
 }
 
 }  // namespace revolta

@@ -239,3 +239,28 @@ def test_split_k_free_variant_in_dependent_graph_chain(restore_tuning):
     assert torch.equal(out[0], eager[0]) and torch.equal(out[1], eager[1])
     torch.testing.assert_close(eager[0].float(), want[0].float(), rtol=2e-2, atol=2e-2 * float(want[0].abs().max()))
     torch.testing.assert_close(eager[1].float(), want[1].float(), rtol=2e-2, atol=2e-2 * float(want[1].abs().max()))
+
+
+@pytest.mark.parametrize("flags", [-1, 0, 1, 2, 3, 4, 6, 7, 8, 10])
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize(("k", "n"), [(4096, 4096), (4096, 6144), (4096, 28672), (2048, 1024), (1024, 256),
+                                      (14336, 4096)])
+def test_schedule_flags_match_reference(restore_tuning, flags, m, k, n):
+    # tune gemv_flags: 1 = PDL trigger at kernel start, 2 = one-pass x staging (act 2 in one L2 round trip; the
+    # split-K-free kernel stages per warp), 4 = the split-K-free kernel with 16-column blocks (plan minb 3), 8 = the
+    # same only without the fused norm (plan() describes the plain call); -1 = the default (2 | 8).
+    native_quant.tune(gemv_flags=flags)
+    narrow = bool((flags if flags >= 0 else 10) & 12)
+    plan = native_quant.plan(m, n, k, 4, 128, torch.device("cuda"))
+    if plan["full"]:
+        assert plan["minb"] == (3 if narrow else 2)
+        assert plan["column_tiles"] == n // (16 if narrow else 32)
+    x, res, w, qweight, scales, qzeros = make_case(m, k, n, 4, 128, seed=m * k + n + flags, residual=True)
+    poison(m * n)
+    got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+    wd = rq.dequantize(qweight, scales, qzeros, 4, 128, 0)
+    ref = x.float() @ wd
+    bound = 2e-3 * (x.float().abs() @ wd.abs()) + 2e-3 * ref.abs()
+    assert bool(torch.isfinite(got).all()) and bool(((got.float() - ref).abs() <= bound).all())
+    for residual in (True, False):
+        check(m, k, n, 4, 128, 0, residual=residual, zc=not residual, seed=m + k + n + residual + flags)

@@ -29,7 +29,7 @@ _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
+    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                                _c_int, _c_int, _c_int, _ptr],
     "revolta_quant_gemm_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _ptr, _c_ll,
@@ -103,7 +103,7 @@ def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
 
 def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
          gemv_defer: int = -1, gemv_prefetch_kb: int = -1, gemv_share: int = 0, gemv_minb: int = 0,
-         gemv_full: int = -1) -> None:
+         gemv_full: int = -1, gemv_flags: int = -1) -> None:
     """Override the launch parameters process-wide (benchmark sweeps); no arguments restores the defaults.
 
     Skinny kernel: warps per block (4 or 8), packed rows per step (4 or 8), waves of resident blocks the
@@ -114,14 +114,18 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     PDL-launched kernel), 0 = default; ``gemv_minb``: 4 = the co-resident skinny variant (compiled for 4 blocks
     per SM; exists for 8 warps x 4 rows per step at M <= 2, deferred scale), 0 = default; ``gemv_full``: the
     split-K-free skinny variant (csrc/quant_gemv_full.cuh: int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
-    M <= 2): 1 = wherever it exists, 0 = never, -1 = the built-in rule.
-    ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full]"``
+    M <= 2): 1 = wherever it exists, 0 = never, -1 = the built-in rule; ``gemv_flags``: skinny schedule bits
+    (1 = PDL trigger at kernel start instead of after the wait, 2 = one-pass x staging: act 2 loads x, residual
+    and norm weight in one L2 round trip, the split-K-free kernel stages per warp, 4 = the split-K-free kernel
+    with 16-column blocks, 3 per SM (plan() reports it as minb 3), 8 = the same only for calls without the fused
+    norm), -1 = the built-in choice (2 | 8).
+    ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full,flags]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
     global _epoch
     assert native.LIB is not None
     check(native.LIB.revolta_quant_tune(gemv_warps, gemv_rows, gemv_waves, gemm_variant, gemv_defer,
-                                        gemv_prefetch_kb, gemv_share, gemv_minb, gemv_full))
+                                        gemv_prefetch_kb, gemv_share, gemv_minb, gemv_full, gemv_flags))
     _dense_tuning[0] = gemv_prefetch_kb
     check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1

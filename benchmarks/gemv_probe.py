@@ -1,0 +1,234 @@
+"""Where the time of a PDL-chained batch-1 AWQ GEMV goes, from inside the kernels.
+
+Needs a native library built with ``-DREVOLTA_GEMV_PROBE`` (quant_gemv.cuh's probe: thread 0 of every block
+records %globaltimer and clock64 at block start, before the PDL wait, after it, x staged, compute done, exit).
+Chains of M=1 calls are captured in one CUDA graph (PDL on, weights rotated through copies > 3x L2) and
+replayed; the records of the last replay are grouped into launches (a launch's blocks all record before any
+block of the next one passes its wait) and each launch is described relative to the previous launch's last
+block exit ("prev_end"): first block start, wait return (median / max over blocks), staging, compute and
+exit phases (median / max), and the launch's own last exit ("path" = what it adds to the chain).
+
+Usage (GPU): REVOLTA_NATIVE_LIB=probe.so python benchmarks/gemv_probe.py --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import statistics
+from collections import defaultdict
+
+import torch
+
+from revolta_kernels import native, native_quant, ops_quant
+
+
+class Rec(ctypes.Structure):
+    _fields_ = [("t", ctypes.c_uint64 * 6), ("c", ctypes.c_uint64 * 6), ("smid", ctypes.c_int),
+                ("block", ctypes.c_int), ("n", ctypes.c_int), ("k", ctypes.c_int)]
+
+
+CAP = 1 << 17
+
+
+def read_probe() -> list[Rec]:
+    lib = native.LIB
+    fn = lib.revolta_gemv_probe_read
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    buf = (Rec * CAP)()
+    cnt = ctypes.c_int(0)
+    rc = fn(ctypes.addressof(buf), CAP, ctypes.byref(cnt))
+    assert rc == 0, rc
+    return list(buf[: min(cnt.value, CAP)])
+
+
+def awq_weights(k: int, n: int):
+    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
+    qzeros = torch.full((k // 128, n // 8), -2004318072, dtype=torch.int32, device="cuda")
+    scales = (torch.rand(k // 128, n, device="cuda") * 2e-3 + 1e-3).half()
+    return qweight, scales, qzeros
+
+
+def wbytes(k: int, n: int) -> int:
+    return k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2 + (k + n) * 2
+
+
+def grid_of(k: int, n: int, act: int) -> int:
+    pl = native_quant.plan(1, n, k, 4, 128, torch.device("cuda"))
+    assert act != 1 or not pl.get("full"), "act 1 never takes the split-K-free kernel: pick K > 4096"
+    return pl["column_tiles"] * pl["splits"]
+
+
+def capture(calls) -> torch.cuda.CUDAGraph:
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for fn in calls:
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for fn in calls:
+            fn()
+    return g
+
+
+def summarize(recs: list[Rec], grids: list[int], shapes: list[str], bw_gbs: float, nbytes: list[int]) -> dict:
+    """Group the records (in append order) into the launches of one replay, then per shape label stats."""
+    total = sum(grids)
+    assert len(recs) >= total, (len(recs), total)
+    recs = recs[-total:]
+    launches = []
+    pos = 0
+    for g in grids:
+        launches.append(recs[pos:pos + g])
+        pos += g
+    # cycles -> ns from all blocks (clock64 per SM, globaltimer global)
+    ratios = [(r.t[5] - r.t[0]) / max(1, r.c[5] - r.c[0]) for r in recs if r.c[5] > r.c[0] and r.t[5] > r.t[0]]
+    ns_per_cycle = statistics.median(ratios) if ratios else 0.5
+    tvals = sorted({r.t[0] % 4096 for r in recs})
+    per: dict = defaultdict(lambda: defaultdict(list))
+    prev_end = None
+    for blocks, label, nb in zip(launches, shapes, nbytes, strict=True):
+        end = max(r.t[5] for r in blocks)
+        if prev_end is not None:
+            d = per[label]
+            d["path_us"].append((end - prev_end) / 1e3)
+            d["ideal_us"].append(nb / bw_gbs / 1e3)
+            d["first_start_us"].append((min(r.t[0] for r in blocks) - prev_end) / 1e3)
+            d["last_start_us"].append((max(r.t[0] for r in blocks) - prev_end) / 1e3)
+            w = sorted((r.t[2] - prev_end) / 1e3 for r in blocks)
+            d["wait_ret_med_us"].append(statistics.median(w))
+            d["wait_ret_min_us"].append(w[0])
+            d["wait_ret_max_us"].append(w[-1])
+            for name, a, b in (("stage", 2, 3), ("compute", 3, 4), ("exit", 4, 5), ("prewait", 0, 1)):
+                v = sorted((r.c[b] - r.c[a]) * ns_per_cycle / 1e3 for r in blocks)
+                d[f"{name}_med_us"].append(statistics.median(v))
+                d[f"{name}_max_us"].append(v[-1])
+            ends = sorted((r.t[5] - prev_end) / 1e3 for r in blocks)
+            d["end_med_us"].append(statistics.median(ends))
+            d["blocks"].append(len(blocks))
+            sm_count = defaultdict(int)
+            for r in blocks:
+                sm_count[r.smid] += 1
+            d["max_blocks_per_sm"].append(max(sm_count.values()))
+            d["sms_used"].append(len(sm_count))
+        prev_end = end
+    out = {"ns_per_cycle": ns_per_cycle, "globaltimer_distinct_low_bits": len(tvals)}
+    for label, d in per.items():
+        out[label] = {k: round(statistics.mean(v), 3) for k, v in d.items()}
+        out[label]["n"] = len(d["path_us"])
+    return out
+
+
+def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict:
+    """steps: (label, K, N, act) in chain order; each step's output feeds the next step's input."""
+    ws = [[awq_weights(k, n) for (_, k, n, _) in steps] for _ in range(copies)]
+    norm_w = [(torch.randn(k, device="cuda") * 0.1 + 1).half() for (_, k, _, _) in steps]
+    st = {"y": torch.randn(1, steps[0][1], device="cuda").half(), "res": torch.randn(1, 4096, device="cuda").half()}
+    calls, grids, labels, nbytes = [], [], [], []
+    for c in range(copies):
+        for j, (label, k, n, act) in enumerate(steps):
+            w = ws[c][j]
+
+            if act == 0:
+                def call(w=w, k=k):
+                    st["y"] = ops_quant.quant_matmul(st["y"][:, :k], *w, 4, 128, 0)
+            elif act == 1:
+                def call(w=w, k=k):
+                    st["y"] = ops_quant.quant_matmul_silu(st["y"][:, :2 * k], *w, 4, 128, 0)
+            else:
+                def call(w=w, k=k, g=norm_w[j]):
+                    st["y"], st["res"] = ops_quant.quant_matmul_add_rms_norm(st["y"][:, :k], st["res"], g, 1e-5,
+                                                                            False, *w, 4, 128, 0)
+            calls.append(call)
+            grids.append(grid_of(k, n, act))
+            labels.append(label)
+            nbytes.append(wbytes(k, n))
+    g = capture(calls)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    read_probe()  # drop the warm-up records
+    g.replay()
+    torch.cuda.synchronize()
+    recs = read_probe()
+    res = summarize(recs, grids, labels, bw_gbs, nbytes)
+    # plain timing of the same graph
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        g.replay()
+    end.record()
+    end.synchronize()
+    res["graph_us_per_call"] = start.elapsed_time(end) * 1e3 / 5 / len(calls)
+    res["graph_ideal_us_per_call"] = sum(nbytes) / len(nbytes) / bw_gbs / 1e3
+    del g
+    print(f"== {name}: {res['graph_us_per_call']:.2f} us/call (ideal {res['graph_ideal_us_per_call']:.2f})", flush=True)
+    for label, d in res.items():
+        if isinstance(d, dict):
+            print(f"  {label:10s} path {d['path_us']:6.2f} (ideal {d['ideal_us']:5.2f}) | first start {d['first_start_us']:6.2f}"
+                  f" last start {d['last_start_us']:6.2f} | wait ret min/med/max {d['wait_ret_min_us']:5.2f}"
+                  f" {d['wait_ret_med_us']:5.2f} {d['wait_ret_max_us']:5.2f} | stage {d['stage_med_us']:5.2f}/"
+                  f"{d['stage_max_us']:5.2f} compute {d['compute_med_us']:5.2f}/{d['compute_max_us']:5.2f} exit "
+                  f"{d['exit_med_us']:5.2f}/{d['exit_max_us']:5.2f} | end med {d['end_med_us']:5.2f} | blocks "
+                  f"{d['blocks']:.0f} max/SM {d['max_blocks_per_sm']:.0f} SMs {d['sms_used']:.0f}", flush=True)
+    return res
+
+
+def copy_bw() -> float:
+    x = torch.randn(2**29, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(2):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(5):
+        y.copy_(x)
+    e.record()
+    e.synchronize()
+    return 2 * x.numel() * 4 * 5 / (s.elapsed_time(e) * 1e-3) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out")
+    ap.add_argument("--tunes", default="", help="';'-separated REVOLTA_QUANT_TUNE specs to repeat the chains with")
+    args = ap.parse_args()
+    assert hasattr(native.LIB, "revolta_gemv_probe_read"), "build with -DREVOLTA_GEMV_PROBE"
+    native_quant.set_pdl(True)
+    bw = copy_bw()
+    print(f"copy {bw:.0f} GB/s", flush=True)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    chains = {
+        "4096x4096": [("o4096", 4096, 4096, 0), ("o4096b", 4096, 4096, 0)],
+        "4096x14336": [("up14336", 4096, 14336, 0), ("dn14336", 14336, 4096, 0)],
+        "llama_layer": [("qkv_norm", 4096, 6144, 2), ("o", 4096, 4096, 0), ("gate_up_norm", 4096, 28672, 2),
+                        ("down_silu", 14336, 4096, 1)],
+    }
+    result: dict = {"copy_gbs": bw}
+    specs = [""] + [t for t in args.tunes.split(";") if t]
+    for spec in specs:
+        if spec:
+            native_quant.tune(*[int(v) for v in spec.split(",")])
+        for name, steps in chains.items():
+            per = sum(wbytes(k, n) for (_, k, n, _) in steps)
+            copies = max(4, math.ceil(3 * l2 / per))
+            key = f"{name}|{spec or 'default'}"
+            try:
+                result[key] = run_chain(key, steps, copies, bw)
+            except Exception as e:  # noqa: BLE001 - keep the other chains
+                print(f"{key} failed: {e!r}", flush=True)
+                result[key] = {"error": repr(e)}
+            torch.cuda.empty_cache()
+        native_quant.tune()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
