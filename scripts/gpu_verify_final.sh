@@ -6,7 +6,7 @@
 # Wheels the device lacks go in .whl/: `../shared/device/wheels.sh xgrammar apache-tvm-ffi` (xgrammar 0.2.9
 # imports tvm_ffi). Writes at most 8 files under $OUT: verify.log (this script's summary) and the logs/JSON named below.
 # A/B runs (space-separated lists): ENGINE_AB="NAME=V ..." (engine GPU tests again), AWQ_AB / FP16_AB
-# ="A=1,B=0 C=2 ..." (batch-1 decode again, comma-separated switches per run), HYBRID_AB="NAME=V ...";
+# ="A=1;B=0 C=2 ..." (batch-1 decode again, switches of one run joined by ;), HYBRID_AB="NAME=V ...";
 # ARGMAX=1 adds the argmax benchmark. The AWQ decode timeline (decode_timeline.py) ends the run.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -55,16 +55,16 @@ timeout "${T_AWQ:-60}" python3 benchmarks/gpu_e2e.py --config benchmarks/configs
 echo "[${SECONDS}s] AWQ e2e rc=$?"
 grep -E '"(batch1_decode|batch1_fraction|roofline_tok|speedup)' /tmp/v/gpu_e2e_awq.json || tail -5 /tmp/v/gpu_e2e_awq.log
 
-for ab in ${AWQ_AB:-}; do  # A,B,...: comma-separated NAME=VALUE switches, one AWQ batch-1 run each
-  tag="$(echo "$ab" | tr ',=' '__')"
-  env $(echo "$ab" | tr ',' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
+for ab in ${AWQ_AB:-}; do  # A;B;...: semicolon-separated NAME=VALUE switches, one AWQ batch-1 run each
+  tag="$(echo "$ab" | tr ';=,' '___')"
+  env $(echo "$ab" | tr ';' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
     --decode-only --concurrency 1 --prefill-len 1024 --baseline /tmp/v/gpu_e2e.json --out "/tmp/v/ab_awq_$tag.json" \
     >"/tmp/v/ab_awq_$tag.log" 2>&1
   echo "[${SECONDS}s] AWQ $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_awq_$tag.json"
 done
 for ab in ${FP16_AB:-}; do  # the same for the fp16 model
-  tag="$(echo "$ab" | tr ',=' '__')"
-  env $(echo "$ab" | tr ',' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b \
+  tag="$(echo "$ab" | tr ';=,' '___')"
+  env $(echo "$ab" | tr ';' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b \
     --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/ab_fp16_$tag.json" >"/tmp/v/ab_fp16_$tag.log" 2>&1
   echo "[${SECONDS}s] fp16 $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_fp16_$tag.json"
 done
