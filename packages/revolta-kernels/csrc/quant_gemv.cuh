@@ -301,7 +301,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   __shared__ int is_last;
   GEMV_PROBE_DECL
   GEMV_PROBE(0);
-  if (p.flags & kGemvFlagEarlyTrigger) pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int tile = blockIdx.x, split = blockIdx.y;
@@ -357,22 +356,13 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   pdl_trigger();
   GEMV_PROBE(2);
   __shared__ float norm_inv[MT];  // act = 2: 1 / rms of each row
-  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
-  // kGemvFlagOnePass for act = 2 (int4, one split covering the whole K, <= 3 packed rows per thread)
-  constexpr int kOnePassCh = 3;
-  bool onepass = false;
-  if constexpr (PAIRS == 4) {
-    onepass = (p.flags & kGemvFlagOnePass) && p.act == 2 && gridDim.y == 1 && nrows <= kOnePassCh * WARPS * 32;
-    if (onepass) {
-      __shared__ float onepass_scratch[WARPS * MT];
-      gemv_stage_onepass<MT, WARPS, kOnePassCh, DEFER>(p, xs, nrows, r0, tid, WARPS * 32, nrows,
-                                                       blockIdx.x == 0 && blockIdx.y == 0, onepass_scratch);
-    }
-  }
-  if (!onepass && p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
+  // (The schedule flags stay out of this kernel: with their branches in it, its share of the AWQ decode step
+  // grew from 979 to 1068 us on the H200.)
+  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
 
   // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
-  for (int idx = onepass ? MT * nrows : tid; idx < MT * nrows; idx += WARPS * 32) {
+  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
+  for (int idx = tid; idx < MT * nrows; idx += WARPS * 32) {
     const int m = idx / nrows, r = idx - m * nrows;
     XRow v;
     if (m < p.M) {
