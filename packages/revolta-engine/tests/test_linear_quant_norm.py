@@ -86,4 +86,9 @@ def test_cuda_quant_prenorm_matches_unfused(m, residual, zc):
     y, h = layer.forward_prenorm(inp)
     normed, h_ref = inp.run()
     assert torch.equal(h, h_ref)
-    torch.testing.assert_close(y, layer(normed), rtol=5e-3, atol=5e-3)
+    # Same weights and activations, another fp16 partial-sum order: an fp16 ulp or two of the output's scale
+    # per element (an elementwise 5e-3 failed once in 1536 outputs at 0.0052 on an H200).
+    want = layer(normed).float()
+    err = (y.float() - want).norm() / want.norm()
+    assert err < 1e-3, err
+    assert (y.float() - want).abs().max() <= 4e-3 * want.abs().max()
