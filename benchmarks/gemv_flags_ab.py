@@ -14,21 +14,15 @@ import argparse
 import json
 import math
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 
-from revolta_kernels import native_quant, ops_quant
+sys.path.insert(0, str(Path(__file__).parent))
+from gemv_probe import awq_weights, capture, copy_bw, wbytes  # noqa: E402
 
-
-def awq_weights(k: int, n: int):
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
-    qzeros = torch.full((k // 128, n // 8), -2004318072, dtype=torch.int32, device="cuda")
-    scales = (torch.rand(k // 128, n, device="cuda") * 2e-3 + 1e-3).half()
-    return qweight, scales, qzeros
-
-
-def wbytes(k: int, n: int) -> int:
-    return k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2 + (k + n) * 2
+from revolta_kernels import native_quant, ops_quant  # noqa: E402
 
 
 def build_calls(steps, ws, norm_w, st):
@@ -49,20 +43,6 @@ def build_calls(steps, ws, norm_w, st):
     return calls
 
 
-def capture(calls) -> torch.cuda.CUDAGraph:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn in calls:
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for fn in calls:
-            fn()
-    return g
-
-
 def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
     g.replay()
     torch.cuda.synchronize()
@@ -73,20 +53,6 @@ def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
     e.record()
     e.synchronize()
     return s.elapsed_time(e) * 1e3 / reps
-
-
-def copy_bw() -> float:
-    x = torch.randn(2**29, device="cuda")
-    y = torch.empty_like(x)
-    y.copy_(x)
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(5):
-        y.copy_(x)
-    e.record()
-    e.synchronize()
-    return 2 * x.numel() * 4 * 5 / (s.elapsed_time(e) * 1e-3) / 1e9
 
 
 def main() -> None:
