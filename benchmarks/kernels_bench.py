@@ -83,16 +83,22 @@ def decode_bytes(num_seqs, ctx, kv_dtype, h=32, hkv=8, d=128):
     return kv + 2 * num_seqs * h * d * 2
 
 
-def time_decode_graph(args, calls: int = 1) -> float:
-    """Milliseconds per decode call, timed as CUDA-graph replays of ``calls`` calls each (several calls per
-    replay take the graph's own launch cost out of short kernels' times, as in an engine step)."""
-    ops.paged_attention_decode(*args)
+def graph_call_us(fn, calls: int = 8) -> float:
+    """Microseconds per call of ``fn``, timed as CUDA-graph replays of ``calls`` calls each after one eager
+    warm-up call (several calls per replay take the graph's own launch cost out of short kernels' times and
+    keep the launch gaps between calls, as in an engine step)."""
+    fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(calls):
-            ops.paged_attention_decode(*args)
-    return time_ms(graph.replay, reps=30, inner=10) / calls
+            fn()
+    return time_ms(graph.replay, reps=30, inner=10) / calls * 1e3
+
+
+def time_decode_graph(args, calls: int = 1) -> float:
+    """Milliseconds per decode call (graph_call_us of ``calls`` calls per replay)."""
+    return graph_call_us(lambda: ops.paged_attention_decode(*args), calls) / 1e3
 
 
 def bench_decode(name, num_seqs, ctx, kv_dtype, copy_bw, h=32, hkv=8, d=128, bs=16):
@@ -227,13 +233,7 @@ def _rotary_cache_case(n, h=32, hkv=8, d=128, bs=16):
         fns["rotary_and_cache"] = fused
     r = {"num_tokens": n}
     for label, fn in fns.items():
-        fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(8):  # 8 calls per replay: the per-call time includes launch gaps, as in a step
-                fn()
-        r[label + " us"] = time_ms(graph.replay, reps=30, inner=10) / 8 * 1e3
+        r[label + " us"] = graph_call_us(fn)
     return r
 
 
@@ -273,24 +273,12 @@ def bench_rope_attention():
         ops.paged_attention_decode(qr, kc, vc, tables, lens, qsl, 1, scale, None, None)
 
     res = {}
-    native_rope_attention.FUSED = True
-    for name, fn in (("fused", fused), ("two_ops", two_ops)):
-        fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(8):
-                fn()
-        res[name + "_us"] = time_ms(graph.replay, reps=30, inner=10) / 8 * 1e3
-    native_rope_attention.FUSED = False
     try:
-        fused()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(8):
-                fused()
-        res["fused_switched_off_us"] = time_ms(graph.replay, reps=30, inner=10) / 8 * 1e3
+        native_rope_attention.FUSED = True
+        res["fused_us"] = graph_call_us(fused)
+        res["two_ops_us"] = graph_call_us(two_ops)
+        native_rope_attention.FUSED = False
+        res["fused_switched_off_us"] = graph_call_us(fused)
     finally:
         native_rope_attention.FUSED = None
     print("rope+cache+attention b1 ctx600: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()), flush=True)
