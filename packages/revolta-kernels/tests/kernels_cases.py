@@ -100,6 +100,14 @@ def make_attn_case(
     )
 
 
+def cos_sin_table(max_pos: int, rot_dim: int, device: str | torch.device = "cpu",
+                  base: float = 10000.0) -> torch.Tensor:
+    """A rotary cos/sin cache [max_pos, rot_dim] in float32 (cos halves, then sin halves), as the engine builds."""
+    inv = 1.0 / (base ** (torch.arange(0, rot_dim, 2, dtype=torch.float64) / rot_dim))
+    freqs = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv[None, :]
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float().to(device)
+
+
 def dense_attention_f64(case: AttnCase) -> torch.Tensor:
     """Float64 attention computed token by token from the cache, independent of the reference's code."""
     kc, vc = case.key_cache.cpu(), case.value_cache.cpu()

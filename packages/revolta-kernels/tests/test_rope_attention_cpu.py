@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernels_cases import make_attn_case
+from kernels_cases import cos_sin_table, make_attn_case
 
 from revolta_kernels import ops, reference
 
@@ -16,10 +16,7 @@ def _problem(seed: int = 0):
     q, k, v = qkv[:, :512].view(3, 8, 64), qkv[:, 512:640].view(3, 2, 64), qkv[:, 640:].view(3, 2, 64)
     lens, bt = case.context_lens.long(), case.block_tables.long()
     slots = bt[torch.arange(3), (lens - 1) // 16] * 16 + (lens - 1) % 16
-    inv = 1.0 / (10000 ** (torch.arange(0, 64, 2).float() / 64))
-    freqs = torch.arange(64).float()[:, None] * inv[None, :]
-    cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
-    return case, q, k, v, lens - 1, slots, cos_sin
+    return case, q, k, v, lens - 1, slots, cos_sin_table(64, 64)
 
 
 def test_matches_rotary_and_cache_then_attention():

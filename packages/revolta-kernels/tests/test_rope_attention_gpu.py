@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from kernels_cases import make_attn_case, rel_err
+from kernels_cases import cos_sin_table, make_attn_case, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -27,12 +27,6 @@ pytestmark = [
 ]
 
 ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation, as the other attention tests
-
-
-def cos_sin_table(max_pos: int, rot_dim: int, base: float = 10000.0) -> torch.Tensor:
-    inv = 1.0 / (base ** (torch.arange(0, rot_dim, 2, dtype=torch.float64) / rot_dim))
-    freqs = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float().cuda()
 
 
 def fused_problem(ctx, h, hkv, d, bs, seed, padded: int = 0):
@@ -53,12 +47,19 @@ def fused_problem(ctx, h, hkv, d, bs, seed, padded: int = 0):
     return case, q, k, v, positions, slots
 
 
-def run_both(case, q, k, v, positions, slots, cos_sin, neox):
-    """(fused output, fused caches, reference output, reference caches)."""
+def reference_step(case, q, k, v, positions, slots, cos_sin, neox):
+    """The two reference ops on copies of the case's caches: (output, key cache, value cache)."""
     kc_ref, vc_ref = case.key_cache.clone(), case.value_cache.clone()
     q_rot = reference.rotary_and_cache(positions, q, k, v, cos_sin, neox, kc_ref, vc_ref, slots, None, None)
     want = reference.paged_attention(q_rot, kc_ref, vc_ref, case.block_tables, case.context_lens,
                                      case.query_start_loc, case.scale)
+    return want, kc_ref, vc_ref
+
+
+def run_both(case, q, k, v, positions, slots, cos_sin, neox):
+    """(fused output, reference output, reference key cache, reference value cache); the fused op updates
+    the case's own caches."""
+    want, kc_ref, vc_ref = reference_step(case, q, k, v, positions, slots, cos_sin, neox)
     got = ops.rotary_cache_and_attention(positions, q, k, v, cos_sin, neox, case.key_cache, case.value_cache, slots,
                                          case.block_tables, case.context_lens, case.query_start_loc, 1, case.scale)
     return got, want, kc_ref, vc_ref
@@ -91,7 +92,7 @@ def test_rotary_cache_and_attention(case_idx, light_mode):
     ctx, h, hkv, d, bs, frac, neox = CASES[case_idx]
     rot_dim = int(d * frac)
     case, q, k, v, positions, slots = fused_problem(ctx, h, hkv, d, bs, seed=500 + case_idx)
-    cos_sin = cos_sin_table(max(ctx) + 8, rot_dim)
+    cos_sin = cos_sin_table(max(ctx) + 8, rot_dim, "cuda")
     torch.cuda.synchronize()
     got, want, kc_ref, vc_ref = run_both(case, q, k, v, positions, slots, cos_sin, neox)
     assert rel_err(got, want) < ATTN_TOL
@@ -107,7 +108,7 @@ def test_rotary_cache_and_attention(case_idx, light_mode):
 
 def test_padding_slots_are_not_written(light_mode):
     case, q, k, v, positions, slots = fused_problem([40, 300, 90], 32, 8, 128, 16, seed=7, padded=1)
-    cos_sin = cos_sin_table(512, 128)
+    cos_sin = cos_sin_table(512, 128, "cuda")
     before = case.key_cache.clone()
     got, want, kc_ref, _ = run_both(case, q, k, v, positions, slots, cos_sin, True)
     # The padded token (slot -1) writes nothing and attends to what its newest cache row already holds, as
@@ -123,7 +124,7 @@ def test_graph_replays_with_new_tokens(ctx, light_mode):
     """Captured once, replayed with fresh projections: each replay writes and attends to its own new key."""
     h, hkv, d, bs = 32, 8, 128, 16
     case, q, k, v, positions, slots = fused_problem(ctx, h, hkv, d, bs, seed=9)
-    cos_sin = cos_sin_table(8192, d)
+    cos_sin = cos_sin_table(8192, d, "cuda")
     args = (positions, q, k, v, cos_sin, True, case.key_cache, case.value_cache, slots, case.block_tables,
             case.context_lens, case.query_start_loc, 1, case.scale)
     ops.rotary_cache_and_attention(*args)
@@ -135,10 +136,7 @@ def test_graph_replays_with_new_tokens(ctx, light_mode):
         q.normal_()
         k.normal_()
         v.normal_(std=2.0)
-        kc_ref, vc_ref = case.key_cache.clone(), case.value_cache.clone()
-        q_rot = reference.rotary_and_cache(positions, q, k, v, cos_sin, True, kc_ref, vc_ref, slots, None, None)
-        want = reference.paged_attention(q_rot, kc_ref, vc_ref, case.block_tables, case.context_lens,
-                                         case.query_start_loc, case.scale)
+        want, _, _ = reference_step(case, q, k, v, positions, slots, cos_sin, True)
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
@@ -158,7 +156,7 @@ def test_prefill_and_int8_fall_back_to_the_two_ops():
     seq_of = torch.repeat_interleave(torch.arange(2, device="cuda"), torch.tensor([4, 9], device="cuda"))
     last = torch.cat([torch.arange(lens[i] - n, lens[i], device="cuda") for i, n in enumerate([4, 9])])
     slots = bt[seq_of, last // 16] * 16 + last % 16
-    cos_sin = cos_sin_table(256, 128)
+    cos_sin = cos_sin_table(256, 128, "cuda")
     kc_ref, vc_ref = case.key_cache.clone(), case.value_cache.clone()
     ks_ref, vs_ref = case.k_scales.clone(), case.v_scales.clone()
     q_rot = reference.rotary_and_cache(last, q, k, v, cos_sin, True, kc_ref, vc_ref, slots, ks_ref, vs_ref)
