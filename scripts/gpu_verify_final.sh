@@ -55,19 +55,18 @@ timeout "${T_AWQ:-60}" python3 benchmarks/gpu_e2e.py --config benchmarks/configs
 echo "[${SECONDS}s] AWQ e2e rc=$?"
 grep -E '"(batch1_decode|batch1_fraction|roofline_tok|speedup)' /tmp/v/gpu_e2e_awq.json || tail -5 /tmp/v/gpu_e2e_awq.log
 
-for ab in ${AWQ_AB:-}; do  # A;B;...: semicolon-separated NAME=VALUE switches, one AWQ batch-1 run each
+# decode_ab LABEL CONFIG SWITCHES [gpu_e2e args...]: batch-1 decode again under SWITCHES (A;B;...: semicolon-
+# separated NAME=VALUE), into /tmp/v/ab_LABEL_<switches>.json
+decode_ab() {
+  local label="$1" config="$2" ab="$3" tag
+  shift 3
   tag="$(echo "$ab" | tr ';=,' '___')"
-  env $(echo "$ab" | tr ';' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
-    --decode-only --concurrency 1 --prefill-len 1024 --baseline /tmp/v/gpu_e2e.json --out "/tmp/v/ab_awq_$tag.json" \
-    >"/tmp/v/ab_awq_$tag.log" 2>&1
-  echo "[${SECONDS}s] AWQ $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_awq_$tag.json"
-done
-for ab in ${FP16_AB:-}; do  # the same for the fp16 model
-  tag="$(echo "$ab" | tr ';=,' '___')"
-  env $(echo "$ab" | tr ';' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b \
-    --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/ab_fp16_$tag.json" >"/tmp/v/ab_fp16_$tag.log" 2>&1
-  echo "[${SECONDS}s] fp16 $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_fp16_$tag.json"
-done
+  env $(echo "$ab" | tr ';' ' ') timeout 60 python3 benchmarks/gpu_e2e.py --config "$config" --decode-only \
+    --concurrency 1 --prefill-len 1024 --out "/tmp/v/ab_${label}_$tag.json" "$@" >"/tmp/v/ab_${label}_$tag.log" 2>&1
+  echo "[${SECONDS}s] $label $ab rc=$?"; grep -E '"batch1_(decode|fraction_of_roofline)"' "/tmp/v/ab_${label}_$tag.json"
+}
+for ab in ${AWQ_AB:-}; do decode_ab awq benchmarks/configs/llama-3.1-8b-awq "$ab" --baseline /tmp/v/gpu_e2e.json; done
+for ab in ${FP16_AB:-}; do decode_ab fp16 benchmarks/configs/llama-3.1-8b "$ab"; done
 for ab in ${HYBRID_AB:-}; do  # NAME=VALUE env switches, one hybrid run each
   env "$ab" timeout 80 python3 benchmarks/hybrid_e2e.py --out "/tmp/v/ab_hybrid_${ab%%=*}.json" >"/tmp/v/ab_hybrid_${ab%%=*}.log" 2>&1
   echo "[${SECONDS}s] hybrid $ab rc=$?"
