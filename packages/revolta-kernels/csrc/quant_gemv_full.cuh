@@ -113,13 +113,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
           rp[i] = h2u(__floats2half2_rn(h.x * inv * (wf.x + wz), h.y * inv * (wf.y + wz)));
         }
       }
-      v.x = __byte_perm(raw.x, raw.z, 0x5410);
-      v.y = __byte_perm(raw.x, raw.z, 0x7632);
-      v.z = __byte_perm(raw.y, raw.w, 0x5410);
-      v.w = __byte_perm(raw.y, raw.w, 0x7632);
-      uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
+      v = gemv_defer8(gemv_perm8(raw));
     }
     xs[idx] = v;
   }
