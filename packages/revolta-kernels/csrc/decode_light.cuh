@@ -71,7 +71,6 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
   const __half* vc = static_cast<const __half*>(p.v_cache);
 
   // ROPE: this token's position, cos/sin row and cache slot are inputs from before the step's kernels.
-  const float* cs = nullptr;
   long long slot = -1;
   // ROPE staging in the output area (unused until the end): the rotated query rows, the newest key
   // (rotated) and value, and this position's cos/sin row.
@@ -80,7 +79,7 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
   __half* sNv = sNk + D;
   float* sCS = reinterpret_cast<float*>(sNv + D);  // [rot_dim]
   if constexpr (ROPE) {
-    cs = r.cos_sin + r.positions[q0] * r.rot_dim;
+    const float* cs = r.cos_sin + r.positions[q0] * r.rot_dim;
     slot = r.slots[q0];
     for (int i = tid; i < r.rot_dim; i += C::NT) sCS[i] = cs[i];
   }

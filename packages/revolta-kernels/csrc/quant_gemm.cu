@@ -30,7 +30,7 @@ constexpr int kGemvDefaultPrefetchKB = 0;
 // Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
 // next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
 constexpr int kGemvDefaultShare = 1;
-// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16 |
+// QuantGemmParams::flags of the split-K-free kernel (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16 |
 // kGemvFlagFull16Plain, quant_gemv.cuh; the Full16 bits are read by the plan only). Default: one-pass staging and
 // 16-column split-K-free blocks for calls without the fused norm (H200, helper qgemv run 2, PDL chains of M=1
 // calls: one-pass -5.9% on Llama-8B's 32 layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back;

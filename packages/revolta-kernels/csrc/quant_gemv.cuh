@@ -108,13 +108,14 @@ __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, i
 template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
 
-// QuantGemmParams::flags of the skinny kernels (tune gemv_flags):
+// QuantGemmParams::flags of the split-K-free kernel (quant_gemv_full.cuh; tune gemv_flags; quant_gemv_kernel
+// ignores them):
 // kGemvFlagEarlyTrigger: pdl_trigger() at the very start instead of right after pdl_wait(), so the next kernel
 // is launched (and may stream its weights into free slots) while this one still waits;
 // kGemvFlagOnePass: x staged in one pass over L2 - act = 2 loads x, the residual and the norm weight together,
 // keeps the permuted h in shared memory and the norm weight in registers over the sum-of-squares barrier, then
-// normalizes in place (one L2 round trip instead of two); the split-K-free kernel stages each warp's own rows
-// only (warp-local, __syncwarp instead of a block barrier for act 0);
+// normalizes in place (one L2 round trip instead of two); each warp stages its own rows only (warp-local,
+// __syncwarp instead of a block barrier for act 0);
 // kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_full.cuh); kGemvFlagFull16Plain:
 // the same for act 0 only (with act 2 every block repeats the whole-K norm pass, so narrower blocks double it).
 constexpr int kGemvFlagEarlyTrigger = 1;
