@@ -475,6 +475,20 @@ def _split_counters(device: torch.device, n: int) -> torch.Tensor:
     return _counters[index]
 
 
+def paged_cache_ok(head_dim: int, num_heads: int, key_cache: torch.Tensor, value_cache: torch.Tensor) -> bool:
+    """The paged K/V caches the attention kernels take for queries of ``num_heads`` x ``head_dim``: one dtype,
+    contiguous, a supported head_dim, whole GQA groups, a power-of-two block size."""
+    return (
+        value_cache.dtype == key_cache.dtype
+        and head_dim in _HEAD_DIMS
+        and key_cache.shape[-1] == head_dim
+        and key_cache.is_contiguous()
+        and value_cache.is_contiguous()
+        and num_heads % key_cache.shape[1] == 0
+        and key_cache.shape[2] & (key_cache.shape[2] - 1) == 0
+    )
+
+
 def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
                 k_scales, v_scales, prefill: bool) -> tuple[AttnParams, tuple]:
     """The kernels' AttnParams for checked inputs (q [T, H, D] as the kernel reads it, out [T, H, D]), with the
@@ -553,14 +567,8 @@ def _attention(prefill: bool):
         ok = (
             query.dtype == torch.float16
             and kind is not None
-            and value_cache.dtype == key_cache.dtype
             and query.dim() == 3
-            and d in _HEAD_DIMS
-            and key_cache.shape[-1] == d
-            and key_cache.is_contiguous()
-            and value_cache.is_contiguous()
-            and query.shape[1] % key_cache.shape[1] == 0
-            and key_cache.shape[2] & (key_cache.shape[2] - 1) == 0
+            and paged_cache_ok(d, query.shape[1], key_cache, value_cache)
             and (
                 kind != 1
                 or (

@@ -39,15 +39,12 @@ def _fusable(positions, query, key, value, cos_sin_cache, is_neox, key_cache, va
     rot_dim = cos_sin_cache.shape[-1]
     return (
         max_query_len == 1
-        and d in (64, 128, 256)
         and _rows_ok(query) and _rows_ok(key) and _rows_ok(value)
         and key.shape == value.shape
         and key.shape[0] == query.shape[0] == context_lens.shape[0]
-        and key_cache.dtype == torch.float16 and value_cache.dtype == torch.float16
-        and key_cache.is_contiguous() and value_cache.is_contiguous()
-        and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3]) and key_cache.shape[3] == d
-        and query.shape[1] % key.shape[1] == 0
-        and key_cache.shape[2] & (key_cache.shape[2] - 1) == 0
+        and key_cache.dtype == torch.float16
+        and native_ops.paged_cache_ok(d, query.shape[1], key_cache, value_cache)
+        and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
         and cos_sin_cache.dtype == torch.float32 and cos_sin_cache.device == query.device
         and 0 < rot_dim <= d and rot_dim % (16 if is_neox else 8) == 0
         and positions.device == query.device and slot_mapping.device == query.device
@@ -60,9 +57,10 @@ def rotary_cache_and_attention(positions, query, key, value, cos_sin_cache, is_n
     if query.shape[0] and _fuse_now() and _fusable(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
                                    slot_mapping, context_lens, max_query_len):
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
-        # The kernel reads the query through `rope`; AttnParams.q only needs to be a valid pointer.
-        p, keep = native_ops.attn_params(out, out, key_cache, value_cache, block_tables, context_lens,
-                                         query_start_loc, 1, scale, None, None, prefill=False)
+        # The kernel reads the query through `rope`; AttnParams.q only needs to be a valid pointer. `_keep`
+        # holds the tensors the params point into until the launch.
+        p, _keep = native_ops.attn_params(out, out, key_cache, value_cache, block_tables, context_lens,
+                                          query_start_loc, 1, scale, None, None, prefill=False)
         pos = positions.to(torch.int64).contiguous()
         slots = slot_mapping.to(torch.int64).contiguous()
         cs = cos_sin_cache.contiguous()
@@ -75,7 +73,6 @@ def rotary_cache_and_attention(positions, query, key, value, cos_sin_cache, is_n
         check(LIB.revolta_rope_paged_decode(ctypes.byref(p), ctypes.byref(rope), query.shape[-1],
                                             context_lens.shape[0], ctypes.byref(taken),
                                             torch.cuda.current_stream(query.device).cuda_stream))
-        del keep, pos, slots, cs
         if taken.value:
             return out
     q = native_ops.rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
