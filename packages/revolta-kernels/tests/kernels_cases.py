@@ -100,6 +100,14 @@ def make_attn_case(
     )
 
 
+def newest_slots(case: AttnCase) -> torch.Tensor:
+    """The cache slot (block * block_size + offset, int64) of each sequence's last position, ctx - 1."""
+    bs = case.key_cache.shape[2]
+    last = case.context_lens.long() - 1
+    rows = torch.arange(last.shape[0], device=last.device)
+    return case.block_tables.long()[rows, last // bs] * bs + last % bs
+
+
 def cos_sin_table(max_pos: int, rot_dim: int, device: str | torch.device = "cpu",
                   base: float = 10000.0) -> torch.Tensor:
     """A rotary cos/sin cache [max_pos, rot_dim] in float32 (cos halves, then sin halves), as the engine builds."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import FP8, make_attn_case, rel_err
+from kernels_cases import FP8, make_attn_case, newest_slots, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -301,9 +301,7 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
     replay's fresh newest key must be in the result."""
     case = make_attn_case(ctx, [1] * len(ctx), 32, 8, 128, 16, torch.float16, device="cuda", seed=21)
     n, hkv, d = len(ctx), 8, 128
-    lens = case.context_lens.long()
-    bt = case.block_tables.long()
-    slots = (bt[torch.arange(n), (lens - 1) // 16] * 16 + (lens - 1) % 16).to(torch.int64)
+    slots = newest_slots(case)
     new_k = torch.empty((n, hkv, d), dtype=torch.float16, device="cuda")
     new_v = torch.empty_like(new_k)
     old = native_ops.set_decode_light(light)
@@ -327,7 +325,7 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
                 case.query_start_loc, case.scale, None, None,
             )
             assert rel_err(static_out, want) < ATTN_TOL
-            last = case.key_cache[bt[torch.arange(n), (lens - 1) // 16], :, (lens - 1) % 16]
+            last = case.key_cache[slots // 16, :, slots % 16]
             assert torch.equal(last, new_k)
     finally:
         native_ops.set_decode_light(old)

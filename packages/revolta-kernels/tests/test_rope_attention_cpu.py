@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from kernels_cases import cos_sin_table, make_attn_case
+from kernels_cases import cos_sin_table, make_attn_case, newest_slots
 
 from revolta_kernels import ops, reference
 
@@ -14,9 +14,7 @@ def _problem(seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     qkv = torch.randn(3, (8 + 4) * 64, generator=g)
     q, k, v = qkv[:, :512].view(3, 8, 64), qkv[:, 512:640].view(3, 2, 64), qkv[:, 640:].view(3, 2, 64)
-    lens, bt = case.context_lens.long(), case.block_tables.long()
-    slots = bt[torch.arange(3), (lens - 1) // 16] * 16 + (lens - 1) % 16
-    return case, q, k, v, lens - 1, slots, cos_sin_table(64, 64)
+    return case, q, k, v, case.context_lens.long() - 1, newest_slots(case), cos_sin_table(64, 64)
 
 
 def test_matches_rotary_and_cache_then_attention():

@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from kernels_cases import cos_sin_table, make_attn_case, rel_err
+from kernels_cases import cos_sin_table, make_attn_case, newest_slots, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -38,13 +38,10 @@ def fused_problem(ctx, h, hkv, d, bs, seed, padded: int = 0):
     q = qkv[:, : h * d].view(n, h, d)
     k = qkv[:, h * d : (h + hkv) * d].view(n, hkv, d)
     v = qkv[:, (h + hkv) * d : (h + 2 * hkv) * d].view(n, hkv, d)
-    lens = case.context_lens.long()
-    bt = case.block_tables.long()
-    slots = bt[torch.arange(n, device="cuda"), (lens - 1) // bs] * bs + (lens - 1) % bs
+    slots = newest_slots(case)
     if padded:
         slots[-padded:] = -1
-    positions = lens - 1
-    return case, q, k, v, positions, slots
+    return case, q, k, v, case.context_lens.long() - 1, slots
 
 
 def reference_step(case, q, k, v, positions, slots, cos_sin, neox):
