@@ -149,28 +149,26 @@ int revolta_frag_layout_probe(int* ok, int* maps) {
 // 1 when later launches on the current device use PDL (sm_90+, REVOLTA_PDL and revolta_set_pdl allowing).
 int revolta_pdl_on() { return pdl_enabled() ? 1 : 0; }
 
-int revolta_l2_prefetch(const void* const* ptrs, const long long* bytes, int n, long long delay_ns,
-                        cudaStream_t stream) {
-  if (n < 0 || n > kPrefetchMaxRanges || delay_ns < 0) return cudaErrorInvalidValue;
-  int dev = 0, major = 0;
-  if (cudaError_t e = cudaGetDevice(&dev)) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) return e;
+int revolta_l2_prefetch(const void* const* ptrs, const long long* bytes, int n, cudaStream_t stream) {
+  if (n < 0 || n > kPrefetchMaxRanges) return cudaErrorInvalidValue;
   PrefetchRanges r = {};
-  r.chunk = major >= 9 ? kPrefetchBulkChunk : 128;
-  r.delay_ns = static_cast<unsigned long long>(delay_ns);
+  long long most = 0;
   for (int i = 0; i < n; ++i) {
     if (reinterpret_cast<uintptr_t>(ptrs[i]) % 16 != 0 || bytes[i] < 0) return cudaErrorInvalidValue;
     r.ptr[i] = static_cast<const char*>(ptrs[i]);
     r.bytes[i] = bytes[i] / 16 * 16;
-    r.first_chunk[i + 1] = r.first_chunk[i] + (r.bytes[i] + r.chunk - 1) / r.chunk;
+    most = r.bytes[i] > most ? r.bytes[i] : most;
   }
-  r.n = n;
-  const long long chunks = r.first_chunk[n];
-  if (chunks == 0) return cudaSuccess;
-  long long blocks = (chunks + kPrefetchThreads - 1) / kPrefetchThreads;
-  blocks = blocks > kPrefetchMaxBlocks ? kPrefetchMaxBlocks : blocks;
+  if (most == 0) return cudaSuccess;
+  int dev = 0, major = 0;
+  if (cudaError_t e = cudaGetDevice(&dev)) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) return e;
+  // sm_90+: a bulk prefetch per chunk, one chunk per thread; before: 64 lines of 128 bytes per thread
+  const long long per_thread = major >= 9 ? kPrefetchChunk : 64 * 128;
+  long long blocks = (most + per_thread * kPrefetchThreads - 1) / (per_thread * kPrefetchThreads);
+  blocks = blocks < 1 ? 1 : (blocks > 32 ? 32 : blocks);
   // a plain launch (no PDL): it is meant for a side stream and reads nothing another kernel writes
-  l2_prefetch_kernel<<<static_cast<unsigned>(blocks), kPrefetchThreads, 0, stream>>>(r);
+  l2_prefetch_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), kPrefetchThreads, 0, stream>>>(r);
   return cudaGetLastError();
 }
 

@@ -22,14 +22,12 @@ def test_checks_its_arguments():
         ops_memory.l2_prefetch([t] * 9, [16] * 9)
     with pytest.raises(ValueError, match="tensor 1 is not contiguous"):
         ops_memory.l2_prefetch([t, torch.zeros(8, 8)[:, ::2]], [16, 16])
-    with pytest.raises(ValueError, match="delay must not be negative"):
-        ops_memory.l2_prefetch([t], [16], -1)
     ops_memory.l2_prefetch([t, t], [128, 0])  # a whole tensor and nothing are both fine
 
 
 def test_opcheck():
     t = torch.randn(32, 16)
-    torch.library.opcheck(ops_memory.l2_prefetch, ([t, t[:4]], [t.numel() * 4, 64], 100))
+    torch.library.opcheck(ops_memory.l2_prefetch, ([t, t[:4]], [t.numel() * 4, 64]))
 
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or not revolta_kernels.native_available(),
@@ -52,7 +50,7 @@ def test_gpu_eager_leaves_data_unchanged(share):
     tensors = _tensors()
     before = [t.clone() for t in tensors]
     nbytes = [int(t.numel() * t.element_size() * share) for t in tensors]
-    ops_memory.l2_prefetch(tensors, nbytes, 2000 if share < 1 else 0)
+    ops_memory.l2_prefetch(tensors, nbytes)
     torch.cuda.synchronize()
     for t, b in zip(tensors, before, strict=True):
         assert torch.equal(t, b)

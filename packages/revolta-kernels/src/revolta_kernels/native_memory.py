@@ -10,8 +10,8 @@ from revolta_kernels import ops_memory
 from revolta_kernels.native import LIB, check
 
 
-def l2_prefetch(tensors: list[torch.Tensor], nbytes: list[int], delay_ns: int = 0) -> None:
-    ops_memory.check_prefetch_args(tensors, nbytes, delay_ns)
+def l2_prefetch(tensors: list[torch.Tensor], nbytes: list[int]) -> None:
+    ops_memory.check_prefetch_args(tensors, nbytes)
     picked = [(t, n) for t, n in zip(tensors, nbytes, strict=True) if n >= 16 and t.data_ptr() % 16 == 0]
     if not picked:
         return
@@ -19,7 +19,7 @@ def l2_prefetch(tensors: list[torch.Tensor], nbytes: list[int], delay_ns: int = 
     sizes = (ctypes.c_longlong * len(picked))(*(n for _, n in picked))
     stream = torch.cuda.current_stream(picked[0][0].device).cuda_stream
     assert LIB is not None  # registered only with the library loaded
-    check(LIB.revolta_l2_prefetch(ptrs, sizes, len(picked), delay_ns, stream))
+    check(LIB.revolta_l2_prefetch(ptrs, sizes, len(picked), stream))
 
 
 def register() -> bool:

@@ -12,10 +12,8 @@ LIB = "revolta"
 MAX_PREFETCH_RANGES = 8  # tensors one l2_prefetch call takes (csrc/prefetch.cuh kPrefetchMaxRanges)
 
 
-def check_prefetch_args(tensors: list[torch.Tensor], nbytes: list[int], delay_ns: int = 0) -> None:
+def check_prefetch_args(tensors: list[torch.Tensor], nbytes: list[int]) -> None:
     """Raise ``ValueError`` naming the problem unless ``nbytes[i]`` leading bytes of each tensor can be prefetched."""
-    if delay_ns < 0:
-        raise ValueError(f"l2_prefetch delay must not be negative, got {delay_ns} ns")
     if len(tensors) != len(nbytes):
         raise ValueError(f"l2_prefetch got {len(tensors)} tensors but {len(nbytes)} byte counts")
     if len(tensors) > MAX_PREFETCH_RANGES:
@@ -29,13 +27,13 @@ def check_prefetch_args(tensors: list[torch.Tensor], nbytes: list[int], delay_ns
 
 
 @torch.library.custom_op(f"{LIB}::l2_prefetch", mutates_args=())
-def l2_prefetch(tensors: list[torch.Tensor], nbytes: list[int], delay_ns: int = 0) -> None:
+def l2_prefetch(tensors: list[torch.Tensor], nbytes: list[int]) -> None:
     """Ask the GPU to pull the first ``nbytes[i]`` bytes of each (contiguous, read-only) tensor into its L2
-    cache, ``delay_ns`` after the kernel starts, for kernels that read them later. Only a hint: nothing is
-    written or waited for; on the CPU it checks its arguments and does nothing else."""
-    check_prefetch_args(tensors, nbytes, delay_ns)
+    cache, for kernels later on the stream that read them. Only a hint: nothing is written or waited for;
+    on the CPU it checks its arguments and does nothing else."""
+    check_prefetch_args(tensors, nbytes)
 
 
 @l2_prefetch.register_fake
-def _(tensors, nbytes, delay_ns=0):
+def _(tensors, nbytes):
     return None

@@ -30,28 +30,17 @@ DEFAULT_L2_FRACTION = 0.6
 PREFETCH_MAX_ROWS = 8  # decode-sized calls only: larger batches are compute-bound and keep DRAM busy
 
 
-def _env_number(name: str, what: str) -> float | None:
-    raw = os.environ.get(name)
+def _env_budget_mb() -> float | None:
+    raw = os.environ.get("REVOLTA_L2_PREFETCH_MB")
     if raw is None or raw.strip() == "":
         return None
     try:
         value = float(raw)
     except ValueError as exc:
-        raise ValueError(f"{name} must be {what}, got {raw!r}") from exc
+        raise ValueError(f"REVOLTA_L2_PREFETCH_MB must be a number of MiB (0 turns the prefetch off), got {raw!r}") from exc
     if value < 0:
-        raise ValueError(f"{name} must not be negative, got {raw!r}")
+        raise ValueError(f"REVOLTA_L2_PREFETCH_MB must not be negative, got {raw!r}")
     return value
-
-
-def _env_budget_mb() -> float | None:
-    return _env_number("REVOLTA_L2_PREFETCH_MB", "a number of MiB (0 turns the prefetch off)")
-
-
-@cache
-def delay_ns() -> int:
-    """How long the prefetch kernel waits before it issues (``REVOLTA_L2_PREFETCH_DELAY_US``, default 0)."""
-    us = _env_number("REVOLTA_L2_PREFETCH_DELAY_US", "a number of microseconds")
-    return int((us or 0.0) * 1000)
 
 
 @cache
@@ -116,7 +105,7 @@ class WeightPrefetch:
         main, side = torch.cuda.current_stream(x.device), _side_stream(device)
         side.wait_stream(main)
         with torch.cuda.stream(side):
-            ops_memory.l2_prefetch(tensors, nbytes, delay_ns())
+            ops_memory.l2_prefetch(tensors, nbytes)
 
 
 def _device_index(x: torch.Tensor) -> int:

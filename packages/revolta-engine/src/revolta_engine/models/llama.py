@@ -102,12 +102,11 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def weight_prefetch(self) -> WeightPrefetch:
-        """The L2 prefetch issued after q/k/v: a dense MLP's gate/up weights. (Not the output projection's: its
-        GEMV blocks are resident during attention and load all their weights before waiting on it anyway.)"""
+        """The L2 prefetch issued after q/k/v: the output projection's weights, then a dense MLP's gate/up."""
         prefetch = getattr(self, "_weight_prefetch", None)
         if prefetch is None:
             gate_up = getattr(self.mlp, "gate_up_proj", None)
-            prefetch = WeightPrefetch([gate_up] if isinstance(gate_up, Linear) else [])
+            prefetch = WeightPrefetch([self.self_attn.o_proj] + ([gate_up] if isinstance(gate_up, Linear) else []))
             self._weight_prefetch = prefetch
         return prefetch
 
