@@ -6,7 +6,6 @@
 #include "cache.cuh"
 #include "frag_layout.cuh"
 #include "norm.cuh"
-#include "prefetch.cuh"
 #include "rotary.cuh"
 #include "sampling.cuh"
 
@@ -148,29 +147,6 @@ int revolta_frag_layout_probe(int* ok, int* maps) {
 // for the current device (1 = on).
 // 1 when later launches on the current device use PDL (sm_90+, REVOLTA_PDL and revolta_set_pdl allowing).
 int revolta_pdl_on() { return pdl_enabled() ? 1 : 0; }
-
-int revolta_l2_prefetch(const void* const* ptrs, const long long* bytes, int n, cudaStream_t stream) {
-  if (n < 0 || n > kPrefetchMaxRanges) return cudaErrorInvalidValue;
-  PrefetchRanges r = {};
-  long long most = 0;
-  for (int i = 0; i < n; ++i) {
-    if (reinterpret_cast<uintptr_t>(ptrs[i]) % 16 != 0 || bytes[i] < 0) return cudaErrorInvalidValue;
-    r.ptr[i] = static_cast<const char*>(ptrs[i]);
-    r.bytes[i] = bytes[i] / 16 * 16;
-    most = r.bytes[i] > most ? r.bytes[i] : most;
-  }
-  if (most == 0) return cudaSuccess;
-  int dev = 0, major = 0;
-  if (cudaError_t e = cudaGetDevice(&dev)) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) return e;
-  // sm_90+: a bulk prefetch per chunk, one chunk per thread; before: 64 lines of 128 bytes per thread
-  const long long per_thread = major >= 9 ? kPrefetchChunk : 64 * 128;
-  long long blocks = (most + per_thread * kPrefetchThreads - 1) / (per_thread * kPrefetchThreads);
-  blocks = blocks < 1 ? 1 : (blocks > 32 ? 32 : blocks);
-  // a plain launch (no PDL): it is meant for a side stream and reads nothing another kernel writes
-  l2_prefetch_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), kPrefetchThreads, 0, stream>>>(r);
-  return cudaGetLastError();
-}
 
 int revolta_set_pdl(int mode) {
   g_pdl_force = mode == 0 ? 0 : -1;

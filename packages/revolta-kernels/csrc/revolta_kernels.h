@@ -36,9 +36,6 @@ int revolta_set_attention_variant(int decode, int prefill);
 int revolta_set_decode_light(int mode);
 /* 1 when launches on the current device use programmatic dependent launch (sm_90+, not turned off). */
 int revolta_pdl_on(void);
-// Ask for the first bytes[i] bytes at ptrs[i] (16-byte aligned; i < n <= 8) to be pulled into L2, on `stream`
-// (prefetch.cuh). Only a hint: no data is written and no later kernel waits for it.
-int revolta_l2_prefetch(const void* const* ptrs, const long long* bytes, int n, cudaStream_t stream);
 /* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */
 int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int rows, int* blocks);
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,

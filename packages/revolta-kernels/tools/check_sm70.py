@@ -118,7 +118,6 @@ def kernels() -> list[Kernel]:
                                  f"&revolta::paged_decode_light_kernel<{d}, {gc}, {rope}>", False,
                                  f"&revolta::decode_light_smem_bytes<{d}, {gc}>"))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
-    ks.append(Kernel("l2 prefetch", "&revolta::l2_prefetch_kernel", False))
     for vec in ("true", "false"):
         ks.append(Kernel(f"argmax rows {'float4' if vec == 'true' else 'scalar'}",
                          f"&revolta::argmax_rows_kernel<{vec}>", False))
@@ -177,7 +176,6 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
         b'#include "decode_light.cuh"\n'
         b'#include "rotary.cuh"\n'
         b'#include "sampling.cuh"\n'
-        b'#include "prefetch.cuh"\n'
     )
     prog = ctypes.c_void_p()
 

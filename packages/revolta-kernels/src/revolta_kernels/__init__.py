@@ -6,7 +6,7 @@ native CUDA library is built and loaded, and why not.
 
 from __future__ import annotations
 
-from revolta_kernels import native, ops, ops_memory, reference
+from revolta_kernels import native, ops, reference
 
 __version__ = "0.1.0.dev0"
 
@@ -18,8 +18,6 @@ if native.LIB is not None:
     native_quant.register()
     from revolta_kernels import native_hybrid
     native_hybrid.register()
-    from revolta_kernels import native_memory
-    native_memory.register()
 
 
 def native_status() -> str:
@@ -32,4 +30,4 @@ def native_available() -> bool:
     return native.LIB is not None
 
 
-__all__ = ["native_available", "native_status", "ops", "ops_memory", "reference"]
+__all__ = ["native_available", "native_status", "ops", "reference"]

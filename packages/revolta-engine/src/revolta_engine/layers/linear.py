@@ -144,12 +144,6 @@ class Linear(nn.Module):
         y = self.quant.apply_silu(self, x)
         return y if self.bias is None else y + self.bias
 
-    def streamed_weights(self) -> list[torch.Tensor]:
-        """The tensors a decode GEMV of this layer streams from memory, the first-read bytes first."""
-        if self.quant is None:
-            return [self.weight.data]
-        return self.quant.streamed_weights(self)
-
     def load_quantized(self, param_name: str, tensor: torch.Tensor, start: int = 0, size: int | None = None) -> None:
         """Repack a checkpoint's quantized tensor (qweight, qzeros, scales, g_idx) into output slice ``start``."""
         assert self.quant is not None

@@ -11,7 +11,6 @@ from transformers import PretrainedConfig
 
 from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.attention import PagedAttention
-from revolta_engine.layers.l2_prefetch import WeightPrefetch, join_prefetch
 from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
@@ -44,14 +43,10 @@ class LlamaAttention(nn.Module):
         self.rotary = rotary
         self.attn = PagedAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, layer_idx)
 
-    def forward(self, positions: torch.Tensor, inp: AddNorm,
-                prefetch: WeightPrefetch | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention of ``norm(h)`` for ``h = inp.x + inp.residual`` (norm fused into q/k/v where it can be),
-        and ``h``. ``prefetch`` is issued right after the q/k/v projection (see
-        :mod:`revolta_engine.layers.l2_prefetch`)."""
+        and ``h``."""
         qkv, residual = self.qkv_proj.forward_prenorm(inp)
-        if prefetch is not None:
-            prefetch.issue(qkv)
         q, k, v = self.qkv_proj.split(qkv)
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
@@ -101,18 +96,9 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def weight_prefetch(self) -> WeightPrefetch:
-        """The L2 prefetch issued after q/k/v: the output projection's weights, then a dense MLP's gate/up."""
-        prefetch = getattr(self, "_weight_prefetch", None)
-        if prefetch is None:
-            gate_up = getattr(self.mlp, "gate_up_proj", None)
-            prefetch = WeightPrefetch([self.self_attn.o_proj] + ([gate_up] if isinstance(gate_up, Linear) else []))
-            self._weight_prefetch = prefetch
-        return prefetch
-
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
         # each norm is handed to the block after it, whose first kernel may compute it (decode GEMVs)
-        x, residual = self.self_attn(positions, AddNorm(x, residual, self.input_layernorm), self.weight_prefetch())
+        x, residual = self.self_attn(positions, AddNorm(x, residual, self.input_layernorm))
         return self.mlp.forward_prenorm(AddNorm(x, residual, self.post_attention_layernorm))
 
 
@@ -138,7 +124,6 @@ class LlamaModel(nn.Module):
         residual = None
         for layer in self.layers:
             x, residual = layer(positions, x, residual)
-        join_prefetch(x)
         x, _ = self.norm(x, residual)
         return x
 

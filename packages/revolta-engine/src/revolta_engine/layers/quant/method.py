@@ -58,10 +58,6 @@ class QuantLinearMethod:
         """Shape of checkpoint tensor ``name`` for a part with ``out`` output features."""
         raise NotImplementedError
 
-    def streamed_weights(self, layer: Any) -> list[torch.Tensor]:
-        """The tensors the decode GEMV streams: packed weights, scales, zero points (rows in K order)."""
-        return [layer.qweight.data, layer.scales.data, layer.qzeros.data]
-
     def to_kernel_layout(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         """Convert a checkpoint tensor (already shape-checked) into the kernel layout of its slice."""
         raise NotImplementedError
