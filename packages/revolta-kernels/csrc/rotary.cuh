@@ -93,15 +93,21 @@ rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T*
                         long long k_head_stride, long long v_tok_stride, long long v_head_stride,
                         bool neox, const T* __restrict__ q_norm_w, const T* __restrict__ k_norm_w, float eps,
                         bool zero_centered) {
-  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel, the cache is read by others
-  pdl_trigger();
-  __shared__ T normed[kRopeCacheWarps][kRopeNormMaxDim];
+  // The positions, the slots and the cos/sin rows are step inputs (written by copies or non-PDL kernels earlier
+  // on the stream, like the block tables decode_light.cuh reads early), so their loads, and the cos/sin row's
+  // dependent one, are issued before the PDL wait; q, k and v come from the previous kernel and are read after it.
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int job = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int64_t slot = slots[t];
+  const CS* cs = cos_sin + positions[t] * rot_dim;
+  if (lane * 128 < rot_dim * static_cast<int>(sizeof(CS)))
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(cs) + lane * 128));
+  pdl_wait();  // launched with PDL (pdl.cuh): q, k, v come from the previous kernel, the cache is read by others
+  pdl_trigger();
+  __shared__ T normed[kRopeCacheWarps][kRopeNormMaxDim];
   if (job >= num_heads + 2 * num_kv_heads) return;
   T* row = normed[threadIdx.x >> 5];
-  const CS* cs = cos_sin + positions[t] * rot_dim;
   if (job < num_heads) {
     const T* src = q + t * q_tok_stride + job * q_head_stride;
     if (q_norm_w != nullptr) src = head_rms_norm(src, row, q_norm_w, eps, zero_centered, head_dim, lane);
@@ -109,7 +115,6 @@ rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T*
     for (int d = lane; d < head_dim; d += 32) dst[d] = from_float<T>(rotate_one(src, cs, d, rot_dim, neox));
     return;
   }
-  const int64_t slot = slots[t];
   if (slot < 0) return;
   const bool is_v = job >= num_heads + num_kv_heads;
   const int h = job - num_heads - (is_v ? num_kv_heads : 0);

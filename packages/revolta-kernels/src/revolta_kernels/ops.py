@@ -4,6 +4,12 @@ Every op has a default implementation (the pure-torch reference, used on the CPU
 kernel exists) and a fake implementation so torch.compile and CUDA graph capture can trace it. Native CUDA
 kernels register themselves for the ``cuda`` device in :mod:`revolta_kernels.native` when the extension is
 built and loadable.
+
+On sm_90 and later the native kernels are launched with programmatic dependent launch (csrc/pdl.cuh): a kernel
+may start while the one before it finishes. The decode-path kernels (rotary + cache write, paged attention) read
+their step inputs (positions, slot mappings, block tables, context lengths) before waiting on that previous
+kernel, so those inputs must be written by copies or ordinary kernels (torch's, or anything not launched with
+PDL), never by a PDL kernel launched right before.
 """
 
 from __future__ import annotations
