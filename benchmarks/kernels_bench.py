@@ -146,11 +146,11 @@ def engine_decode_bytes(lens, kv_dtype, h, hkv, d):
 
 def bench_engine_decode(copy_bw, sweep_splits: bool):
     """The decode attention calls the Llama-3.1-8B / Qwen3.5 engine makes (graph replays), optionally with
-    every forced split count (native_ops.SPLIT_OVERRIDE) next to the default plan."""
-    try:
-        from revolta_kernels import native_ops
-    except ImportError:
-        native_ops = None
+    every forced split count (native_attention.SPLIT_OVERRIDE) next to the default plan."""
+    import revolta_kernels
+    from revolta_kernels import native_attention as attention_impl
+
+    native_attention = attention_impl if revolta_kernels.native_available() else None
     gen = torch.Generator().manual_seed(1)
     b64 = torch.randint(512, 768, (64,), generator=gen).tolist()
     cases = [
@@ -174,36 +174,35 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
              "GB/s": nbytes / ms / 1e6, "frac_copy_bw": nbytes / ms / 1e6 / copy_bw}
         print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy "
               f"(8 calls per graph replay; 1 call per replay: {ms1 * 1e3:.1f} us)", flush=True)
-        if native_ops is not None and hasattr(native_ops, "set_decode_light") and dt == torch.float16:
+        if native_attention is not None and dt == torch.float16:
             r["light_us"] = {}  # the light fp16 decode kernel off (0) and taking every case (2)
             for mode in (0, 2):
-                old = native_ops.set_decode_light(mode)
+                old = native_attention.set_decode_light(mode)
                 try:
                     r["light_us"][mode] = time_decode_graph(args, calls=8) * 1e3
                 finally:
-                    native_ops.set_decode_light(old)
+                    native_attention.set_decode_light(old)
             print(f"    light kernel off / forced: {r['light_us'][0]:.1f} / {r['light_us'][2]:.1f} us", flush=True)
-        if sweep_splits and native_ops is not None and hasattr(native_ops, "SPLIT_OVERRIDE"):
+        if sweep_splits and native_attention is not None:
             r["splits_us"], r["chunks_us"] = {}, {}
             for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48):
-                native_ops.SPLIT_OVERRIDE = s
+                native_attention.SPLIT_OVERRIDE = s
                 try:
                     r["splits_us"][s] = time_decode_graph(args, calls=8) * 1e3
                 finally:
-                    native_ops.SPLIT_OVERRIDE = None
+                    native_attention.SPLIT_OVERRIDE = None
             print("    even splits (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["splits_us"].items()),
                   flush=True)
-            if hasattr(native_ops, "CHUNK_OVERRIDE"):
-                for c in (64, 128, 192, 256, 320, 384, 512, 768):
-                    if c >= max(lens):
-                        continue
-                    native_ops.CHUNK_OVERRIDE = c
-                    try:
-                        r["chunks_us"][c] = time_decode_graph(args, calls=8) * 1e3
-                    finally:
-                        native_ops.CHUNK_OVERRIDE = None
-                print("    fixed chunks (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["chunks_us"].items()),
-                      flush=True)
+            for c in (64, 128, 192, 256, 320, 384, 512, 768):
+                if c >= max(lens):
+                    continue
+                native_attention.CHUNK_OVERRIDE = c
+                try:
+                    r["chunks_us"][c] = time_decode_graph(args, calls=8) * 1e3
+                finally:
+                    native_attention.CHUNK_OVERRIDE = None
+            print("    fixed chunks (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["chunks_us"].items()),
+                  flush=True)
         out.append(r)
         del args
         torch.cuda.empty_cache()

@@ -11,7 +11,7 @@ import argparse
 import torch
 from kernels_bench import attn_inputs
 
-from revolta_kernels import native_ops, ops
+from revolta_kernels import native_attention, ops
 
 
 def main() -> None:
@@ -22,10 +22,10 @@ def main() -> None:
     if args.prefill_variants:
         q, kc, vc, tables, lens, qsl, _, scale, _, _ = attn_inputs(1, 8192, 8192, 32, 8, 128, 16, torch.float16)
         for v in (int(x) for x in args.prefill_variants.split(",")):
-            native_ops.set_attention_variant(0, v)
+            native_attention.set_attention_variant(0, v)
             ops.paged_attention_prefill(q, kc, vc, tables, lens, qsl, 8192, scale, None, None)
             torch.cuda.synchronize()
-        native_ops.set_attention_variant(0, 0)
+        native_attention.set_attention_variant(0, 0)
         return
     for kv in (torch.float16, torch.int8):
         ops.paged_attention_decode(*attn_inputs(32, 4096, 1, 32, 8, 128, 16, kv))

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from kernels_bench import attn_inputs, decode_bytes, time_decode_graph, time_ms
 
-from revolta_kernels import native_ops, ops, reference
+from revolta_kernels import native_attention, ops, reference
 
 # (label, decode variant, forced context splits or None for the occupancy model)
 DECODE_VARIANTS = [
@@ -69,8 +69,8 @@ def sweep_decode(copy_bw: float, kv_dtype: torch.dtype, variants=DECODE_VARIANTS
     want = reference.paged_attention(q, kc, vc, tables, lens, qsl, scale, ks, vs)
     rows = []
     for label, variant, splits in variants:
-        native_ops.set_attention_variant(variant, 0)
-        native_ops.SPLIT_OVERRIDE = splits
+        native_attention.set_attention_variant(variant, 0)
+        native_attention.SPLIT_OVERRIDE = splits
         try:
             rel = _rel(ops.paged_attention_decode(*args), want)
             ms = time_decode_graph(args)
@@ -79,8 +79,8 @@ def sweep_decode(copy_bw: float, kv_dtype: torch.dtype, variants=DECODE_VARIANTS
         except RuntimeError as exc:
             row = {"variant": label, "error": str(exc)[:300]}
         finally:
-            native_ops.set_attention_variant(0, 0)
-            native_ops.SPLIT_OVERRIDE = None
+            native_attention.set_attention_variant(0, 0)
+            native_attention.SPLIT_OVERRIDE = None
         rows.append(row)
         print(f"  decode {str(kv_dtype):22s} {_fmt(row)}", flush=True)
     return rows
@@ -98,7 +98,7 @@ def sweep_prefill(mm_rate: float, seq=8192, h=32, hkv=8, d=128, bs=16):
     flops = 4 * d * h * seq * (seq + 1) / 2
     rows = []
     for label, variant in PREFILL_VARIANTS:
-        native_ops.set_attention_variant(0, variant)
+        native_attention.set_attention_variant(0, variant)
         try:
             rel = _rel(ops.paged_attention_prefill(*args), want)
             ms = time_ms(lambda: ops.paged_attention_prefill(*args), reps=10, inner=2)
@@ -107,7 +107,7 @@ def sweep_prefill(mm_rate: float, seq=8192, h=32, hkv=8, d=128, bs=16):
         except RuntimeError as exc:
             row = {"variant": label, "error": str(exc)[:300]}
         finally:
-            native_ops.set_attention_variant(0, 0)
+            native_attention.set_attention_variant(0, 0)
         rows.append(row)
         print(f"  prefill {_fmt(row)}", flush=True)
     return rows
@@ -130,7 +130,7 @@ def _fmt(row: dict) -> str:
 def run(copy_bw: float, mm_rate: float, prefill_only: bool = False) -> dict:
     """Every sweep (or only the prefill one); returns the rows for the benchmark JSON."""
     dev = torch.cuda.current_device()
-    ok, maps = native_ops.frag_layout_maps(dev)
+    ok, maps = native_attention.frag_layout_maps(dev)
     print(f"sweep: frag layout probe ok={ok}", flush=True)
     out: dict = {"frag_layout_ok": ok}
     if not ok:

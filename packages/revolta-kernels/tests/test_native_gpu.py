@@ -14,7 +14,7 @@ import revolta_kernels
 from revolta_kernels import ops, reference
 
 if revolta_kernels.native_available():
-    from revolta_kernels import native_ops
+    from revolta_kernels import native_attention
 
 pytestmark = [
     pytest.mark.gpu,
@@ -126,18 +126,18 @@ def attn_variant(request):
     configurations (decode: one stage, three blocks per SM; prefill: 4 warps with two buffers), and with
     the light decode kernel taking every fp16 one-token decode (any batch), so every path the defaults may
     take stays correct."""
-    if request.param == "frag-alt" and not native_ops._frag_layout(torch.cuda.current_device()):
+    if request.param == "frag-alt" and not native_attention._frag_layout(torch.cuda.current_device()):
         pytest.skip("frag kernels do not run on this GPU")
     decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2), "light": (0, 0)}[request.param]
-    native_ops.set_attention_variant(decode, prefill)
-    old_light = native_ops.set_decode_light(2 if request.param == "light" else 1)
+    native_attention.set_attention_variant(decode, prefill)
+    old_light = native_attention.set_decode_light(2 if request.param == "light" else 1)
     yield request.param
-    native_ops.set_attention_variant(0, 0)
-    native_ops.set_decode_light(old_light)
+    native_attention.set_attention_variant(0, 0)
+    native_attention.set_decode_light(old_light)
 
 
 def test_frag_layout_probe():
-    ok, maps = native_ops.frag_layout_maps(torch.cuda.current_device())
+    ok, maps = native_attention.frag_layout_maps(torch.cuda.current_device())
     assert len(maps) == 2048
     if torch.cuda.get_device_capability() >= (8, 0):
         assert ok, "sm_80+ WMMA fragments should have the mma.m16n8k16 layout the frag kernels use"
@@ -223,7 +223,7 @@ PREFILL_EXTRA = [
 @pytest.mark.parametrize("variant", PREFILL_FRAG_VARIANTS)
 @pytest.mark.parametrize("case_idx", PREFILL_D128_CASES)
 def test_paged_attention_prefill_frag_variants(case_idx, variant):
-    if not native_ops._frag_layout(torch.cuda.current_device()):
+    if not native_attention._frag_layout(torch.cuda.current_device()):
         pytest.skip("frag kernels do not run on this GPU")
     ctx, ql, h, hkv, d, bs = (PREFILL_CASES + PREFILL_EXTRA)[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, torch.float16, device="cuda", seed=300 + case_idx)
@@ -237,11 +237,11 @@ def test_paged_attention_prefill_frag_variants(case_idx, variant):
         case.scale,
     )
     poison_allocator()
-    native_ops.set_attention_variant(0, variant)
+    native_attention.set_attention_variant(0, variant)
     try:
         got = ops.paged_attention_prefill(*case.args())
     finally:
-        native_ops.set_attention_variant(0, 0)
+        native_attention.set_attention_variant(0, 0)
     assert rel_err(got, want) < ATTN_TOL
 
 
@@ -304,7 +304,7 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
     slots = newest_slots(case)
     new_k = torch.empty((n, hkv, d), dtype=torch.float16, device="cuda")
     new_v = torch.empty_like(new_k)
-    old = native_ops.set_decode_light(light)
+    old = native_attention.set_decode_light(light)
     try:
         args = list(case.args())
         ops.reshape_and_cache(new_k.normal_(), new_v.normal_(), case.key_cache, case.value_cache, slots)
@@ -328,7 +328,7 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
             last = case.key_cache[slots // 16, :, slots % 16]
             assert torch.equal(last, new_k)
     finally:
-        native_ops.set_decode_light(old)
+        native_attention.set_decode_light(old)
 
 
 # Decode split plan (csrc/attention.cuh split_len / merge_splits): the kernel cuts each row tile's ACTUAL
@@ -362,14 +362,14 @@ def test_decode_splits(case_idx, plan, kv_dtype, attn_variant):
     )
     poison_allocator()
     if plan[0] == "even":
-        native_ops.SPLIT_OVERRIDE = plan[1]
+        native_attention.SPLIT_OVERRIDE = plan[1]
     else:
-        native_ops.CHUNK_OVERRIDE = plan[1]
+        native_attention.CHUNK_OVERRIDE = plan[1]
     try:
         got = ops.paged_attention_decode(*case.args())
         again = ops.paged_attention_decode(*case.args())  # the counters re-armed themselves
     finally:
-        native_ops.SPLIT_OVERRIDE = native_ops.CHUNK_OVERRIDE = None
+        native_attention.SPLIT_OVERRIDE = native_attention.CHUNK_OVERRIDE = None
     assert rel_err(got, want) < ATTN_TOL
     assert torch.equal(got, again)
 

@@ -18,7 +18,7 @@ import revolta_kernels
 from revolta_kernels import ops, reference
 
 if revolta_kernels.native_available():
-    from revolta_kernels import native_ops, native_rope_attention
+    from revolta_kernels import native_attention, native_rope_attention
 
 pytestmark = [
     pytest.mark.gpu,
@@ -66,11 +66,11 @@ def run_both(case, q, k, v, positions, slots, cos_sin, neox):
 def light_mode(request):
     """The fused kernel forced on (its default is only where PDL is off), with the light decode kernel's
     default reach (1) and taking every case it can (2)."""
-    old = native_ops.set_decode_light(request.param)
+    old = native_attention.set_decode_light(request.param)
     native_rope_attention.FUSED = True
     yield request.param
     native_rope_attention.FUSED = None
-    native_ops.set_decode_light(old)
+    native_attention.set_decode_light(old)
 
 
 CASES = [

@@ -14,6 +14,8 @@ if native.LIB is not None:
     from revolta_kernels import native_ops
 
     native_ops.register()
+    from revolta_kernels import native_attention
+    native_attention.register()
     from revolta_kernels import native_quant
     native_quant.register()
     from revolta_kernels import native_hybrid

@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from revolta_kernels import native_ops, ops
+from revolta_kernels import native_attention, native_ops, ops
 from revolta_kernels.native import LIB, DecodeRope, check
 
 # None: fuse where PDL is off (see above); True / False: always / never (REVOLTA_FUSED_ROPE=1 / 0; benchmarks
@@ -43,7 +43,7 @@ def _fusable(positions, query, key, value, cos_sin_cache, is_neox, key_cache, va
         and key.shape == value.shape
         and key.shape[0] == query.shape[0] == context_lens.shape[0]
         and key_cache.dtype == torch.float16
-        and native_ops.paged_cache_ok(d, query.shape[1], key_cache, value_cache)
+        and native_attention.paged_cache_ok(d, query.shape[1], key_cache, value_cache)
         and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
         and cos_sin_cache.dtype == torch.float32 and cos_sin_cache.device == query.device
         and 0 < rot_dim <= d and rot_dim % (16 if is_neox else 8) == 0
@@ -59,7 +59,7 @@ def rotary_cache_and_attention(positions, query, key, value, cos_sin_cache, is_n
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         # The kernel reads the query through `rope`; AttnParams.q only needs to be a valid pointer. `_keep`
         # holds the tensors the params point into until the launch.
-        p, _keep = native_ops.attn_params(out, out, key_cache, value_cache, block_tables, context_lens,
+        p, _keep = native_attention.attn_params(out, out, key_cache, value_cache, block_tables, context_lens,
                                           query_start_loc, 1, scale, None, None, prefill=False)
         pos = positions.to(torch.int64).contiguous()
         slots = slot_mapping.to(torch.int64).contiguous()
