@@ -1,0 +1,180 @@
+// Mixture-of-experts decode (moe.cuh): the shared parameters, 8-element packs, warp dot products, block
+// reductions and the in-kernel routing every MoE kernel generation uses.
+#pragma once
+
+#include "common.cuh"
+#include "pdl.cuh"
+
+namespace revolta {
+
+constexpr int kMoeWarps = 8;
+constexpr int kMoeMaxExperts = 2 * kMoeWarps * 32;  // two per thread of the routing block
+constexpr int kMoeMaxTopK = 16;
+// dynamic shared memory of one block (x of the up kernel, activations of the down kernel): 45 KB, so static +
+// dynamic stays under the 48 KB every arch allows without an opt-in
+constexpr int kMoeMaxSmemFloats = 45 * 1024 / 4;
+
+struct MoeParams {
+  const void* x;  // [T, H] (row stride x_stride)
+  const void* router_logits;  // [T, E] (row stride logits_stride), storage type; null: routing precomputed
+  const void* w13;  // [E, 2I, H]
+  const void* w2;  // [E, H, I]
+  const void* shared_w13;  // [2Is, H] or null
+  const void* shared_w2;  // [H, Is]
+  const void* shared_gate;  // [H] or null
+  int64_t* topk_ids;  // [T, K]: written when routing runs here, else read
+  float* topk_weights;  // [T, K]
+  float* act;  // [T, K * I + Is] scratch
+  float* shared_scale;  // [T] scratch
+  void* out;  // [T, H] contiguous
+  long long x_stride, logits_stride;
+  int T, H, E, I, K, Is, renormalize;
+};
+
+template <typename T> struct Pack8;  // 8 elements in 16 bytes (fp16/bf16) or 32 bytes (fp32)
+template <> struct Pack8<__half> {
+  uint4 u;
+  __device__ __forceinline__ void load(const __half* p) { u = __ldg(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void get(float* o) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      o[2 * i] = f.x;
+      o[2 * i + 1] = f.y;
+    }
+  }
+};
+template <> struct Pack8<__nv_bfloat16> {
+  uint4 u;
+  __device__ __forceinline__ void load(const __nv_bfloat16* p) { u = __ldg(reinterpret_cast<const uint4*>(p)); }
+  __device__ __forceinline__ void get(float* o) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      o[2 * i] = __uint_as_float(w[i] << 16);
+      o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+};
+template <> struct Pack8<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* p) {
+    a = __ldg(reinterpret_cast<const float4*>(p));
+    b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  }
+  __device__ __forceinline__ void get(float* o) const {
+    o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+  }
+};
+
+__device__ __forceinline__ void moe_prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
+// One warp prefetches a row of `bytes` bytes into L2 (a 128-byte line per lane and step).
+__device__ __forceinline__ void moe_prefetch_row_l2(const void* row, size_t bytes) {
+  for (size_t off = (threadIdx.x & 31) * 128; off < bytes; off += 32 * 128) {
+    moe_prefetch_l2(static_cast<const char*>(row) + off);
+  }
+}
+
+__device__ __forceinline__ float moe_silu(float x) { return x / (1.f + expf(-x)); }
+
+// Dot products of ROWS weight rows (length L, L % 8 == 0; a null row gives 0) with a float vector in shared
+// memory, by one warp with U 16-byte loads per row in flight; every lane gets the sums.
+template <typename T, int ROWS, int U>
+__device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], const float* vec, int L, float (&acc)[ROWS]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) acc[r] = 0.f;
+  for (int base = lane * 8; base < L; base += 256 * U) {
+    Pack8<T> w[ROWS][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * 256 < L) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          if (rows[r] != nullptr) w[r][u].load(rows[r] + base + u * 256);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * 256;
+      if (c < L) {
+        const float4 v0 = *reinterpret_cast<const float4*>(vec + c);
+        const float4 v1 = *reinterpret_cast<const float4*>(vec + c + 4);
+        const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+          if (rows[r] != nullptr) {
+            float f[8];
+            w[r][u].get(f);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[r] = fmaf(f[i], xv[i], acc[r]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+// Block-wide reduction (max or sum) of one value per thread; `scratch` holds kMoeWarps floats. All get it.
+template <bool MAX>
+__device__ __forceinline__ float moe_block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = MAX ? warp_max(v) : warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
+// Softmax top-k of one token's router logits by the whole block (E <= 2 * blockDim.x): each expert's rank is
+// the number of experts with a larger logit (ties: the lower id ranks first); ranks < K are the choice.
+// Weights as transformers computes them: softmax probabilities, optionally renormalised over the K, then
+// rounded to the storage type. Results in shared memory (ids, wts).
+template <typename T>
+__device__ void moe_route_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch, int* ids,
+                                float* wts) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int e0 = tid, e1 = tid + kMoeWarps * 32;
+  const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
+  const float v1 = e1 < E ? to_float(logits[e1]) : -INFINITY;
+  lg[e0] = v0;
+  lg[e1] = v1;
+  const float mx = moe_block_reduce<true>(fmaxf(v0, v1), scratch);
+  const float sum = moe_block_reduce<false>(expf(v0 - mx) + expf(v1 - mx), scratch);  // barriers: lg visible
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int e = i == 0 ? e0 : e1;
+    const float v = i == 0 ? v0 : v1;
+    if (e < E) {
+      int rank = 0;
+      for (int j = 0; j < E; j += 4) {  // E % 4 == 0 is not required: lg past E holds -inf
+        const float4 l = *reinterpret_cast<const float4*>(lg + j);
+        rank += (l.x > v || (l.x == v && j < e)) + (l.y > v || (l.y == v && j + 1 < e)) +
+                (l.z > v || (l.z == v && j + 2 < e)) + (l.w > v || (l.w == v && j + 3 < e));
+      }
+      if (rank < K) {
+        ids[rank] = e;
+        wts[rank] = expf(v - mx) / sum;
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    float w = lane < K ? wts[lane] : 0.f;
+    const float total = warp_sum(w);
+    if (lane < K) wts[lane] = to_float(from_float<T>(renormalize ? w / total : w));
+  }
+  __syncthreads();
+}
+
+}  // namespace revolta

@@ -1,0 +1,434 @@
+// Mixture-of-experts decode (moe.cuh), v3: the router with the fused residual add + RMSNorm, up3 and down3
+// (the default decode chain is router_norm -> up3 -> v1's down).
+#pragma once
+
+#include "moe_v2.cuh"
+
+namespace revolta {
+
+// ------------------------------------------------------------------------------------------------ v3 kernels
+// The default decode path (REVOLTA_MOE_V3=0 goes back to v1). Chain: moe_router_norm (batch 1; else the norm
+// kernel and moe_router) -> up3 -> v1's down kernel (REVOLTA_MOE_DOWN=2/3: v2's / down3, both measured slower).
+//   router_norm: the residual add + RMSNorm before the block fused into the router GEMV: every block computes
+//           h = x + residual (rounded to T) and norm(h) for each token in shared memory with the exact
+//           arithmetic and summation order of fused_add_rms_norm_kernel (norm.cuh, launched with
+//           threads_for(H / 4) threads: `norm_threads` here), so h and the normed x are bit-identical to it;
+//           block 0 writes them to new tensors (the expert kernels read the normed x, the next layer h).
+//   up3:    v1's up kernel (two (gate, up) row pairs per warp, <= 85 registers: the whole grid resident), but
+//           the rank count over candidates only (moe_route_block_cand) instead of v1's every-thread scan of all
+//           E logits, no routing in shared-expert-only blocks, and optionally (PF_DOWN) an L2 prefetch of the
+//           routed and shared down rows of this token, split over the grid, so the down kernel streams from L2:
+//           PF_DOWN 1 = as soon as the routing is known, 2 = after this warp's dot products (both measured
+//           slower on the H200; off by default).
+struct MoeRouterNormParams {
+  const void* x;  // [T, H] (row stride x_stride): the block input (e.g. the attention output)
+  const void* residual;  // [T, H] (row stride res_stride)
+  const void* norm_w;  // [H]
+  const void* w;  // [E, H] router weight
+  void* logits;  // [T, E] contiguous
+  void* h_out;  // [T, H] contiguous: x + residual
+  void* normed_out;  // [T, H] contiguous: norm(h)
+  long long x_stride, res_stride;
+  float eps;
+  int tokens, H, E, norm_threads, zero_centered;
+};
+
+constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
+
+// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats. x, residual, norm_w
+// rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
+template <typename T>
+__global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(MoeRouterNormParams p) {
+  constexpr int RL = MoeLoads<T>::router;
+  constexpr int NT = kMoeRouterWarps * 32;
+  extern __shared__ float4 hs4[];
+  float* hs = reinterpret_cast<float*>(hs4);
+  __shared__ float vsum[32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int H = p.H, E = p.E, B = p.norm_threads;
+  const int e = blockIdx.x * kMoeRouterWarps + warp;
+  const T* row = static_cast<const T*>(p.w) + static_cast<size_t>(e < E ? e : 0) * H;
+  Pack8<T> w0[RL];  // the row's first 256 * RL elements, loaded before the wait (nobody writes the weights)
+#pragma unroll
+  for (int u = 0; u < RL; ++u) {
+    const int c = lane * 8 + u * 256;
+    if (e < E && c < H) w0[u].load(row + c);
+  }
+  pdl_trigger();
+  pdl_wait();  // x and residual come from earlier kernels; h_out / normed_out may still be read by them
+  const T* nw = static_cast<const T*>(p.norm_w);
+  const float zc = p.zero_centered ? 1.f : 0.f;
+  for (int t = 0; t < p.tokens; ++t) {
+    const T* xt = static_cast<const T*>(p.x) + t * p.x_stride;
+    const T* rt = static_cast<const T*>(p.residual) + t * p.res_stride;
+    for (int c = threadIdx.x * 8; c < H; c += NT * 8) {
+      Pack8<T> xv, rv;
+      xv.load(xt + c);
+      rv.load(rt + c);
+      float a[8], b[8], hv[8];
+      xv.get(a);
+      rv.get(b);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const T s = from_float<T>(a[i] + b[i]);  // as fused_add_rms_norm_kernel: rounded to T
+        hv[i] = to_float(s);
+        if (blockIdx.x == 0) static_cast<T*>(p.h_out)[static_cast<size_t>(t) * H + c + i] = s;
+      }
+      *reinterpret_cast<float4*>(hs + c) = make_float4(hv[0], hv[1], hv[2], hv[3]);
+      *reinterpret_cast<float4*>(hs + c + 4) = make_float4(hv[4], hv[5], hv[6], hv[7]);
+    }
+    __syncthreads();
+    // the reference kernel's sum of squares: thread vt of B sums its elements vt + j B (j < kNormRegs, then
+    // the rest), each warp of B threads reduces by warp_sum, then one warp_sum over the warp sums
+    for (int vw = warp; vw < B / 32; vw += kMoeRouterWarps) {
+      const int vt = vw * 32 + lane;
+      float ss = 0.f;
+#pragma unroll
+      for (int j = 0; j < kNormRegsMoe; ++j) {
+        const int i = vt + j * B;
+        const float v = i < H ? hs[i] : 0.f;
+        ss += v * v;
+      }
+      for (int i = vt + kNormRegsMoe * B; i < H; i += B) {
+        const float v = hs[i];
+        ss += v * v;
+      }
+      ss = warp_sum(ss);
+      if (lane == 0) vsum[vw] = ss;
+    }
+    __syncthreads();
+    float ss = lane < B / 32 ? vsum[lane] : 0.f;
+    ss = warp_sum(ss);
+    const float inv = rsqrtf(ss / static_cast<float>(H) + p.eps);
+    for (int c = threadIdx.x * 8; c < H; c += NT * 8) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float wv = to_float(nw[c + i]) + zc;
+        const T o = from_float<T>(hs[c + i] * inv * wv);
+        hs[c + i] = to_float(o);
+        if (blockIdx.x == 0) static_cast<T*>(p.normed_out)[static_cast<size_t>(t) * H + c + i] = o;
+      }
+    }
+    __syncthreads();
+    if (e < E) {  // the router dot (same order as moe_router_kernel)
+      float acc = 0.f;
+#pragma unroll
+      for (int u = 0; u < RL; ++u) {
+        const int c = lane * 8 + u * 256;
+        if (c < H) {
+          float a[8];
+          w0[u].get(a);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc = fmaf(a[i], hs[c + i], acc);
+        }
+      }
+      for (int base = 256 * RL; base < H; base += 256 * RL) {  // rows past 2048 (fp16)
+        Pack8<T> wr[RL];
+#pragma unroll
+        for (int u = 0; u < RL; ++u) {
+          const int c = base + lane * 8 + u * 256;
+          if (c < H) wr[u].load(row + c);
+        }
+#pragma unroll
+        for (int u = 0; u < RL; ++u) {
+          const int c = base + lane * 8 + u * 256;
+          if (c < H) {
+            float a[8];
+            wr[u].get(a);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc = fmaf(a[i], hs[c + i], acc);
+          }
+        }
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) static_cast<T*>(p.logits)[static_cast<size_t>(t) * E + e] = from_float<T>(acc);
+    }
+    __syncthreads();  // hs is rewritten for the next token
+  }
+}
+
+// Prefetch into L2 the down rows token t will read (K routed experts' [H, I] blocks, then the shared expert's
+// [H, Is] block), spread over `nthreads` threads (this one is `g`): one 128-byte line per step.
+template <typename T>
+__device__ __forceinline__ void moe_prefetch_down(const MoeParams& p, const int* ids, int g, int nthreads) {
+  const size_t routed_lines = static_cast<size_t>(p.H) * p.I * sizeof(T) / 128;
+  const size_t shared_lines = p.shared_w2 != nullptr ? static_cast<size_t>(p.H) * p.Is * sizeof(T) / 128 : 0;
+  const size_t total = routed_lines * p.K + shared_lines;
+  for (size_t L = g; L < total; L += nthreads) {
+    const size_t k = L / routed_lines;
+    const char* base = k < static_cast<size_t>(p.K)
+                           ? reinterpret_cast<const char*>(static_cast<const T*>(p.w2) +
+                                                           static_cast<size_t>(ids[k]) * p.H * p.I) +
+                                 (L - k * routed_lines) * 128
+                           : reinterpret_cast<const char*>(p.shared_w2) + (L - p.K * routed_lines) * 128;
+    moe_prefetch_l2(base);
+  }
+}
+
+// moe_route_block with the same choice and weights (bit for bit), but the rank count over candidates only: the
+// kMoeWarps warp maxima are distinct experts, so when K <= kMoeWarps the K-th largest logit is >= their
+// minimum tau and only experts with a logit >= tau can be chosen; an expert's rank only counts experts that beat
+// it, which are candidates too. So each candidate is ranked against the candidates (typically ~10-30 of E)
+// instead of every thread scanning all E logits (v1: ~1.3K instructions per thread before any row load).
+// `cand` holds E ints, `candv` E floats, `ncand` one int (shared memory).
+template <typename T>
+__device__ void moe_route_block_cand(const T* logits, int E, int K, int renormalize, float* scratch, int* ids,
+                                     float* wts, int* cand, float* candv, int* ncand) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int e0 = tid, e1 = tid + kMoeWarps * 32;
+  const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
+  const float v1 = e1 < E ? to_float(logits[e1]) : -INFINITY;
+  if (tid == 0) *ncand = 0;
+  if (tid < K) ids[tid] = 0;  // in range whatever the logits (NaN)
+  const float wm = warp_max(fmaxf(v0, v1));
+  __syncthreads();
+  if (lane == 0) scratch[warp] = wm;
+  __syncthreads();
+  float mx = scratch[0], tau = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) {
+    mx = fmaxf(mx, scratch[w]);
+    tau = fminf(tau, scratch[w]);
+  }
+  if (K > kMoeWarps) tau = -INFINITY;
+  const float sum = moe_block_reduce<false>(expf(v0 - mx) + expf(v1 - mx), scratch);  // barriers: ncand = 0 seen
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int e = i == 0 ? e0 : e1;
+    const float v = i == 0 ? v0 : v1;
+    if (e < E && v >= tau) {
+      const int slot = atomicAdd(ncand, 1);
+      cand[slot] = e;
+      candv[slot] = v;
+    }
+  }
+  __syncthreads();
+  const int C = *ncand;
+  for (int c = tid; c < C; c += kMoeWarps * 32) {
+    const int e = cand[c];
+    const float v = candv[c];
+    int rank = 0;
+#pragma unroll 4
+    for (int j = 0; j < C; ++j) {
+      const float l = candv[j];
+      rank += (l > v || (l == v && cand[j] < e));
+    }
+    if (rank < K) {
+      ids[rank] = e;
+      wts[rank] = expf(v - mx) / sum;
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    float w = lane < K ? wts[lane] : 0.f;
+    const float total = warp_sum(w);
+    if (lane < K) wts[lane] = to_float(from_float<T>(renormalize ? w / total : w));
+  }
+  __syncthreads();
+}
+
+// blocks per SM the v3 up/down kernels are built for (fp16/bf16: 3, i.e. <= 85 registers, without spills;
+// fp32's 32-byte packs need more registers: 2)
+template <typename T> constexpr int kMoe3BlocksPerSm = sizeof(T) == 4 ? 2 : 3;
+
+// grid (ceil(items / (2 * kMoeWarps)), T) as moe_up_kernel. Router logits required (routing runs here, by
+// moe_route_block_cand; blocks with only shared-expert items skip it). 3 blocks per SM (<= 85 registers): the
+// Qwen3.5-35B-A3B grid (289 blocks at batch 1) stays resident in one wave (at 87 registers it did not).
+template <typename T, int PF_DOWN>
+__global__ void __launch_bounds__(kMoeWarps * 32, kMoe3BlocksPerSm<T>) moe_up3_kernel(MoeParams p) {
+  extern __shared__ float4 xs4[];
+  float* xs = reinterpret_cast<float*>(xs4);
+  __shared__ int ids[kMoeMaxTopK];
+  __shared__ float wts[kMoeMaxTopK];
+  __shared__ float candv[2 * kMoeWarps * 32];
+  __shared__ int cand[2 * kMoeWarps * 32];
+  __shared__ float scratch[kMoeWarps];
+  __shared__ int ncand;
+  constexpr int kChunks = (kMoeMaxSmemFloats / 8 + kMoeWarps * 32 - 1) / (kMoeWarps * 32);
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const int gate_item = p.shared_w13 != nullptr ? total : -1;
+  const int items = total + (gate_item >= 0 ? 1 : 0);
+  const bool route = blockIdx.x == 0 || static_cast<int>(blockIdx.x) * 2 * kMoeWarps < routed || PF_DOWN != 0;
+  const int first = (blockIdx.x * kMoeWarps + warp) * 2;
+  // the shared expert's rows do not depend on the routing: into L2 before the wait (see moe_up_kernel)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int j = first + i - routed;
+    if (j >= 0 && j < p.Is) {
+      const T* w = static_cast<const T*>(p.shared_w13);
+      moe_prefetch_row_l2(w + static_cast<size_t>(j) * p.H, static_cast<size_t>(p.H) * sizeof(T));
+      moe_prefetch_row_l2(w + static_cast<size_t>(p.Is + j) * p.H, static_cast<size_t>(p.H) * sizeof(T));
+    }
+  }
+  pdl_wait();  // x and the router logits come from earlier kernels
+  pdl_trigger();
+  const T* x = static_cast<const T*>(p.x) + t * p.x_stride;
+  Pack8<T> xr[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) xr[i].load(x + c);
+  }
+  if (route) {  // block-uniform
+    moe_route_block_cand<T>(static_cast<const T*>(p.router_logits) + t * p.logits_stride, p.E, p.K, p.renormalize,
+                            scratch, ids, wts, cand, candv, &ncand);
+    if (blockIdx.x == 0 && threadIdx.x < p.K) {
+      p.topk_ids[t * p.K + threadIdx.x] = ids[threadIdx.x];
+      p.topk_weights[t * p.K + threadIdx.x] = wts[threadIdx.x];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int c = (threadIdx.x + i * kMoeWarps * 32) * 8;
+    if (c < p.H) {
+      float f[8];
+      xr[i].get(f);
+      *reinterpret_cast<float4*>(xs + c) = make_float4(f[0], f[1], f[2], f[3]);
+      *reinterpret_cast<float4*>(xs + c + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  }
+  __syncthreads();
+  if (PF_DOWN == 1) moe_prefetch_down<T>(p, ids, blockIdx.x * kMoeWarps * 32 + threadIdx.x, gridDim.x * kMoeWarps * 32);
+  if (first < items) {
+    const T* rows[4] = {nullptr, nullptr, nullptr, nullptr};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int item = first + i;
+      if (item < routed) {
+        const int k = item / p.I, j = item % p.I;
+        const T* w = static_cast<const T*>(p.w13) + static_cast<size_t>(ids[k]) * 2 * p.I * p.H;
+        rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+        rows[2 * i + 1] = w + static_cast<size_t>(p.I + j) * p.H;
+      } else if (item < total) {
+        const int j = item - routed;
+        const T* w = static_cast<const T*>(p.shared_w13);
+        rows[2 * i] = w + static_cast<size_t>(j) * p.H;
+        rows[2 * i + 1] = w + static_cast<size_t>(p.Is + j) * p.H;
+      } else if (item == gate_item && p.shared_gate != nullptr) {
+        rows[2 * i] = static_cast<const T*>(p.shared_gate);
+      }
+    }
+    float acc[4];
+    warp_dot_rows<T, 4, 2>(rows, xs, p.H, acc);
+    if (lane == 0) {
+      float* act = p.act + static_cast<size_t>(t) * total;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int item = first + i;
+        if (item < total) {
+          act[item] = moe_silu(acc[2 * i]) * acc[2 * i + 1];
+        } else if (item == gate_item) {
+          p.shared_scale[t] = p.shared_gate != nullptr ? 1.f / (1.f + expf(-acc[2 * i])) : 1.f;
+        }
+      }
+    }
+  }
+  if (PF_DOWN == 2) {
+    moe_prefetch_down<T>(p, ids, blockIdx.x * kMoeWarps * 32 + threadIdx.x, gridDim.x * kMoeWarps * 32);
+  }
+}
+
+// Opt-in (REVOLTA_MOE_DOWN=3): measured slower than v1's down kernel on the H200 (chain at batch 1: 33.8 us
+// against 30.1 with up3; benchmarks/results/moe/run2), although it starts its DRAM stream one L2 round earlier.
+// grid (ceil(H / kMoeWarps), T), dynamic smem K * I + Is floats: v1's down kernel (one output row per warp,
+// (expert, 256-column chunk) pieces 9 loads in flight, the same summation order, so bit-identical output), but
+// each warp reads the routing itself right after the wait and issues its first round of weight loads before
+// the activations are staged (v1 stages first: one more L2 round trip before the first DRAM request), and at
+// most 85 registers (3 blocks per SM: the whole grid resident).
+template <typename T>
+__global__ void __launch_bounds__(kMoeWarps * 32, kMoe3BlocksPerSm<T>) moe_down3_kernel(MoeParams p) {
+  extern __shared__ float4 acts4[];
+  float* acts = reinterpret_cast<float*>(acts4);
+  const int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int routed = p.K * p.I, total = routed + p.Is;
+  const int n = blockIdx.x * kMoeWarps + warp;
+  const bool row_ok = n < p.H;  // warp-uniform
+  const T* w2 = static_cast<const T*>(p.w2);
+  const T* sw2 = static_cast<const T*>(p.shared_w2);
+  const int chunks = (p.I + 255) / 256;
+  const int rpieces = p.K * chunks;
+  const int pieces = rpieces + (sw2 != nullptr ? (p.Is + 255) / 256 : 0);
+  if (sw2 != nullptr && row_ok) {  // the shared expert's row into L2 before the wait (as moe_down_kernel)
+    moe_prefetch_row_l2(sw2 + static_cast<size_t>(n) * p.Is, static_cast<size_t>(p.Is) * sizeof(T));
+  }
+  pdl_wait();  // activations, routing and the shared scale come from the up kernel
+  pdl_trigger();
+  const int my_id = lane < p.K ? static_cast<int>(p.topk_ids[t * p.K + lane]) : 0;
+  const float my_w = lane < p.K ? p.topk_weights[t * p.K + lane] : 0.f;
+  const float sscale = sw2 != nullptr ? p.shared_scale[t] : 0.f;
+  constexpr int U = 9;
+  Pack8<T> w[U];
+  int off[U];
+  float scale[U];
+  auto issue = [&](int f0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int f = f0 + u;
+      off[u] = -1;
+      scale[u] = 0.f;
+      if (f < pieces) {  // warp-uniform: the shuffles see every lane
+        const T* row;
+        int c, len, o;
+        float sc;
+        if (f < rpieces) {
+          const int k = f / chunks;
+          const int e = __shfl_sync(0xffffffffu, my_id, k);
+          sc = __shfl_sync(0xffffffffu, my_w, k);
+          c = (f - k * chunks) * 256 + lane * 8;
+          len = p.I;
+          row = w2 + (static_cast<size_t>(e) * p.H + (row_ok ? n : 0)) * p.I;
+          o = k * p.I + c;
+        } else {
+          c = (f - rpieces) * 256 + lane * 8;
+          len = p.Is;
+          row = sw2 + static_cast<size_t>(row_ok ? n : 0) * p.Is;
+          o = routed + c;
+          sc = sscale;
+        }
+        if (row_ok && c < len) {
+          w[u].load(row + c);
+          off[u] = o;
+          scale[u] = sc;
+        }
+      }
+    }
+  };
+  issue(0);  // in flight while the activations are staged
+  const float4* act = reinterpret_cast<const float4*>(p.act + static_cast<size_t>(t) * total);
+  constexpr int kLoads = 2;  // fewer than v1: the first weight loads hold registers meanwhile
+  for (int base = threadIdx.x; base < total / 4; base += kLoads * kMoeWarps * 32) {
+    float4 r[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int at = base + i * kMoeWarps * 32;
+      if (at < total / 4) r[i] = act[at];
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int at = base + i * kMoeWarps * 32;
+      if (at < total / 4) acts4[at] = r[i];
+    }
+  }
+  __syncthreads();
+  float sum = 0.f;
+  for (int f0 = 0; f0 < pieces; f0 += U) {
+    if (f0 > 0) issue(f0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (off[u] >= 0) {
+        float f[8];
+        w[u].get(f);
+        const float4 a0 = *reinterpret_cast<const float4*>(acts + off[u]);
+        const float4 a1 = *reinterpret_cast<const float4*>(acts + off[u] + 4);
+        const float d = f[0] * a0.x + f[1] * a0.y + f[2] * a0.z + f[3] * a0.w + f[4] * a1.x + f[5] * a1.y +
+                        f[6] * a1.z + f[7] * a1.w;
+        sum = fmaf(scale[u], d, sum);
+      }
+    }
+  }
+  sum = warp_sum(sum);
+  if (lane == 0 && row_ok) static_cast<T*>(p.out)[static_cast<size_t>(t) * p.H + n] = from_float<T>(sum);
+}
+
+}  // namespace revolta
