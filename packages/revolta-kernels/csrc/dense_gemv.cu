@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "dense_gemv.cuh"
+#include "dense_gemv_norm.cuh"
 
 using namespace revolta;
 

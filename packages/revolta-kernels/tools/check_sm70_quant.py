@@ -73,7 +73,7 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
             lib.nvrtcGetErrorString.restype = ctypes.c_char_p
             raise SystemExit(f"check_sm70_quant: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
-    src = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n'
+    src = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n'
     ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"quant_sm70.cu", 0, None, None),
        "nvrtcCreateProgram")
     exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
