@@ -232,7 +232,7 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
     with the norm fused into the router (moe_router_norm) or as its own kernel (fused_add_rms_norm -> moe_router),
     and each MoE kernel variant. Bytes = router + the distinct experts the step's tokens chose + shared expert +
     norm weight, each read once, + activations (x, residual in; h, normed, out written)."""
-    from revolta_kernels import native_hybrid
+    from revolta_kernels import native_moe
 
     e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
     weights = []
@@ -257,7 +257,7 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
         logits = ops_hybrid.moe_router(normed, wr)
         return ops_hybrid.moe_block(normed, logits, w13, w2, k, True, *shared), hid
 
-    old = native_hybrid.moe_set_config()
+    old = native_moe.moe_set_config()
     out: dict = {"variants": {n: list(c) for n, c in MOE_VARIANTS.items()}, "default": list(old)}
     try:
         for t in batches:
@@ -273,7 +273,7 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
             row: dict = {"bytes_per_step": nbytes, "ideal_us_at_copy": nbytes / bw * 1e6}
             for chain_name, chain in (("fused_norm", fused), ("unfused_norm", unfused)):
                 for name, cfg in MOE_VARIANTS.items():
-                    native_hybrid.moe_set_config(*cfg)
+                    native_moe.moe_set_config(*cfg)
                     replay = graphed([lambda i=i, x=x, r=res, c=chain: c(i, x, r) for i, (x, res) in enumerate(steps)])
                     us = time_ms(replay, reps=20) / len(steps) * 1e3
                     del replay
@@ -283,7 +283,7 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
                 f"{kk} {v['us']:.1f} us ({100 * v['fraction_of_copy']:.0f}%)" for kk, v in row.items()
                 if isinstance(v, dict)), flush=True)
     finally:
-        native_hybrid.moe_set_config(*old)
+        native_moe.moe_set_config(*old)
     return out
 
 

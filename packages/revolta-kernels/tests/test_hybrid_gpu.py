@@ -443,11 +443,11 @@ MOE_CONFIGS = {  # (v3, pf_down, down) of revolta_moe_set_config; the first is t
 @pytest.fixture(params=list(MOE_CONFIGS), ids=list(MOE_CONFIGS))
 def moe_config(request):
     """Every MoE decode variant (the default and the A/B ones), restored after the test."""
-    from revolta_kernels import native_hybrid
+    from revolta_kernels import native_moe
 
-    old = native_hybrid.moe_set_config(*MOE_CONFIGS[request.param])
+    old = native_moe.moe_set_config(*MOE_CONFIGS[request.param])
     yield request.param
-    native_hybrid.moe_set_config(*old)
+    native_moe.moe_set_config(*old)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -510,7 +510,7 @@ def test_moe_v3_routing_equals_v1(dtype, tokens, e, k):
     """Random (tie-prone: coarse) logits: the v3 up kernel's candidate ranking picks exactly v1's experts and
     weights, and the v3 down kernel sums in v1's order, so the block is bit-identical to v1 (the reference may
     break exact ties differently, so it is checked on distinct logits in the other tests)."""
-    from revolta_kernels import native_hybrid
+    from revolta_kernels import native_moe
 
     gen = _gen(110 + tokens + e)
     h, inter = 1024, 128
@@ -520,17 +520,17 @@ def test_moe_v3_routing_equals_v1(dtype, tokens, e, k):
     sw13 = (torch.randn(2 * inter, h, device="cuda", generator=gen) / h**0.5).to(dtype)
     sw2 = (torch.randn(h, inter, device="cuda", generator=gen) / inter**0.5).to(dtype)
     sgate = (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    old = native_hybrid.moe_set_config(0, 0, 1)
+    old = native_moe.moe_set_config(0, 0, 1)
     try:
         poison_allocator()
         want = ops_hybrid.moe_block(x, logits, w13, w2, k, True, sw13, sw2, sgate)
         for cfg in ((1, 0, 1), (1, 2, 1), (1, 0, 3), (2, 0, 3)):
-            native_hybrid.moe_set_config(*cfg)
+            native_moe.moe_set_config(*cfg)
             poison_allocator()
             got = ops_hybrid.moe_block(x, logits, w13, w2, k, True, sw13, sw2, sgate)
             assert torch.equal(got, want), cfg
     finally:
-        native_hybrid.moe_set_config(*old)
+        native_moe.moe_set_config(*old)
 
 
 def test_fused_moe_repeated_expert_ids():

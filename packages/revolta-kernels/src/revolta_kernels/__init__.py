@@ -20,6 +20,8 @@ if native.LIB is not None:
     native_quant.register()
     from revolta_kernels import native_hybrid
     native_hybrid.register()
+    from revolta_kernels import native_moe
+    native_moe.register()
 
 
 def native_status() -> str:

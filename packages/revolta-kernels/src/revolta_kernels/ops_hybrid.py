@@ -3,7 +3,8 @@
 Mixture-of-experts routing and expert GEMMs (and the whole routed + shared expert block, for decode),
 causal conv1d with per-sequence state, the gated delta rule (Gated DeltaNet) with its gating, and gated
 RMSNorm. As in :mod:`revolta_kernels.ops`, the default implementation is the pure-torch reference and every
-op has a fake implementation for tracing; native CUDA kernels register in :mod:`revolta_kernels.native_hybrid`.
+op has a fake implementation for tracing; native CUDA kernels register in :mod:`revolta_kernels.native_hybrid`
+and :mod:`revolta_kernels.native_moe`.
 State tensors (conv tails, recurrent states) live in per-slot pools that the ops update in place;
 ``state_indices[b]`` is sequence ``b``'s slot. Snapshot arguments (``snapshot_seq``, ``snapshot_len``,
 ``snapshot_slot``; empty for none) also copy sequence ``snapshot_seq[i]``'s state after ``snapshot_len[i]``

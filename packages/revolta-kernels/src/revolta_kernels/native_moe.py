@@ -1,0 +1,200 @@
+"""CUDA implementations of the mixture-of-experts ops of :mod:`revolta_kernels.ops_hybrid` (``fused_moe``,
+``moe_block``, ``moe_router``, ``moe_router_norm``) for few tokens, through the native library.
+
+Each implementation checks that the inputs are a case the kernels handle (csrc/moe.cuh) and otherwise runs the
+reference, so an unsupported case is slower but never an error. Launches go to torch's current stream.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from revolta_kernels import native, ops_hybrid
+from revolta_kernels.native import check
+from revolta_kernels.native_hybrid import (
+    _DTYPE,
+    _c_float,
+    _c_int,
+    _c_ll,
+    _lib,
+    _ptr,
+    _ptr_of,
+    _stream,
+)
+from revolta_kernels.reference import moe as ref_moe
+
+MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
+MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe_common.cuh: H and K * I + Is
+
+
+class MoeParams(ctypes.Structure):
+    """Mirror of ``revolta::MoeParams`` (csrc/moe.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("x", "router_logits", "w13", "w2", "shared_w13", "shared_w2", "shared_gate",
+                                    "topk_ids", "topk_weights", "act", "shared_scale", "out")] + [
+        (n, _c_ll) for n in ("x_stride", "logits_stride")] + [
+        (n, _c_int) for n in ("T", "H", "E", "I", "K", "Is", "renormalize")]
+
+
+class MoeRouterNormParams(ctypes.Structure):
+    """Mirror of ``revolta::MoeRouterNormParams`` (csrc/moe.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("x", "residual", "norm_w", "w", "logits", "h_out", "normed_out")] + [
+        (n, _c_ll) for n in ("x_stride", "res_stride")] + [("eps", _c_float)] + [
+        (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered")]
+
+
+_SIGNATURES: dict[str, list] = {
+    "revolta_moe": [ctypes.POINTER(MoeParams), _c_int, _ptr],
+    "revolta_moe_router": [_ptr, _ptr, _c_ll, _ptr, _c_int, _c_int, _c_int, _c_int, _ptr],
+    "revolta_moe_router_norm": [ctypes.POINTER(MoeRouterNormParams), _c_int, _ptr],
+    "revolta_moe_set_config": [_c_int, _c_int, _c_int],
+}
+
+
+def _experts_ok(x, w13, w2) -> bool:
+    if _DTYPE.get(x.dtype) is None or x.dim() != 2 or w13.dim() != 3 or w2.dim() != 3:
+        return False
+    e, two_i, h = w13.shape
+    inter = two_i // 2
+    return (
+        w13.dtype == x.dtype and w2.dtype == x.dtype and x.shape[1] == h and tuple(w2.shape) == (e, h, inter)
+        and h % 8 == 0 and inter % 8 == 0 and h <= MOE_MAX_SMEM_FLOATS and x.stride(-1) == 1 and 0 < x.shape[0] <= MOE_MAX_TOKENS
+        and w13.is_contiguous() and w2.is_contiguous() and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0
+    )
+
+
+def _moe_launch(x, w13, w2, top_k: int, logits=None, renormalize=False, ids=None, weights=None, shared=None):
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # the kernel reads x rows with 16-byte loads
+        x = x.clone(memory_format=torch.contiguous_format)
+    t, h = x.shape
+    e, two_i, _ = w13.shape
+    inter = two_i // 2
+    sw13, sw2, sgate = shared if shared is not None else (None, None, None)
+    i_s = sw13.shape[0] // 2 if sw13 is not None else 0
+    if ids is None:
+        ids = torch.empty((t, top_k), dtype=torch.int64, device=x.device)
+        weights = torch.empty((t, top_k), dtype=torch.float32, device=x.device)
+    act = torch.empty((t, top_k * inter + i_s), dtype=torch.float32, device=x.device)
+    scale = torch.empty((t,), dtype=torch.float32, device=x.device)
+    out = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    p = MoeParams(x.data_ptr(), _ptr_of(logits), w13.data_ptr(), w2.data_ptr(), _ptr_of(sw13), _ptr_of(sw2),
+                  _ptr_of(sgate), ids.data_ptr(), weights.data_ptr(), act.data_ptr(), scale.data_ptr(),
+                  out.data_ptr(), x.stride(0), logits.stride(0) if logits is not None else 0, t, h, e, inter, top_k,
+                  i_s, int(renormalize))
+    check(_lib().revolta_moe(ctypes.byref(p), _DTYPE[x.dtype], _stream(x)))
+    return out
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids):
+    top_k = topk_ids.shape[-1] if topk_ids.dim() == 2 else 0
+    if not (_experts_ok(x, w13, w2) and 1 <= top_k <= 16 and topk_ids.shape[0] == x.shape[0]
+            and top_k * (w13.shape[1] // 2) <= MOE_MAX_SMEM_FLOATS):
+        return ref_moe.fused_moe(x, w13, w2, topk_weights, topk_ids)
+    ids = topk_ids.to(torch.int64).contiguous()
+    weights = topk_weights.float().contiguous()
+    return _moe_launch(x, w13, w2, top_k, ids=ids, weights=weights)
+
+
+def moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate):
+    e = w13.shape[0] if w13.dim() == 3 else 0
+    h = x.shape[-1]
+    i_s = shared_w13.shape[0] // 2 if shared_w13 is not None else 0
+    ok = (
+        _experts_ok(x, w13, w2) and 1 <= top_k <= min(16, e) and e <= 512 and router_logits.dtype == x.dtype
+        and tuple(router_logits.shape) == (x.shape[0], e) and router_logits.stride(-1) == 1
+        and top_k * (w13.shape[1] // 2) + i_s <= MOE_MAX_SMEM_FLOATS
+        and (shared_w13 is None) == (shared_w2 is None)
+        and (shared_w13 is None or (
+            shared_w13.dtype == x.dtype and shared_w2.dtype == x.dtype and shared_w13.is_contiguous()
+            and shared_w2.is_contiguous() and tuple(shared_w13.shape) == (2 * i_s, h)
+            and tuple(shared_w2.shape) == (h, i_s) and i_s % 8 == 0 and shared_w13.data_ptr() % 16 == 0
+            and shared_w2.data_ptr() % 16 == 0))
+        and (shared_gate is None or (shared_w13 is not None and shared_gate.dtype == x.dtype
+                                     and shared_gate.numel() == h and shared_gate.is_contiguous()))
+    )
+    if not ok:
+        return ref_moe.moe_block(x, router_logits, w13, w2, top_k, renormalize, shared_w13, shared_w2, shared_gate)
+    shared = (shared_w13, shared_w2, shared_gate) if shared_w13 is not None else None
+    return _moe_launch(x, w13, w2, top_k, logits=router_logits, renormalize=renormalize, shared=shared)
+
+
+def moe_router(x, weight):
+    ok = (
+        _DTYPE.get(x.dtype) is not None and x.dim() == 2 and weight.dim() == 2 and weight.dtype == x.dtype
+        and weight.shape[1] == x.shape[1] and x.shape[1] % 8 == 0 and x.stride(-1) == 1 and weight.is_contiguous()
+        and weight.data_ptr() % 16 == 0 and x.device == weight.device and 0 < x.shape[0] <= MOE_MAX_TOKENS
+    )
+    if not ok:
+        return ref_moe.moe_router(x, weight)
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # 16-byte loads of x rows
+        x = x.clone(memory_format=torch.contiguous_format)
+    t, h = x.shape
+    e = weight.shape[0]
+    out = torch.empty((t, e), dtype=x.dtype, device=x.device)
+    check(_lib().revolta_moe_router(out.data_ptr(), x.data_ptr(), x.stride(0), weight.data_ptr(), t, h, e,
+                                    _DTYPE[x.dtype], _stream(x)))
+    return out
+
+
+def _norm_threads(hidden: int) -> int:
+    """Block size of the fused_add_rms_norm kernel for rows of ``hidden`` (threads_for(hidden / 4) in api.cu)."""
+    t = 32
+    while t < hidden // 4 and t < 1024:
+        t *= 2
+    return t
+
+
+def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
+    h = x.shape[-1] if x.dim() == 2 else 0
+    ok = (
+        _DTYPE.get(x.dtype) is not None and x.dim() == 2 and residual.shape == x.shape and weight.dim() == 2
+        and residual.dtype == x.dtype and weight.dtype == x.dtype and norm_weight.dtype == x.dtype
+        and tuple(norm_weight.shape) == (h,) and weight.shape[1] == h and h % 8 == 0 and h <= MOE_MAX_SMEM_FLOATS
+        and x.stride(-1) == 1 and residual.stride(-1) == 1 and weight.is_contiguous() and norm_weight.is_contiguous()
+        and weight.data_ptr() % 16 == 0 and norm_weight.data_ptr() % 16 == 0 and x.device == weight.device
+        and 0 < x.shape[0] <= MOE_MAX_TOKENS
+    )
+    if not ok:
+        return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+    if x.data_ptr() % 16 or x.stride(0) % 8:  # 16-byte loads of the rows
+        x = x.clone(memory_format=torch.contiguous_format)
+    if residual.data_ptr() % 16 or residual.stride(0) % 8:
+        residual = residual.clone(memory_format=torch.contiguous_format)
+    t = x.shape[0]
+    e = weight.shape[0]
+    logits = torch.empty((t, e), dtype=x.dtype, device=x.device)
+    h_out = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    normed = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    p = MoeRouterNormParams(x.data_ptr(), residual.data_ptr(), norm_weight.data_ptr(), weight.data_ptr(),
+                            logits.data_ptr(), h_out.data_ptr(), normed.data_ptr(), x.stride(0), residual.stride(0),
+                            float(eps), t, h, e, _norm_threads(h), int(bool(zero_centered)))
+    check(_lib().revolta_moe_router_norm(ctypes.byref(p), _DTYPE[x.dtype], _stream(x)))
+    return logits, normed, h_out
+
+
+def moe_set_config(v3: int = -1, pf_down: int = -1, down: int = -1) -> tuple[int, int, int]:
+    """Switch the MoE decode kernels (A/B benchmarks; see MoeConfig in csrc/hybrid.cu); -1 leaves a field.
+
+    Returns the previous ``(v3, pf_down, down)``. Graphs captured before keep the kernels they captured.
+    """
+    old = int(_lib().revolta_moe_set_config(v3, pf_down, down))
+    return old // 100, old // 10 % 10, old % 10
+
+
+def register() -> bool:
+    """Register the CUDA implementations; False if the loaded library predates the MoE kernels."""
+    lib = native.LIB
+    if lib is None or not all(hasattr(lib, name) for name in _SIGNATURES):
+        return False
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = _c_int
+    ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
+    ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
+    ops_hybrid.moe_router.register_kernel("cuda")(moe_router)
+    ops_hybrid.moe_router_norm.register_kernel("cuda")(moe_router_norm)
+    return True
