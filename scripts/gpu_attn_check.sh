@@ -34,7 +34,7 @@ if [ "$(left)" -gt 150 ]; then
 fi
 
 t=$(( $(left) - 20 )); [ $t -gt 100 ] && t=100
-timeout $t python3 -m pytest packages/revolta-kernels/tests/test_native_gpu.py \
+timeout $t python3 -m pytest packages/revolta-kernels/tests/test_native_gpu.py packages/revolta-kernels/tests/test_attention_gpu.py \
   -v -m gpu -p no:cacheprovider -o addopts="" -k "decode or attention or cache or rotary or probe" \
   >"$OUT/kernel_tests.log" 2>&1 &
 KPID=$!

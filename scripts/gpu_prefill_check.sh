@@ -12,7 +12,7 @@ cd "$ROOT"
 python3 -c 'import revolta_kernels as r; print(r.native_status())'
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader || true
 t0=$(date +%s)
-timeout "${T_TEST:-120}" python3 -m pytest packages/revolta-kernels/tests/test_native_gpu.py -q -m gpu -k prefill \
+timeout "${T_TEST:-120}" python3 -m pytest packages/revolta-kernels/tests/test_attention_gpu.py -q -m gpu -k prefill \
   -p no:cacheprovider -o addopts="" >"$OUT/prefill_gpu_tests.log" 2>&1
 echo "prefill GPU tests rc=$? in $(( $(date +%s) - t0 )) s"
 grep -E "passed|failed|^FAILED|^ERROR" "$OUT/prefill_gpu_tests.log" | tail -30
