@@ -20,39 +20,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gemv_probe import awq_weights, capture, copy_bw, wbytes  # noqa: E402
+from gemv_probe import awq_weights, capture, copy_bw, replay_us, step_call, wbytes  # noqa: E402
 
-from revolta_kernels import native_quant, ops_quant  # noqa: E402
+from revolta_kernels import native_quant  # noqa: E402
 
 
 def build_calls(steps, ws, norm_w, st):
-    calls = []
-    for layer in ws:
-        for (_, k, _, act), w, g in zip(steps, layer, norm_w, strict=True):
-            if act == 0:
-                def call(w=w, k=k):
-                    st["y"] = ops_quant.quant_matmul(st["y"][:, :k], *w, 4, 128, 0)
-            elif act == 1:
-                def call(w=w, k=k):
-                    st["y"] = ops_quant.quant_matmul_silu(st["y"][:, :2 * k], *w, 4, 128, 0)
-            else:
-                def call(w=w, k=k, g=g):
-                    st["y"], st["res"] = ops_quant.quant_matmul_add_rms_norm(st["y"][:, :k], st["res"], g, 1e-5,
-                                                                            False, *w, 4, 128, 0)
-            calls.append(call)
-    return calls
-
-
-def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
-    g.replay()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps):
-        g.replay()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3 / reps
+    return [step_call(st, w, k, act, g) for layer in ws
+            for (_, k, _, act), w, g in zip(steps, layer, norm_w, strict=True)]
 
 
 def main() -> None:

@@ -123,6 +123,35 @@ def summarize(recs: list[Rec], grids: list[int], shapes: list[str], bw_gbs: floa
     return out
 
 
+def step_call(st: dict, w: tuple, k: int, act: int, g: torch.Tensor):
+    """One chained M=1 AWQ call reading ``st["y"]`` (and ``st["res"]``) and writing them: plain (act 0), with the
+    fused SiLU-and-mul (1) or the fused residual add + RMSNorm with norm weight ``g`` (2)."""
+    if act == 0:
+        def call():
+            st["y"] = ops_quant.quant_matmul(st["y"][:, :k], *w, 4, 128, 0)
+    elif act == 1:
+        def call():
+            st["y"] = ops_quant.quant_matmul_silu(st["y"][:, :2 * k], *w, 4, 128, 0)
+    else:
+        def call():
+            st["y"], st["res"] = ops_quant.quant_matmul_add_rms_norm(st["y"][:, :k], st["res"], g, 1e-5, False, *w,
+                                                                    4, 128, 0)
+    return call
+
+
+def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
+    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
+    g.replay()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        g.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e3 / reps
+
+
 def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict:
     """steps: (label, K, N, act) in chain order; each step's output feeds the next step's input."""
     ws = [[awq_weights(k, n) for (_, k, n, _) in steps] for _ in range(copies)]
@@ -131,19 +160,7 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
     calls, grids, labels, nbytes = [], [], [], []
     for c in range(copies):
         for j, (label, k, n, act) in enumerate(steps):
-            w = ws[c][j]
-
-            if act == 0:
-                def call(w=w, k=k):
-                    st["y"] = ops_quant.quant_matmul(st["y"][:, :k], *w, 4, 128, 0)
-            elif act == 1:
-                def call(w=w, k=k):
-                    st["y"] = ops_quant.quant_matmul_silu(st["y"][:, :2 * k], *w, 4, 128, 0)
-            else:
-                def call(w=w, k=k, g=norm_w[j]):
-                    st["y"], st["res"] = ops_quant.quant_matmul_add_rms_norm(st["y"][:, :k], st["res"], g, 1e-5,
-                                                                            False, *w, 4, 128, 0)
-            calls.append(call)
+            calls.append(step_call(st, ws[c][j], k, act, norm_w[j]))
             grids.append(grid_of(k, n, act))
             labels.append(label)
             nbytes.append(wbytes(k, n))
@@ -156,14 +173,7 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
     torch.cuda.synchronize()
     recs = read_probe()
     res = summarize(recs, grids, labels, bw_gbs, nbytes)
-    # plain timing of the same graph
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        g.replay()
-    end.record()
-    end.synchronize()
-    res["graph_us_per_call"] = start.elapsed_time(end) * 1e3 / 5 / len(calls)
+    res["graph_us_per_call"] = replay_us(g) / len(calls)  # plain timing of the same graph
     res["graph_ideal_us_per_call"] = sum(nbytes) / len(nbytes) / bw_gbs / 1e3
     del g
     print(f"== {name}: {res['graph_us_per_call']:.2f} us/call (ideal {res['graph_ideal_us_per_call']:.2f})", flush=True)
