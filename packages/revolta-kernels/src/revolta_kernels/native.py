@@ -192,6 +192,18 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
 LIB, STATUS = _load()
 
 
+def bind(signatures: dict[str, list]) -> bool:
+    """Give the loaded library's entry points in ``signatures`` their argument types (each returns an int
+    error code); False, binding nothing, when the library is missing or lacks one of them (an older build)."""
+    if LIB is None or not all(hasattr(LIB, name) for name in signatures):
+        return False
+    for name, argtypes in signatures.items():
+        fn = getattr(LIB, name)
+        fn.argtypes = argtypes
+        fn.restype = _c_int
+    return True
+
+
 def check(err: int) -> None:
     """Raise a RuntimeError naming the CUDA error if a native call failed."""
     if err != 0:

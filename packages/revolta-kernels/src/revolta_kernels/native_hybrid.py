@@ -352,13 +352,8 @@ def causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, 
 # ------------------------------------------------------------------------------------------- experts
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
-    lib = native.LIB
-    if lib is None or not all(hasattr(lib, name) for name in _SIGNATURES):
+    if not native.bind(_SIGNATURES):
         return False
-    for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = _c_int
     ops_hybrid.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
     ops_hybrid.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)
     ops_hybrid.gated_delta_rule_decode_fused_conv.register_kernel("cuda")(gated_delta_rule_decode_fused_conv)

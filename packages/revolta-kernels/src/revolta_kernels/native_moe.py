@@ -186,13 +186,8 @@ def moe_set_config(v3: int = -1, pf_down: int = -1, down: int = -1) -> tuple[int
 
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the MoE kernels."""
-    lib = native.LIB
-    if lib is None or not all(hasattr(lib, name) for name in _SIGNATURES):
+    if not native.bind(_SIGNATURES):
         return False
-    for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = _c_int
     ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
     ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
     ops_hybrid.moe_router.register_kernel("cuda")(moe_router)

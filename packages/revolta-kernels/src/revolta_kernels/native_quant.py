@@ -283,13 +283,9 @@ def dense_linear(x, weight, silu):
 
 def register() -> bool:
     """Register the CUDA implementation; False if the loaded library predates these quantized kernels."""
-    lib = native.LIB
-    if lib is None or not all(hasattr(lib, name) for name in _SIGNATURES):
+    if not native.bind(_SIGNATURES):
         return False
-    for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = _c_int
+    lib = native.LIB
     ops_quant.quant_matmul.register_kernel("cuda")(quant_matmul)
     ops_quant.quant_matmul_silu.register_kernel("cuda")(quant_matmul_silu)
     ops_quant.quant_matmul_add_rms_norm.register_kernel("cuda")(quant_matmul_add_rms_norm)
