@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from hybrid_cases import DTYPES, TOL, cuda_gen, experts, poison_allocator
-from kernels_cases import rel_err
+from hybrid_cases import DTYPES, TOL, cuda_gen, experts
+from kernels_cases import poison_allocator, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops_hybrid
