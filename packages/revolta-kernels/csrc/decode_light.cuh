@@ -22,6 +22,7 @@
 #pragma once
 
 #include "attention.cuh"
+#include "rotary.cuh"
 
 namespace revolta {
 
@@ -123,26 +124,9 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
 
   pdl_wait();
   pdl_trigger();
-  if constexpr (ROPE) {  // rotate the query rows and the newest key once per block, as rotate_one does
-    const int half = r.rot_dim / 2;
+  if constexpr (ROPE) {  // rotate the query rows and the newest key once per block (rotary.cuh's arithmetic)
     auto rot = [&](const __half* row, int d) -> __half {
-      if (d >= r.rot_dim) return row[d];
-      bool first;
-      int i, i1, i2;
-      if (r.neox) {
-        first = d < half;
-        i = first ? d : d - half;
-        i1 = i;
-        i2 = i + half;
-      } else {
-        first = (d & 1) == 0;
-        i = d >> 1;
-        i1 = 2 * i;
-        i2 = 2 * i + 1;
-      }
-      const float cv = sCS[i], sv = sCS[half + i];
-      const float x1 = __half2float(row[i1]), x2 = __half2float(row[i2]);
-      return __float2half_rn(first ? x1 * cv - x2 * sv : x2 * cv + x1 * sv);
+      return __float2half_rn(rotate_one(row, sCS, d, r.rot_dim, r.neox != 0));
     };
     __syncthreads();  // sCS
     for (int i = tid; i < group * D; i += C::NT)
