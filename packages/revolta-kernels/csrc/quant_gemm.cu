@@ -36,7 +36,7 @@ constexpr int kGemvDefaultShare = 1;
 // calls: one-pass -5.9% on Llama-8B's 32 layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back;
 // 16 columns on top -3.7% on 4096x4096 + back but +6.8% on 4096x6144-with-norm + back; engine decode o_proj
 // 5.7 -> 4.9 us on the path with both bits for every act; benchmarks/results/qgemv).
-constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16Plain | kGemvFlagNorm1;
+constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16Plain;
 Tuning g_tune;
 int gemv_flags() { return g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags; }
 
@@ -210,13 +210,6 @@ long long gemv_workspace_bytes(const GemvPlan& pl, int M, int N) {
   return kGemvCounterBytes + static_cast<long long>(pl.splits) * M * N * 4;
 }
 
-// The split-K kernel's one-pass norm staging (kGemvFlagNorm1): act 2 with the whole K in one split that the
-// block's threads cover with kGemvNorm1Rows packed rows each (the caller has checked int4, M <= 2, 8 warps).
-bool gemv_norm1(const QuantGemmParams& p, const GemvPlan& pl) {
-  return (p.flags & kGemvFlagNorm1) && p.act == 2 && pl.splits == 1 && pl.defer && pl.minb != kGemvCoMinb &&
-         p.K / 8 <= kGemvNorm1Rows * 8 * 32;
-}
-
 // Launched with programmatic dependent launch where available (pdl.cuh; the kernel keeps its contract).
 template <int BITS, int MT, int W, int U>
 cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
@@ -224,9 +217,6 @@ cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream
   if constexpr (MT <= 2 && W == 8 && U == 4) {
     if (pl.minb == kGemvCoMinb && pl.defer)
       return launch(quant_gemv_co_kernel<BITS, MT, W, U>, grid, dim3(W * 32), pl.smem, stream, p);
-  }
-  if constexpr (BITS == 4 && MT <= 2 && W == 8) {
-    if (gemv_norm1(p, pl)) return launch(quant_gemv_kernel<4, MT, 8, U, true, true>, grid, dim3(256), pl.smem, stream, p);
   }
   if (pl.defer) return launch(quant_gemv_kernel<BITS, MT, W, U, true>, grid, dim3(W * 32), pl.smem, stream, p);
   return launch(quant_gemv_kernel<BITS, MT, W, U, false>, grid, dim3(W * 32), pl.smem, stream, p);

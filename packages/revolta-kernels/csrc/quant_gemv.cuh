@@ -31,10 +31,7 @@
 // block reads the whole x and residual rows (L2-resident, a few KB), sums h^2 for h = x + residual (rounded to
 // fp16 as revolta::fused_add_rms_norm) with a block reduction, and stages norm(h) * w of its split, rounded
 // to fp16 as that kernel rounds it. Block (0, 0) alone writes h to h_out, a new tensor: the other blocks
-// still read x and the old residual, so nothing is updated in place. NORM1 (act = 2 with one split, int4: the
-// block's rows are the whole K, as in the MLP's gate/up projection): the staging is gemv_stage_onepass -
-// x, residual and norm weight in one L2 round trip, h kept in shared memory over the sum-of-squares barrier -
-// instead of a whole-K sum pass followed by a second pass over the same rows.
+// still read x and the old residual, so nothing is updated in place.
 #pragma once
 
 #include "pdl.cuh"
@@ -44,13 +41,9 @@
 
 namespace revolta {
 
-// Packed rows per thread of the NORM1 staging: K <= 4 x 8 x threads (8192 at 8 warps).
-constexpr int kGemvNorm1Rows = 4;
-
 // The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds.
-template <int BITS, int MT, int WARPS, int U, bool DEFER, bool NORM1 = false>
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
-  static_assert(!NORM1 || BITS == 4, "the one-pass norm staging is int4's");
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
   static_assert(U % kGemvFlush == 0, "steps must hold whole flush groups");
   using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
@@ -115,17 +108,11 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   __shared__ float norm_inv[MT];  // act = 2: 1 / rms of each row
   // (The schedule flags stay out of this kernel: with their branches in it, its share of the AWQ decode step
   // grew from 979 to 1068 us on the H200.)
-  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
-  if constexpr (NORM1) {
-    __shared__ float norm1_scratch[WARPS * MT];
-    gemv_stage_onepass<MT, WARPS, kGemvNorm1Rows, DEFER>(p, reinterpret_cast<uint4*>(gemv_smem), nrows, 0, tid,
-                                                         WARPS * 32, nrows, tile == 0, norm1_scratch);
-  } else if (p.act == 2) {
-    gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
-  }
+  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
 
   // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
-  for (int idx = NORM1 ? MT * nrows : tid; idx < MT * nrows; idx += WARPS * 32) {
+  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
+  for (int idx = tid; idx < MT * nrows; idx += WARPS * 32) {
     const int m = idx / nrows, r = idx - m * nrows;
     XRow v;
     if (m < p.M) {
@@ -302,9 +289,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   GEMV_PROBE_END(p.N, p.K);
 }
 
-template <int BITS, int MT, int WARPS, int U, bool DEFER, bool NORM1 = false>
+template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
-  quant_gemv_body<BITS, MT, WARPS, U, DEFER, NORM1>(p);
+  quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
 }
 
 // The "co-resident" variant: registers capped so that 4 blocks fit one SM (<= 64 at 8 warps). With the split-K

@@ -29,7 +29,7 @@ template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
 
 // QuantGemmParams::flags of the split-K-free kernel (quant_gemv_full.cuh; tune gemv_flags; quant_gemv_kernel
-// ignores them, its launch reads kGemvFlagNorm1):
+// ignores them):
 // kGemvFlagEarlyTrigger: pdl_trigger() at the very start instead of right after pdl_wait(), so the next kernel
 // is launched (and may stream its weights into free slots) while this one still waits;
 // kGemvFlagOnePass: x staged in one pass over L2 - act = 2 loads x, the residual and the norm weight together,
@@ -42,9 +42,6 @@ constexpr int kGemvFlagEarlyTrigger = 1;
 constexpr int kGemvFlagOnePass = 2;
 constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
 constexpr int kGemvFlagFull16Plain = 8;  // the same, only for calls without the fused norm (act != 2)
-// kGemvFlagNorm1: the split-K kernel's act = 2 launches with one split (int4, M <= 2, 8 warps, deferred scale,
-// K <= 8192) use its NORM1 instantiation (quant_gemv.cuh: one-pass staging); read by the launch only.
-constexpr int kGemvFlagNorm1 = 16;
 
 // act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
 // revolta::fused_add_rms_norm); x alone without a residual.
