@@ -34,10 +34,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--flags", default="0,2,4,6")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--chains", help="comma-separated chain names (default: all)")
+    ap.add_argument("--pdl", type=int, choices=(0, 1), default=1, help="programmatic dependent launch on / off")
     ap.add_argument("--out")
     args = ap.parse_args()
     flags = [int(f) for f in args.flags.split(",")]
-    native_quant.set_pdl(True)
+    native_quant.set_pdl(bool(args.pdl))
     bw = copy_bw()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     chains = {
@@ -47,7 +49,9 @@ def main() -> None:
         "4096x6144_norm": ([("fwd_norm", 4096, 6144, 2), ("back", 6144, 4096, 0)], 0),
         "4096x14336": ([("fwd", 4096, 14336, 0), ("back", 14336, 4096, 0)], 0),
     }
-    result: dict = {"copy_gbs": bw, "flags": flags, "chains": {}}
+    if args.chains:
+        chains = {name: chains[name] for name in args.chains.split(",")}
+    result: dict = {"copy_gbs": bw, "flags": flags, "pdl": args.pdl, "chains": {}}
     print(f"copy {bw:.0f} GB/s", flush=True)
     for name, (steps, layers) in chains.items():
         per = sum(wbytes(k, n) for (_, k, n, _) in steps)
