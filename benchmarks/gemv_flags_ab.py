@@ -62,7 +62,7 @@ def main() -> None:
         graphs = {}
         for f in flags:
             native_quant.tune(gemv_flags=f)
-            graphs[f] = capture(build_calls(steps, ws, norm_w, st))
+            graphs[f] = capture(build_calls(steps, ws, norm_w, st), st)
         native_quant.tune()
         times: dict[int, list[float]] = {f: [] for f in flags}
         for _ in range(args.rounds):

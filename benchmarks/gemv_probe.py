@@ -61,14 +61,26 @@ def grid_of(k: int, n: int, act: int) -> int:
     return pl["column_tiles"] * pl["splits"]
 
 
-def capture(calls) -> torch.cuda.CUDAGraph:
+class ChainGraph(torch.cuda.CUDAGraph):
+    """A captured chain that holds the tensors its first calls read (``inputs``) for as long as it lives."""
+
+    inputs: list[torch.Tensor]
+
+
+def capture(calls, st: dict) -> ChainGraph:
+    """Warm the chain up eagerly on a side stream, then capture it; ``st`` is the state dict its calls read.
+
+    The captured graph reads the tensors ``st`` holds when capture begins, and the calls rebind ``st`` as they
+    run, so the graph keeps those tensors itself: without that they are freed, and the next capture's
+    ``empty_cache()`` may return their memory to the driver (an illegal address on replay, seen in session 6)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for fn in calls:
             fn()
     torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
+    g = ChainGraph()
+    g.inputs = list(st.values())
     with torch.cuda.graph(g):
         for fn in calls:
             fn()
@@ -164,7 +176,7 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
             grids.append(grid_of(k, n, act))
             labels.append(label)
             nbytes.append(wbytes(k, n))
-    g = capture(calls)
+    g = capture(calls, st)
     for _ in range(3):
         g.replay()
     torch.cuda.synchronize()
