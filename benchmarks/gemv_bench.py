@@ -34,84 +34,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 
 import torch
 import torch.nn.functional as F
+from gemv_bench_norm import dense_norm_section, llama8b_norm_section
+from gemv_common import (
+    DENSE_SHAPES,
+    awq_bytes,
+    awq_weights,
+    both_pdl,
+    copies,
+    copy_bandwidth,
+    graph_us,
+    l2_bytes,
+)
 
 import revolta_kernels
 from revolta_kernels import native_quant, ops, ops_quant
 
 AWQ_SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # (K, N)
-DENSE_SHAPES = [(6144, 4096, "qkv"), (4096, 4096, "o"), (28672, 4096, "gate_up"), (4096, 14336, "down")]  # N, K
 
 
-def time_ms(fn, reps: int = 10, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def graph_us(seq: list) -> float:
-    """Microseconds per call of the callables ``seq`` captured in order in one CUDA graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn in seq:
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for fn in seq:
-            fn()
-    us = time_ms(g.replay) * 1e3 / len(seq)
-    del g
-    return us
-
-
-def copy_bandwidth() -> float:
-    x = torch.randn(2**29, device="cuda")
-    y = torch.empty_like(x)
-    return 2 * x.numel() * 4 / time_ms(lambda: y.copy_(x)) / 1e6
-
-
-def l2() -> int:
-    return torch.cuda.get_device_properties(0).L2_cache_size
-
-
-def awq_weights(k: int, n: int):
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
-    qzeros = torch.full((k // 128, n // 8), -2004318072, dtype=torch.int32, device="cuda")  # zero 8 everywhere
-    scales = (torch.rand(k // 128, n, device="cuda") * 2e-3 + 1e-3).half()
-    return qweight, scales, qzeros
-
-
-def awq_bytes(k: int, n: int, m: int = 1) -> int:
-    return k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2 + m * (k + n) * 2
-
-
-def copies(nbytes: int) -> int:
-    return max(2, math.ceil(3 * l2() / nbytes))
-
-
-def both_pdl(build) -> dict:
-    """``build()`` -> list of callables; per-call us with PDL off and on (captured separately)."""
-    out = {}
-    for on in (False, True):
-        native_quant.set_pdl(on)
-        out["pdl" if on else "nopdl"] = graph_us(build())
-    native_quant.set_pdl(True)
-    return out
 
 
 def awq_section(copy_gbs: float) -> list:
@@ -309,145 +253,6 @@ def llama8b_section(copy_gbs: float) -> dict:
     return res
 
 
-NORM_SHAPES = [(6144, 4096, "llama qkv"), (28672, 4096, "llama gate_up"), (12352, 2048, "qwen3.5 gdn in_proj"),
-               (9216, 2048, "qwen3.5 attn qkv")]  # (N, K): the projections a pre-norm feeds
-NORM_EPS = 1e-6
-
-
-def _norm_calls(ws, g, state, fused: bool, chain: bool, k: int):
-    """Calls of (residual add + RMSNorm -> GEMV) on each weight; ``chain``: x = the previous output's first K
-    columns and the residual = the previous h (the decoder's dependency), else the same x and residual."""
-    calls = []
-    for w in ws:
-        if fused:
-            def call(w=w):
-                x = state["y"][:, :k] if chain else state["x"]
-                state["y"], h = ops_quant.dense_linear_add_rms_norm(x, state["h"], g, NORM_EPS, True, w)
-                if chain:
-                    state["h"] = h
-        else:
-            def call(w=w):
-                x = state["y"][:, :k] if chain else state["x"]
-                normed, h = ops.fused_add_rms_norm(x, state["h"], g, NORM_EPS, True)
-                state["y"] = ops_quant.dense_linear(normed, w, False)
-                if chain:
-                    state["h"] = h
-        calls.append(call)
-    return calls
-
-
-def dense_norm_section(copy_gbs: float) -> dict:
-    """The fp16 GEMV with the residual add + RMSNorm fused in (``dense_linear_add_rms_norm``) against the
-    separate ``fused_add_rms_norm`` kernel + the GEMV (``fused`` = the default variant 1 and block shape,
-    ``fused_v2`` = variant 2), per call in CUDA graphs, cold weights, PDL off / on;
-    ``indep`` = same x and residual every call, ``chain`` (M=1) = each call's x and residual come from the
-    previous call. Then the norm kernel alone (chained), and a block-shape sweep of the fused chain."""
-    res: dict = {"shapes": []}
-    for n, k, name in NORM_SHAPES:
-        nb = n * k * 2
-        ws = [(torch.randn(n, k, device="cuda") * 0.02).half() for _ in range(max(copies(nb), 4))]
-        g = (torch.randn(k, device="cuda") * 0.1).half()
-        row: dict = {"name": name, "N": n, "K": k, "weight_bytes": nb}
-        variants = (("fused", True, 1), ("fused_v2", True, 2), ("separate", False, 1))
-        for m in (1, 2):
-            st = {"x": torch.randn(m, k, device="cuda").half(), "h": torch.randn(m, k, device="cuda").half(),
-                  "y": torch.randn(m, n, device="cuda").half()}
-            for label, fused, var in variants:
-                native_quant.dense_norm_variant(var)
-                row[f"m{m}_{label}_indep_us"] = both_pdl(
-                    lambda fused=fused, st=st, ws=ws, g=g, k=k: _norm_calls(ws * 2, g, st, fused, False, k))
-        for label, fused, var in variants:
-            native_quant.dense_norm_variant(var)
-            st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
-            row[f"m1_{label}_chain_us"] = both_pdl(
-                lambda fused=fused, st=st, ws=ws, g=g, k=k: _norm_calls(ws * 2, g, st, fused, True, k))
-        native_quant.dense_norm_variant(0)
-        nbm = nb + (3 * k + n) * 2
-        row["m1_chain_pdl_frac_copy"] = {v: nbm / row[f"m1_{v}_chain_us"]["pdl"] / 1e3 / copy_gbs
-                                         for v in ("fused", "fused_v2", "separate")}
-        row["m1_chain_pdl_saved_us"] = row["m1_separate_chain_us"]["pdl"] - row["m1_fused_chain_us"]["pdl"]
-        sweep = {}
-        for var in (2, 1):
-            for warps, rows in ((8, 4), (4, 4), (8, 8), (4, 8)):
-                native_quant.dense_norm_variant(var, warps, rows)  # the fused kernel's own block shape
-                st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
-                sweep[f"v{var} {warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, True, True, k))
-                if var == 2:
-                    native_quant.dense_tune(warps, rows)  # the unfused GEMV's
-                    st = {"h": torch.randn(1, k, device="cuda").half(), "y": torch.randn(1, n, device="cuda").half()}
-                    sweep[f"separate {warps},{rows}"] = graph_us(_norm_calls(ws * 2, g, st, False, True, k))
-        native_quant.dense_tune()
-        native_quant.dense_norm_variant(0)
-        row["m1_chain_pdl_us_by_variant_warps_rows"] = sweep
-        res["shapes"].append(row)
-        def fmt(key, row=row):
-            return "/".join(f"{row[f'{key.format(v)}']['pdl']:.2f}" for v in ("fused", "fused_v2", "separate"))
-
-        print(f"norm+gemv {name:20s} {n:6d}x{k:5d} PDL, us, v1/v2/separate: M=1 chain {fmt('m1_{}_chain_us')} "
-              f"(no PDL {row['m1_fused_chain_us']['nopdl']:.2f}/{row['m1_fused_v2_chain_us']['nopdl']:.2f}/"
-              f"{row['m1_separate_chain_us']['nopdl']:.2f}); indep M=1 {fmt('m1_{}_indep_us')}, "
-              f"M=2 {fmt('m2_{}_indep_us')}; chain by variant/shape {json.dumps({a: round(b, 2) for a, b in sweep.items()})}",
-              flush=True)
-        del ws
-    for k in (2048, 4096):  # the norm kernel alone, chained through its residual output
-        g = (torch.randn(k, device="cuda") * 0.1).half()
-        st = {"x": torch.randn(1, k, device="cuda").half(), "h": torch.randn(1, k, device="cuda").half()}
-
-        def norm_calls(st=st, g=g):
-            def call():
-                _, st["h"] = ops.fused_add_rms_norm(st["x"], st["h"], g, NORM_EPS, True)
-            return [call] * 64
-
-        res[f"fused_add_rms_norm_k{k}_chain_us"] = both_pdl(norm_calls)
-        print(f"fused_add_rms_norm alone K={k}: {res[f'fused_add_rms_norm_k{k}_chain_us']}", flush=True)
-    return res
-
-
-def llama8b_norm_section(copy_gbs: float, layers: int = 32) -> dict:
-    """Llama-3.1-8B's 32 layers at batch 1 with the residual stream: (add+norm, qkv, o, add+norm, gate_up, silu,
-    down) with the norms as separate kernels vs fused into qkv / gate_up (ms per step, PDL off / on)."""
-    hidden = DENSE_SHAPES[1][0]
-    d = [[(torch.randn(n, k, device="cuda") * 0.02).half() for n, k, _ in DENSE_SHAPES] for _ in range(layers)]
-    g1 = [(torch.randn(hidden, device="cuda") * 0.1 + 1).half() for _ in range(layers)]
-    g2 = [(torch.randn(hidden, device="cuda") * 0.1 + 1).half() for _ in range(layers)]
-    st = {"x": torch.randn(1, hidden, device="cuda").half(), "h": torch.randn(1, hidden, device="cuda").half()}
-
-    def calls(fused: bool):
-        out = []
-        for (qkv, o, gu, down), a, b in zip(d, g1, g2, strict=True):
-            if fused:
-                def first(qkv=qkv, a=a):
-                    st["a"], st["h"] = ops_quant.dense_linear_add_rms_norm(st["x"], st["h"], a, NORM_EPS, False, qkv)
-
-                def third(gu=gu, b=b):
-                    st["g"], st["h"] = ops_quant.dense_linear_add_rms_norm(st["x"], st["h"], b, NORM_EPS, False, gu)
-            else:
-                def first(qkv=qkv, a=a):
-                    normed, st["h"] = ops.fused_add_rms_norm(st["x"], st["h"], a, NORM_EPS, False)
-                    st["a"] = ops_quant.dense_linear(normed, qkv, False)
-
-                def third(gu=gu, b=b):
-                    normed, st["h"] = ops.fused_add_rms_norm(st["x"], st["h"], b, NORM_EPS, False)
-                    st["g"] = ops_quant.dense_linear(normed, gu, False)
-            out += [first, lambda o=o: st.__setitem__("x", ops_quant.dense_linear(st["a"][:, :hidden], o, False)),
-                    third, lambda w=down: st.__setitem__("x", ops_quant.dense_linear(ops.silu_and_mul(st["g"]), w,
-                                                                                      False))]
-        return out
-
-    res: dict = {}
-    for label, fused, var in (("separate", False, 1), ("fused", True, 1), ("fused_v2", True, 2)):
-        native_quant.dense_norm_variant(var)
-        t = both_pdl(lambda fused=fused: calls(fused))
-        res[f"{label}_norm_ms"] = {key: us * len(calls(fused)) / 1e3 for key, us in t.items()}
-    native_quant.dense_norm_variant(0)
-    res["bytes"] = layers * sum(n * k * 2 for n, k, _ in DENSE_SHAPES)
-    res["fused_pdl_frac_copy"] = res["bytes"] / (res["fused_norm_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs
-    res["separate_pdl_frac_copy"] = res["bytes"] / (res["separate_norm_ms"]["pdl"] * 1e-3) / 1e9 / copy_gbs
-    d.clear()
-    print("llama8b layers with the residual norms, batch 1 (ms per step):", json.dumps(res), flush=True)
-    return res
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", help="write the results as JSON here")
@@ -455,7 +260,7 @@ def main() -> None:
     args = ap.parse_args()
     assert revolta_kernels.native_available(), revolta_kernels.native_status()
     copy_gbs = copy_bandwidth()
-    result: dict = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "l2_bytes": l2(),
+    result: dict = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "l2_bytes": l2_bytes(),
                     "pdl_available": native_quant.set_pdl(True)}
     print(f"copy bandwidth {copy_gbs:.0f} GB/s; PDL available: {result['pdl_available']}", flush=True)
     sections = args.sections.split(",")

@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gemv_probe import awq_weights, capture, copy_bw, replay_us, step_call, wbytes  # noqa: E402
+from gemv_common import awq_bytes, awq_weights, capture, copy_bandwidth, replay_us  # noqa: E402
+from gemv_probe import step_call  # noqa: E402
 
 from revolta_kernels import native_quant  # noqa: E402
 
@@ -40,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     flags = [int(f) for f in args.flags.split(",")]
     native_quant.set_pdl(bool(args.pdl))
-    bw = copy_bw()
+    bw = copy_bandwidth()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     chains = {
         "llama8b_32_layers": ([("qkv_norm", 4096, 6144, 2), ("o", 4096, 4096, 0), ("gate_up_norm", 4096, 28672, 2),
@@ -54,7 +55,7 @@ def main() -> None:
     result: dict = {"copy_gbs": bw, "flags": flags, "pdl": args.pdl, "chains": {}}
     print(f"copy {bw:.0f} GB/s", flush=True)
     for name, (steps, layers) in chains.items():
-        per = sum(wbytes(k, n) for (_, k, n, _) in steps)
+        per = sum(awq_bytes(k, n) for (_, k, n, _) in steps)
         copies = layers or max(8, math.ceil(3 * l2 / per))
         ws = [[awq_weights(k, n) for (_, k, n, _) in steps] for _ in range(copies)]
         norm_w = [(torch.randn(k, device="cuda") * 0.1 + 1).half() for (_, k, _, _) in steps]

@@ -21,6 +21,7 @@ import statistics
 from collections import defaultdict
 
 import torch
+from gemv_common import awq_bytes, awq_weights, capture, copy_bandwidth, replay_us
 
 from revolta_kernels import native, native_quant, ops_quant
 
@@ -44,15 +45,6 @@ def read_probe() -> list[Rec]:
     return list(buf[: min(cnt.value, CAP)])
 
 
-def awq_weights(k: int, n: int):
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
-    qzeros = torch.full((k // 128, n // 8), -2004318072, dtype=torch.int32, device="cuda")
-    scales = (torch.rand(k // 128, n, device="cuda") * 2e-3 + 1e-3).half()
-    return qweight, scales, qzeros
-
-
-def wbytes(k: int, n: int) -> int:
-    return k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2 + (k + n) * 2
 
 
 def grid_of(k: int, n: int, act: int) -> int:
@@ -61,30 +53,6 @@ def grid_of(k: int, n: int, act: int) -> int:
     return pl["column_tiles"] * pl["splits"]
 
 
-class ChainGraph(torch.cuda.CUDAGraph):
-    """A captured chain that holds the tensors its first calls read (``inputs``) for as long as it lives."""
-
-    inputs: list[torch.Tensor]
-
-
-def capture(calls, st: dict) -> ChainGraph:
-    """Warm the chain up eagerly on a side stream, then capture it; ``st`` is the state dict its calls read.
-
-    The captured graph reads the tensors ``st`` holds when capture begins, and the calls rebind ``st`` as they
-    run, so the graph keeps those tensors itself: without that they are freed, and the next capture's
-    ``empty_cache()`` may return their memory to the driver (an illegal address on replay, seen in session 6)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn in calls:
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = ChainGraph()
-    g.inputs = list(st.values())
-    with torch.cuda.graph(g):
-        for fn in calls:
-            fn()
-    return g
 
 
 def summarize(recs: list[Rec], grids: list[int], shapes: list[str], bw_gbs: float, nbytes: list[int]) -> dict:
@@ -151,17 +119,6 @@ def step_call(st: dict, w: tuple, k: int, act: int, g: torch.Tensor):
     return call
 
 
-def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
-    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
-    g.replay()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps):
-        g.replay()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3 / reps
 
 
 def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict:
@@ -175,7 +132,7 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
             calls.append(step_call(st, ws[c][j], k, act, norm_w[j]))
             grids.append(grid_of(k, n, act))
             labels.append(label)
-            nbytes.append(wbytes(k, n))
+            nbytes.append(awq_bytes(k, n))
     g = capture(calls, st)
     for _ in range(3):
         g.replay()
@@ -200,19 +157,6 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
     return res
 
 
-def copy_bw() -> float:
-    x = torch.randn(2**29, device="cuda")
-    y = torch.empty_like(x)
-    for _ in range(2):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(5):
-        y.copy_(x)
-    e.record()
-    e.synchronize()
-    return 2 * x.numel() * 4 * 5 / (s.elapsed_time(e) * 1e-3) / 1e9
 
 
 def main() -> None:
@@ -222,7 +166,7 @@ def main() -> None:
     args = ap.parse_args()
     assert hasattr(native.LIB, "revolta_gemv_probe_read"), "build with -DREVOLTA_GEMV_PROBE"
     native_quant.set_pdl(True)
-    bw = copy_bw()
+    bw = copy_bandwidth()
     print(f"copy {bw:.0f} GB/s", flush=True)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     chains = {
@@ -237,7 +181,7 @@ def main() -> None:
         if spec:
             native_quant.tune(*[int(v) for v in spec.split(",")])
         for name, steps in chains.items():
-            per = sum(wbytes(k, n) for (_, k, n, _) in steps)
+            per = sum(awq_bytes(k, n) for (_, k, n, _) in steps)
             copies = max(4, math.ceil(3 * l2 / per))
             key = f"{name}|{spec or 'default'}"
             try:

@@ -21,7 +21,7 @@ import argparse
 import json
 
 import torch
-from gemv_bench import awq_bytes, awq_weights, copies, copy_bandwidth, graph_us
+from gemv_common import awq_bytes, awq_weights, copies, copy_bandwidth, graph_us
 
 from revolta_kernels import native_quant, ops, ops_quant
 

@@ -1,0 +1,117 @@
+"""What the GEMV benchmarks share: event timing, CUDA-graph capture of call chains, the copy bandwidth they are
+measured against, and random AWQ g128 weights with their byte counts."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from revolta_kernels import native_quant
+
+# Llama-3.1-8B's linears as (N, K, name), the fp16 sections' shapes
+DENSE_SHAPES = [(6144, 4096, "qkv"), (4096, 4096, "o"), (28672, 4096, "gate_up"), (4096, 14336, "down")]
+
+
+def time_ms(fn: Callable[[], object], reps: int = 10, warmup: int = 2) -> float:
+    """Median milliseconds of ``fn()`` over ``reps`` event-timed runs after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+class ChainGraph(torch.cuda.CUDAGraph):
+    """A captured chain that holds the tensors its first calls read (``inputs``) for as long as it lives."""
+
+    inputs: list[torch.Tensor]
+
+
+def capture(calls: list[Callable[[], object]], st: dict | None = None) -> ChainGraph:
+    """Warm ``calls`` up eagerly on a side stream, then capture them in order into one graph.
+
+    ``st``: the state dict the calls read and rebind as they run. The graph reads the tensors it holds when
+    capture begins, so the graph keeps them itself: otherwise they are freed, and a later capture's
+    ``empty_cache()`` may return their memory to the driver (an illegal address on replay, H200 session 7)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for fn in calls:
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = ChainGraph()
+    g.inputs = list(st.values()) if st is not None else []
+    with torch.cuda.graph(g):
+        for fn in calls:
+            fn()
+    return g
+
+
+def graph_us(seq: list[Callable[[], object]], st: dict | None = None) -> float:
+    """Microseconds per call of the callables ``seq`` captured in order in one CUDA graph."""
+    g = capture(seq, st)
+    us = time_ms(g.replay) * 1e3 / len(seq)
+    del g
+    return us
+
+
+def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
+    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
+    g.replay()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        g.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e3 / reps
+
+
+def copy_bandwidth() -> float:
+    """This GPU's device-to-device copy rate in GB/s (read + write bytes of a 2 GiB fp32 copy)."""
+    x = torch.randn(2**29, device="cuda")
+    y = torch.empty_like(x)
+    return 2 * x.numel() * 4 / time_ms(lambda: y.copy_(x)) / 1e6
+
+
+def l2_bytes() -> int:
+    return torch.cuda.get_device_properties(0).L2_cache_size
+
+
+def copies(nbytes: int) -> int:
+    """Weight copies to rotate through so that every call streams from DRAM (> 3x the L2)."""
+    return max(2, math.ceil(3 * l2_bytes() / nbytes))
+
+
+def awq_weights(k: int, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random AWQ g128 (qweight, scales, qzeros) of a K x N layer, zero point 8 everywhere."""
+    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
+    qzeros = torch.full((k // 128, n // 8), -2004318072, dtype=torch.int32, device="cuda")  # 0x88888888
+    scales = (torch.rand(k // 128, n, device="cuda") * 2e-3 + 1e-3).half()
+    return qweight, scales, qzeros
+
+
+def awq_bytes(k: int, n: int, m: int = 1) -> int:
+    """Bytes an M-row AWQ g128 call moves: packed weights + scales + zeros + activations in and out."""
+    return k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2 + m * (k + n) * 2
+
+
+def both_pdl(build) -> dict:
+    """``build()`` -> list of callables; per-call us with PDL off and on (captured separately)."""
+    out = {}
+    for on in (False, True):
+        native_quant.set_pdl(on)
+        out["pdl" if on else "nopdl"] = graph_us(build())
+    native_quant.set_pdl(True)
+    return out
