@@ -13,10 +13,9 @@ from revolta_engine.config import ConfigResolver, EngineArgs, choose_dtype, reso
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
-from revolta_engine.core.state_slots import StateSlots
+from revolta_engine.engine.cache_setup import allocate_caches
 from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
-from revolta_engine.engine.memory import plan_kv_blocks
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
 from revolta_engine.engine.stats import EngineStats
@@ -26,9 +25,10 @@ from revolta_engine.outputs import RequestOutput
 from revolta_engine.sample.sampler import Sampler, SamplingRow
 from revolta_engine.sample.structured import GrammarBackend
 from revolta_engine.sampling_params import SamplingParams
-from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache, resolve_kv_cache_dtype
+from revolta_engine.worker.cuda_graph import capture_decode_graphs
+from revolta_engine.worker.kv_cache import KVCacheSpec, resolve_kv_cache_dtype
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.state_cache import allocate_state_cache, reset_slots
+from revolta_engine.worker.state_cache import reset_slots
 
 logger = logging.getLogger(__name__)
 
@@ -105,35 +105,20 @@ class LLMEngine:
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
         spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, block_size, kv_dtype)
-        # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
-        # (with prefix caching) as many snapshots of states at block boundaries.
-        state_spec = self.model.state_cache_spec() if hasattr(self.model, "state_cache_spec") else None
-        state_slots = None
-        state_bytes = 0
-        if state_spec is not None:
-            state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
-            # one spare slot past the owned ones: CUDA graphs point their padding rows at it
-            state_bytes = (state_slots.num_slots + 1) * state_spec.bytes_per_slot
-        num_blocks = plan_kv_blocks(spec, self.device, cfg, self.model, max_batched, self.max_model_len,
-                                    reserved_bytes=state_bytes)
-        kv_caches = allocate_kv_cache(spec, num_blocks, self.device)
-        state_caches = []
-        if state_spec is not None and state_slots is not None:
-            state_caches = allocate_state_cache(state_spec, state_slots.num_slots + 1, self.device)
-            logger.info(
-                "Recurrent state pool: %d Gated DeltaNet layers, %d slots for running requests + %d prefix "
-                "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
-                state_slots.num_snapshots, state_spec.bytes_per_slot / 2**20, state_bytes / 2**30,
-            )
-        self.state_caches = state_caches
+        caches = allocate_caches(self.model, spec, self.device, cfg, max_seqs, enable_caching, max_batched,
+                                 self.max_model_len)
+        num_blocks, kv_caches, state_slots = caches.num_blocks, caches.kv_caches, caches.state_slots
+        self.state_caches = state_caches = caches.state_caches
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
         self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches,
                                   max_num_tokens=max_batched, max_num_seqs=max_seqs,
                                   max_model_len=self.max_model_len)
-        pad_slot = state_slots.num_slots if state_slots is not None else -1
-        self._maybe_capture_graphs(kv_caches, max_seqs, block_size, state_caches, pad_slot)
+        if self.device.type == "cuda":
+            self.runner.graph_runner = capture_decode_graphs(
+                self.model, kv_caches, self.runner.buffers, max_seqs, self.max_model_len, self.device, self.dtype,
+                enforce_eager=args.enforce_eager, state_caches=state_caches, pad_slot=caches.pad_slot)
         self.sampler = Sampler()
         self.grammars = GrammarBackend(self.tokenizer, int(self.text_config.vocab_size), self.eos_token_ids)
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
@@ -148,37 +133,6 @@ class LLMEngine:
             num_blocks - 1, block_size, self.kv_capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
             str(kv_dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
         )
-
-    def _maybe_capture_graphs(self, kv_caches, max_seqs: int, block_size: int, state_caches=None,
-                              pad_slot: int = -1) -> None:
-        """Capture decode CUDA graphs unless eager mode is asked for or the ops cannot be captured."""
-        import revolta_kernels
-
-        if self.device.type != "cuda":
-            return
-        if self.args.enforce_eager:
-            logger.info("CUDA graphs are off (enforce_eager)")
-            return
-        if not revolta_kernels.native_available() or self.dtype == torch.float32:
-            logger.warning("CUDA graphs are off: they need the native kernels and fp16/bf16 (%s; dtype %s)",
-                           revolta_kernels.native_status(), self.dtype)
-            return
-        from revolta_engine.layers.moe import MOE_FUSED_MAX_TOKENS, SparseMoeBlock
-        from revolta_engine.worker.cuda_graph import CudaGraphRunner, default_buckets
-
-        buckets = default_buckets(max_seqs)
-        if any(isinstance(m, SparseMoeBlock) for m in self.model.modules()):
-            # larger batches take the sorted-experts path, which synchronises with the host: they run eagerly
-            buckets = [b for b in buckets if b <= MOE_FUSED_MAX_TOKENS]
-        runner = CudaGraphRunner(self.model, kv_caches, self.runner.buffers, max_seqs, self.max_model_len,
-                                 self.device, buckets=buckets, state_caches=state_caches, pad_slot=pad_slot)
-        try:
-            runner.capture()
-        except RuntimeError as exc:  # an op of this model that cannot be captured: keep serving, eagerly
-            logger.warning("CUDA graphs are off: capturing the decode step failed (%s); running eagerly", exc)
-            torch.cuda.synchronize(self.device)
-            return
-        self.runner.graph_runner = runner
 
     # ----------------------------------------------------------------------------------- info
     def config_report(self) -> list[tuple[str, Any, str]]:

@@ -151,3 +151,34 @@ class CudaGraphRunner:
         self.last_bucket = bs, width
         self.graphs[bs, width].replay()
         return self.outputs[bs, width]
+
+
+def capture_decode_graphs(model: Any, kv_caches: list, buffers: StepBuffers, max_seqs: int, max_model_len: int,
+                          device: torch.device, dtype: torch.dtype, *, enforce_eager: bool = False,
+                          state_caches: list | None = None, pad_slot: int = -1) -> CudaGraphRunner | None:
+    """The decode CUDA graphs of ``model``, or None (eagerly run) when eager mode is asked for or the ops
+    cannot be captured: a model whose capture fails keeps serving, with a warning that says why."""
+    import revolta_kernels
+
+    if enforce_eager:
+        logger.info("CUDA graphs are off (enforce_eager)")
+        return None
+    if not revolta_kernels.native_available() or dtype == torch.float32:
+        logger.warning("CUDA graphs are off: they need the native kernels and fp16/bf16 (%s; dtype %s)",
+                       revolta_kernels.native_status(), dtype)
+        return None
+    from revolta_engine.layers.moe import MOE_FUSED_MAX_TOKENS, SparseMoeBlock
+
+    buckets = default_buckets(max_seqs)
+    if any(isinstance(m, SparseMoeBlock) for m in model.modules()):
+        # larger batches take the sorted-experts path, which synchronises with the host: they run eagerly
+        buckets = [b for b in buckets if b <= MOE_FUSED_MAX_TOKENS]
+    runner = CudaGraphRunner(model, kv_caches, buffers, max_seqs, max_model_len, device, buckets=buckets,
+                             state_caches=state_caches, pad_slot=pad_slot)
+    try:
+        runner.capture()
+    except RuntimeError as exc:  # an op of this model that cannot be captured: keep serving, eagerly
+        logger.warning("CUDA graphs are off: capturing the decode step failed (%s); running eagerly", exc)
+        torch.cuda.synchronize(device)
+        return None
+    return runner

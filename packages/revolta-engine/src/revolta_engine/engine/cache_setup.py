@@ -1,0 +1,58 @@
+"""The engine's caches at startup: the paged KV cache and, for hybrid models, the recurrent state pool."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import torch
+
+from revolta_engine.config import ConfigResolver
+from revolta_engine.core.state_slots import StateSlots
+from revolta_engine.engine.memory import plan_kv_blocks
+from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
+from revolta_engine.worker.state_cache import allocate_state_cache
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class EngineCaches:
+    """What :func:`allocate_caches` made: the KV layout and blocks, and the state slots and pool (hybrid)."""
+
+    spec: KVCacheSpec
+    num_blocks: int  # including the null block 0
+    kv_caches: list
+    state_slots: StateSlots | None
+    state_caches: list
+
+    @property
+    def pad_slot(self) -> int:
+        """The spare state slot past the owned ones (CUDA graphs point their padding rows at it), or -1."""
+        return self.state_slots.num_slots if self.state_slots is not None else -1
+
+
+def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, max_seqs: int,
+                    enable_caching: bool, max_batched: int, max_model_len: int) -> EngineCaches:
+    """Size the KV cache from the memory budget (after the state pool, if any) and allocate both."""
+    # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
+    # (with prefix caching) as many snapshots of states at block boundaries.
+    state_spec = model.state_cache_spec() if hasattr(model, "state_cache_spec") else None
+    state_slots = None
+    state_bytes = 0
+    if state_spec is not None:
+        state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
+        # one spare slot past the owned ones: CUDA graphs point their padding rows at it
+        state_bytes = (state_slots.num_slots + 1) * state_spec.bytes_per_slot
+    num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes)
+    kv_caches = allocate_kv_cache(spec, num_blocks, device)
+    state_caches = []
+    if state_spec is not None and state_slots is not None:
+        state_caches = allocate_state_cache(state_spec, state_slots.num_slots + 1, device)
+        logger.info(
+            "Recurrent state pool: %d Gated DeltaNet layers, %d slots for running requests + %d prefix "
+            "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
+            state_slots.num_snapshots, state_spec.bytes_per_slot / 2**20, state_bytes / 2**30,
+        )
+    return EngineCaches(spec, num_blocks, kv_caches, state_slots, state_caches)
