@@ -4,10 +4,10 @@ measured against, and random AWQ g128 weights with their byte counts."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
 
 import torch
+from bench_timing import time_ms
 
 from revolta_kernels import native_quant
 
@@ -15,20 +15,6 @@ from revolta_kernels import native_quant
 DENSE_SHAPES = [(6144, 4096, "qkv"), (4096, 4096, "o"), (28672, 4096, "gate_up"), (4096, 14336, "down")]
 
 
-def time_ms(fn: Callable[[], object], reps: int = 10, warmup: int = 2) -> float:
-    """Median milliseconds of ``fn()`` over ``reps`` event-timed runs after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 class ChainGraph(torch.cuda.CUDAGraph):

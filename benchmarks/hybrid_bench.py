@@ -14,12 +14,13 @@ Usage: ``python benchmarks/hybrid_bench.py --out $OUT/hybrid_bench.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import statistics
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import bench_timing
 import torch
 import torch.nn.functional as F
 
@@ -29,22 +30,8 @@ from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
 from revolta_kernels.reference import moe as ref_moe
 
+time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=2)  # this benchmark's defaults
 
-def time_ms(fn, reps: int = 15, inner: int = 1, warmup: int = 2) -> float:
-    """Median milliseconds per call of ``fn`` over ``reps`` event-timed batches of ``inner`` calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
 
 
 def graphed(fns) -> Callable[[], None]:

@@ -10,12 +10,14 @@ Usage: ``python benchmarks/hybrid_e2e.py --config benchmarks/configs/qwen3.5-35b
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import statistics
 import time
 from pathlib import Path
 
+import bench_timing
 import torch
 
 from revolta_engine import LLM, SamplingParams
@@ -70,18 +72,8 @@ def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> floa
     return statistics.median(rates)
 
 
-def event_ms(fn, reps: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+event_ms = functools.partial(bench_timing.time_ms, reps=20, warmup=1)
+
 
 
 def kernel_breakdown(fn, reps: int = 5, top: int = 25) -> list[dict]:

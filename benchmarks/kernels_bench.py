@@ -10,33 +10,20 @@ timed repetitions after warm-up; decode is timed as CUDA-graph replays, as an en
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
-import statistics
 
+import bench_timing
 import torch
 import torch.nn.functional as F
 
 import revolta_kernels
 from revolta_kernels import ops
 
+time_ms = functools.partial(bench_timing.time_ms, reps=20, inner=5, warmup=3)  # this benchmark's defaults
 
-def time_ms(fn, reps: int = 20, inner: int = 5, warmup: int = 3) -> float:
-    """Median milliseconds per call of ``fn`` over ``reps`` event-timed batches of ``inner`` calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
 
 
 def copy_bandwidth() -> float:

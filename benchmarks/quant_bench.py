@@ -18,11 +18,13 @@ the same shapes with PDL off and on, isolated and as chains of dependent calls, 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
 import statistics
 
+import bench_timing
 import torch
 
 import revolta_kernels
@@ -35,21 +37,8 @@ GEMV_VARIANTS = list(itertools.product((4, 8), (4, 8), (1, 0), (0, 1)))
 GEMM_VARIANTS = range(5)
 
 
-def time_ms(fn, reps: int = 15, inner: int = 5, warmup: int = 3) -> float:
-    """Median milliseconds per call of ``fn`` over ``reps`` event-timed batches of ``inner`` calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
+time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=5, warmup=3)  # this benchmark's defaults
+
 
 
 def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
