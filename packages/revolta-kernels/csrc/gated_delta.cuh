@@ -88,33 +88,6 @@ template <> struct VecLoad<float, 2> {
 // Block = (64 value columns, value head, sequence), 256 threads: thread = (row group rg in 0..15, column quad).
 // It holds rows rg, rg + 16, ... of its 4 columns (DK / 16 float4 in registers): the state is read once with
 // 16-byte loads, reduced over rows (shuffle + shared memory), updated and written back once.
-// The decode column update's reductions after its barrier (every decode kernel's): the q/k load's per-warp
-// sums of k^2, q^2 and k.q (norms[DK / 32][3]), the warps' partial S^T k and S^T q of column group `col`
-// (red[WARPS][2][*], 4 columns each), and from them the scales of k and q (l2-normalised when asked; q also by
-// 1 / sqrt(DK)) and k.q after both.
-template <int DK, int WARPS, typename Norms, typename Red>
-__device__ __forceinline__ void gdn_column_sums(const Norms& norms, const Red& red, int col, bool use_l2norm,
-                                                float (&SK)[4], float (&SQ)[4], float& kn, float& qn, float& kq) {
-  float ssk = 0.f, ssq = 0.f, dot = 0.f;
-#pragma unroll
-  for (int w = 0; w < DK / 32; ++w) {
-    ssk += norms[w][0];
-    ssq += norms[w][1];
-    dot += norms[w][2];
-  }
-#pragma unroll
-  for (int c = 0; c < 4; ++c) SK[c] = SQ[c] = 0.f;
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) {
-    const float4 a = red[w][0][col], c = red[w][1][col];
-    SK[0] += a.x; SK[1] += a.y; SK[2] += a.z; SK[3] += a.w;
-    SQ[0] += c.x; SQ[1] += c.y; SQ[2] += c.z; SQ[3] += c.w;
-  }
-  kn = use_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
-  qn = (use_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f) * rsqrtf(static_cast<float>(DK));
-  kq = dot * kn * qn;
-}
-
 constexpr int kGdnDecodeThreads = 256;
 constexpr int kGdnDecodeCols = 64;
 
@@ -183,8 +156,23 @@ __global__ void __launch_bounds__(kGdnDecodeThreads) gdn_decode_kernel(GdnDecode
     red[warp][1][quad] = make_float4(sq[0], sq[1], sq[2], sq[3]);
   }
   __syncthreads();
-  float SK[4], SQ[4], kn, qn, kq;
-  gdn_column_sums<DK, WARPS>(norms, red, quad, p.use_l2norm, SK, SQ, kn, qn, kq);
+  float ssk = 0.f, ssq = 0.f, dot = 0.f;
+#pragma unroll
+  for (int w = 0; w < DK / 32; ++w) {
+    ssk += norms[w][0];
+    ssq += norms[w][1];
+    dot += norms[w][2];
+  }
+  float SK[4] = {0.f, 0.f, 0.f, 0.f}, SQ[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) {
+    const float4 a = red[w][0][quad], c = red[w][1][quad];
+    SK[0] += a.x; SK[1] += a.y; SK[2] += a.z; SK[3] += a.w;
+    SQ[0] += c.x; SQ[1] += c.y; SQ[2] += c.z; SQ[3] += c.w;
+  }
+  const float kn = p.use_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
+  const float qn = (p.use_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f) * rsqrtf(static_cast<float>(DK));
+  const float kq = dot * kn * qn;
   float delta[4], o[4];
 #pragma unroll
   for (int c = 0; c < 4; ++c) {

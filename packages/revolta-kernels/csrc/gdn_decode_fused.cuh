@@ -108,8 +108,23 @@ __global__ void __launch_bounds__(kGdnDecodeThreads, 2) gdn_decode_fused_kernel(
   red[warp][0][lane] = make_float4(sk[0], sk[1], sk[2], sk[3]);
   red[warp][1][lane] = make_float4(sq[0], sq[1], sq[2], sq[3]);
   __syncthreads();
-  float SK[4], SQ[4], kn, qn, kq;
-  gdn_column_sums<DK, WARPS>(norms, red, lane, p.use_l2norm, SK, SQ, kn, qn, kq);
+  float ssk = 0.f, ssq = 0.f, dot = 0.f;
+#pragma unroll
+  for (int w = 0; w < DK / 32; ++w) {
+    ssk += norms[w][0];
+    ssq += norms[w][1];
+    dot += norms[w][2];
+  }
+  float SK[4] = {0.f, 0.f, 0.f, 0.f}, SQ[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) {
+    const float4 a = red[w][0][lane], c = red[w][1][lane];
+    SK[0] += a.x; SK[1] += a.y; SK[2] += a.z; SK[3] += a.w;
+    SQ[0] += c.x; SQ[1] += c.y; SQ[2] += c.z; SQ[3] += c.w;
+  }
+  const float kn = p.use_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
+  const float qn = (p.use_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f) * rsqrtf(static_cast<float>(DK));
+  const float kq = dot * kn * qn;
   float delta[4], o[4];
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
@@ -300,8 +315,23 @@ __global__ void __launch_bounds__(kGdnDecodeThreads)
     }
     st[W - 1] = from_float<T>(xqk);
   }
-  float SK[4], SQ[4], kn, qn, kq;
-  gdn_column_sums<DK, WARPS>(norms, red, c4, p.use_l2norm, SK, SQ, kn, qn, kq);
+  float ssk = 0.f, ssq = 0.f, dot = 0.f;
+#pragma unroll
+  for (int w = 0; w < DK / 32; ++w) {
+    ssk += norms[w][0];
+    ssq += norms[w][1];
+    dot += norms[w][2];
+  }
+  float SK[4] = {0.f, 0.f, 0.f, 0.f}, SQ[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) {
+    const float4 a = red[w][0][c4], c = red[w][1][c4];
+    SK[0] += a.x; SK[1] += a.y; SK[2] += a.z; SK[3] += a.w;
+    SQ[0] += c.x; SQ[1] += c.y; SQ[2] += c.z; SQ[3] += c.w;
+  }
+  const float kn = p.use_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
+  const float qn = (p.use_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f) * rsqrtf(static_cast<float>(DK));
+  const float kq = dot * kn * qn;
   float delta[4], o[4];
 #pragma unroll
   for (int c = 0; c < 4; ++c) {

@@ -85,9 +85,24 @@ __global__ void __launch_bounds__(kGdnDecodeThreads, 2) gdn_decode_persistent_ke
       red[warp][1][quad] = make_float4(sq[0], sq[1], sq[2], sq[3]);
     }
     __syncthreads();
-    float SK[4], SQ[4], kn, qn, kq;
-    gdn_column_sums<DK, WARPS>(norms, red, quad, p.use_l2norm, SK, SQ, kn, qn, kq);
+    float ssk = 0.f, ssq = 0.f, dot = 0.f;
+#pragma unroll
+    for (int w = 0; w < DK / 32; ++w) {
+      ssk += norms[w][0];
+      ssq += norms[w][1];
+      dot += norms[w][2];
+    }
+    float SK[4] = {0.f, 0.f, 0.f, 0.f}, SQ[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+      const float4 a = red[w][0][quad], c = red[w][1][quad];
+      SK[0] += a.x; SK[1] += a.y; SK[2] += a.z; SK[3] += a.w;
+      SQ[0] += c.x; SQ[1] += c.y; SQ[2] += c.z; SQ[3] += c.w;
+    }
     const float eg = expf(r.g);
+    const float kn = p.use_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
+    const float qn = (p.use_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f) * rsqrtf(static_cast<float>(DK));
+    const float kq = dot * kn * qn;
     float delta[4], o[4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
