@@ -1,7 +1,8 @@
-// Mixture-of-experts decode (moe.cuh), v3: the router with the fused residual add + RMSNorm, up3 and down3
-// (the default decode chain is router_norm -> up3 -> v1's down).
+// Mixture-of-experts decode (moe.cuh), v3: up3 and down3 (the default decode chain is router_norm, in
+// moe_router_norm.cuh -> up3 -> v1's down).
 #pragma once
 
+#include "moe_router_norm.cuh"
 #include "moe_v2.cuh"
 
 namespace revolta {
@@ -20,133 +21,6 @@ namespace revolta {
 //           routed and shared down rows of this token, split over the grid, so the down kernel streams from L2:
 //           PF_DOWN 1 = as soon as the routing is known, 2 = after this warp's dot products (both measured
 //           slower on the H200; off by default).
-struct MoeRouterNormParams {
-  const void* x;  // [T, H] (row stride x_stride): the block input (e.g. the attention output)
-  const void* residual;  // [T, H] (row stride res_stride)
-  const void* norm_w;  // [H]
-  const void* w;  // [E, H] router weight
-  void* logits;  // [T, E] contiguous
-  void* h_out;  // [T, H] contiguous: x + residual
-  void* normed_out;  // [T, H] contiguous: norm(h)
-  long long x_stride, res_stride;
-  float eps;
-  int tokens, H, E, norm_threads, zero_centered;
-};
-
-constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
-
-// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats. x, residual, norm_w
-// rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
-template <typename T>
-__global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(MoeRouterNormParams p) {
-  constexpr int RL = MoeLoads<T>::router;
-  constexpr int NT = kMoeRouterWarps * 32;
-  extern __shared__ float4 hs4[];
-  float* hs = reinterpret_cast<float*>(hs4);
-  __shared__ float vsum[32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int H = p.H, E = p.E, B = p.norm_threads;
-  const int e = blockIdx.x * kMoeRouterWarps + warp;
-  const T* row = static_cast<const T*>(p.w) + static_cast<size_t>(e < E ? e : 0) * H;
-  Pack8<T> w0[RL];  // the row's first 256 * RL elements, loaded before the wait (nobody writes the weights)
-#pragma unroll
-  for (int u = 0; u < RL; ++u) {
-    const int c = lane * 8 + u * 256;
-    if (e < E && c < H) w0[u].load(row + c);
-  }
-  pdl_trigger();
-  pdl_wait();  // x and residual come from earlier kernels; h_out / normed_out may still be read by them
-  const T* nw = static_cast<const T*>(p.norm_w);
-  const float zc = p.zero_centered ? 1.f : 0.f;
-  for (int t = 0; t < p.tokens; ++t) {
-    const T* xt = static_cast<const T*>(p.x) + t * p.x_stride;
-    const T* rt = static_cast<const T*>(p.residual) + t * p.res_stride;
-    for (int c = threadIdx.x * 8; c < H; c += NT * 8) {
-      Pack8<T> xv, rv;
-      xv.load(xt + c);
-      rv.load(rt + c);
-      float a[8], b[8], hv[8];
-      xv.get(a);
-      rv.get(b);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const T s = from_float<T>(a[i] + b[i]);  // as fused_add_rms_norm_kernel: rounded to T
-        hv[i] = to_float(s);
-        if (blockIdx.x == 0) static_cast<T*>(p.h_out)[static_cast<size_t>(t) * H + c + i] = s;
-      }
-      *reinterpret_cast<float4*>(hs + c) = make_float4(hv[0], hv[1], hv[2], hv[3]);
-      *reinterpret_cast<float4*>(hs + c + 4) = make_float4(hv[4], hv[5], hv[6], hv[7]);
-    }
-    __syncthreads();
-    // the reference kernel's sum of squares: thread vt of B sums its elements vt + j B (j < kNormRegs, then
-    // the rest), each warp of B threads reduces by warp_sum, then one warp_sum over the warp sums
-    for (int vw = warp; vw < B / 32; vw += kMoeRouterWarps) {
-      const int vt = vw * 32 + lane;
-      float ss = 0.f;
-#pragma unroll
-      for (int j = 0; j < kNormRegsMoe; ++j) {
-        const int i = vt + j * B;
-        const float v = i < H ? hs[i] : 0.f;
-        ss += v * v;
-      }
-      for (int i = vt + kNormRegsMoe * B; i < H; i += B) {
-        const float v = hs[i];
-        ss += v * v;
-      }
-      ss = warp_sum(ss);
-      if (lane == 0) vsum[vw] = ss;
-    }
-    __syncthreads();
-    float ss = lane < B / 32 ? vsum[lane] : 0.f;
-    ss = warp_sum(ss);
-    const float inv = rsqrtf(ss / static_cast<float>(H) + p.eps);
-    for (int c = threadIdx.x * 8; c < H; c += NT * 8) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float wv = to_float(nw[c + i]) + zc;
-        const T o = from_float<T>(hs[c + i] * inv * wv);
-        hs[c + i] = to_float(o);
-        if (blockIdx.x == 0) static_cast<T*>(p.normed_out)[static_cast<size_t>(t) * H + c + i] = o;
-      }
-    }
-    __syncthreads();
-    if (e < E) {  // the router dot (same order as moe_router_kernel)
-      float acc = 0.f;
-#pragma unroll
-      for (int u = 0; u < RL; ++u) {
-        const int c = lane * 8 + u * 256;
-        if (c < H) {
-          float a[8];
-          w0[u].get(a);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc = fmaf(a[i], hs[c + i], acc);
-        }
-      }
-      for (int base = 256 * RL; base < H; base += 256 * RL) {  // rows past 2048 (fp16)
-        Pack8<T> wr[RL];
-#pragma unroll
-        for (int u = 0; u < RL; ++u) {
-          const int c = base + lane * 8 + u * 256;
-          if (c < H) wr[u].load(row + c);
-        }
-#pragma unroll
-        for (int u = 0; u < RL; ++u) {
-          const int c = base + lane * 8 + u * 256;
-          if (c < H) {
-            float a[8];
-            wr[u].get(a);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc = fmaf(a[i], hs[c + i], acc);
-          }
-        }
-      }
-      acc = warp_sum(acc);
-      if (lane == 0) static_cast<T*>(p.logits)[static_cast<size_t>(t) * E + e] = from_float<T>(acc);
-    }
-    __syncthreads();  // hs is rewritten for the next token
-  }
-}
-
 // Prefetch into L2 the down rows token t will read (K routed experts' [H, I] blocks, then the shared expert's
 // [H, Is] block), spread over `nthreads` threads (this one is `g`): one 128-byte line per step.
 template <typename T>
