@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 
 import torch
-from bench_timing import time_ms
+from bench_timing import capture, time_ms
 
 from revolta_kernels import native_quant
 
@@ -15,32 +15,6 @@ from revolta_kernels import native_quant
 DENSE_SHAPES = [(6144, 4096, "qkv"), (4096, 4096, "o"), (28672, 4096, "gate_up"), (4096, 14336, "down")]
 
 
-
-
-class ChainGraph(torch.cuda.CUDAGraph):
-    """A captured chain that holds the tensors its first calls read (``inputs``) for as long as it lives."""
-
-    inputs: list[torch.Tensor]
-
-
-def capture(calls: list[Callable[[], object]], st: dict | None = None) -> ChainGraph:
-    """Warm ``calls`` up eagerly on a side stream, then capture them in order into one graph.
-
-    ``st``: the state dict the calls read and rebind as they run. The graph reads the tensors it holds when
-    capture begins, so the graph keeps them itself: otherwise they are freed, and a later capture's
-    ``empty_cache()`` may return their memory to the driver (an illegal address on replay, H200 session 7)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn in calls:
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = ChainGraph()
-    g.inputs = list(st.values()) if st is not None else []
-    with torch.cuda.graph(g):
-        for fn in calls:
-            fn()
-    return g
 
 
 def graph_us(seq: list[Callable[[], object]], st: dict | None = None) -> float:

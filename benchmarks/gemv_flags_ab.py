@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gemv_common import awq_bytes, awq_weights, capture, copy_bandwidth, replay_us  # noqa: E402
+from bench_timing import capture
+from gemv_common import awq_bytes, awq_weights, copy_bandwidth, replay_us  # noqa: E402
 from gemv_probe import step_call  # noqa: E402
 
 from revolta_kernels import native_quant  # noqa: E402

@@ -21,7 +21,8 @@ import statistics
 from collections import defaultdict
 
 import torch
-from gemv_common import awq_bytes, awq_weights, capture, copy_bandwidth, replay_us
+from bench_timing import capture
+from gemv_common import awq_bytes, awq_weights, copy_bandwidth, replay_us
 
 from revolta_kernels import native, native_quant, ops_quant
 

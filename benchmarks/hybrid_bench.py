@@ -36,17 +36,7 @@ time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=2)  #
 
 def graphed(fns) -> Callable[[], None]:
     """All callables in ``fns`` captured in order into one CUDA graph; returns its replay."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn in fns:
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for fn in fns:
-            fn()
-    return g.replay
+    return bench_timing.capture(fns).replay
 
 
 def copy_bandwidth() -> float:

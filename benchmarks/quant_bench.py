@@ -44,16 +44,7 @@ time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=5, warmup=3)  #
 def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
     """Microseconds per call of ``calls`` (cycled to at least ``min_calls``) captured in one CUDA graph."""
     seq = [calls[i % len(calls)] for i in range(max(min_calls, len(calls)))]
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn in calls:
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for fn in seq:
-            fn()
+    g = bench_timing.capture(seq)
     us = time_ms(g.replay, reps=reps, inner=1) * 1e3 / len(seq)
     del g
     return us
