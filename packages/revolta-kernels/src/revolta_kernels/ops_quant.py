@@ -66,7 +66,8 @@ def _(x, qweight, scales, qzeros, bits, group_size, zero_offset):
 def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
                       zero_centered: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """``(norm(h), h)`` for ``h = x + residual`` (``h = x`` without a residual), as ``revolta::fused_add_rms_norm``
-    / ``revolta::rms_norm`` compute them; ``h`` is a new tensor."""
+    / ``revolta::rms_norm`` compute them; ``h`` is a new tensor (a copy of ``x`` without a residual, as an op's
+    output must not alias its input)."""
     from revolta_kernels.reference import norm as ref_norm
 
     if residual is None:
@@ -108,17 +109,6 @@ def dense_linear(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> torch.Ten
 @dense_linear.register_fake
 def _(x, weight, silu):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
-                      zero_centered: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(norm(h), h)`` for ``h = x + residual`` (``revolta::fused_add_rms_norm``'s reference; ``h`` = a copy of ``x``
-    without a residual, as an op's output must not alias its input)."""
-    from revolta_kernels.reference import norm as ref_norm
-
-    if residual is None:
-        return ref_norm.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
-    return ref_norm.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
 
 
 @torch.library.custom_op(f"{LIB}::dense_linear_add_rms_norm", mutates_args=())
