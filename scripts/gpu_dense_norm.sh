@@ -62,15 +62,6 @@ if [ "$SECONDS" -lt 195 ]; then
   grep -oE '"(batch1_decode_tok_s|graph_forward_ms)": [0-9.]+' /tmp/v/hybrid_fusednorm_v2.json
 fi
 
-python3 - "$OUT/results.json" /tmp/v/*.json <<'PY'
-import json, pathlib, sys
-res = {}
-for p in sys.argv[2:]:
-    try:
-        res[pathlib.Path(p).stem] = json.loads(pathlib.Path(p).read_text())
-    except Exception as e:  # a benchmark that died leaves a partial file
-        res[pathlib.Path(p).stem] = {"error": str(e)}
-pathlib.Path(sys.argv[1]).write_text(json.dumps(res, indent=1))
-PY
+python3 "$(dirname "$0")/merge_results.py" "$OUT/results.json" /tmp/v/*.json
 for f in /tmp/v/*.log; do echo "=== $f"; cat "$f"; done > "$OUT/bench_logs.txt"
 echo "[${SECONDS}s] done"

@@ -54,15 +54,6 @@ for t in ${QN_TUNES:-}; do
   echo "[${SECONDS}s] e2e AWQ REVOLTA_QUANT_TUNE=$t rc=$?"; show /tmp/qn/e2e_awq_tune$i.json /tmp/qn/e2e_awq_tune$i.log
 done
 
-python3 - "$OUT/results.json" /tmp/qn/*.json <<'PY'
-import json, pathlib, sys
-res = {}
-for p in sys.argv[2:]:
-    try:
-        res[pathlib.Path(p).stem] = json.loads(pathlib.Path(p).read_text())
-    except Exception as e:
-        res[pathlib.Path(p).stem] = {"error": str(e)}
-pathlib.Path(sys.argv[1]).write_text(json.dumps(res, indent=1))
-PY
+python3 "$(dirname "$0")/merge_results.py" "$OUT/results.json" /tmp/qn/*.json
 cat /tmp/qn/*.log > "$OUT/bench.log"
 echo "[${SECONDS}s] done"

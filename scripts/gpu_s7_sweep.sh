@@ -37,15 +37,6 @@ FLAGS_ARGS="--flags 0,10 --pdl 0" ab no_pdl PYTHONUNBUFFERED=1
 timeout 120 python3 benchmarks/gemv_flags_ab.py --rounds 1 --flags 0,10 >/tmp/v/flags_all.log 2>&1
 echo "[${SECONDS}s] flags_ab all chains rc=$?"; grep -vE "^\s*$" /tmp/v/flags_all.log | tail -6
 
-python3 - "$OUT/results.json" /tmp/v/*.json <<'PY'
-import json, pathlib, sys
-res = {}
-for p in sys.argv[2:]:
-    try:
-        res[pathlib.Path(p).stem] = json.loads(pathlib.Path(p).read_text())
-    except Exception as e:
-        res[pathlib.Path(p).stem] = {"error": str(e)}
-pathlib.Path(sys.argv[1]).write_text(json.dumps(res, indent=1))
-PY
+python3 "$(dirname "$0")/merge_results.py" "$OUT/results.json" /tmp/v/*.json
 cat /tmp/v/*.log > "$OUT/bench_logs.txt"
 echo "[${SECONDS}s] done"

@@ -87,15 +87,6 @@ for k in d.get("graph_forward_top_kernels", [])[:16]:
 EOF
 
 # Everything else in one JSON file (at most 8 files come back).
-python3 - "$OUT/results.json" /tmp/v/*.json <<'EOF'
-import json, pathlib, sys
-res = {}
-for p in sys.argv[2:]:
-    try:
-        res[pathlib.Path(p).stem] = json.loads(pathlib.Path(p).read_text())
-    except Exception as e:  # a benchmark that died leaves a partial file
-        res[pathlib.Path(p).stem] = {"error": str(e)}
-pathlib.Path(sys.argv[1]).write_text(json.dumps(res, indent=1))
-EOF
+python3 "$ROOT/scripts/merge_results.py" "$OUT/results.json" /tmp/v/*.json
 cat /tmp/v/*.log > "$OUT/bench_logs.txt"
 echo "[${SECONDS}s] done"
