@@ -56,8 +56,6 @@ from revolta_kernels import native_quant, ops, ops_quant
 AWQ_SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # (K, N)
 
 
-
-
 def awq_section(copy_gbs: float) -> list:
     rows = []
     for k, n in AWQ_SHAPES:

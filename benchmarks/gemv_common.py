@@ -1,5 +1,5 @@
-"""What the GEMV benchmarks share: event timing, CUDA-graph capture of call chains, the copy bandwidth they are
-measured against, and random AWQ g128 weights with their byte counts."""
+"""What the GEMV benchmarks share besides bench_timing: per-call and per-replay graph timing, the copy bandwidth they
+are measured against, and random AWQ g128 weights with their byte counts."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from revolta_kernels import native_quant
 
 # Llama-3.1-8B's linears as (N, K, name), the fp16 sections' shapes
 DENSE_SHAPES = [(6144, 4096, "qkv"), (4096, 4096, "o"), (28672, 4096, "gate_up"), (4096, 14336, "down")]
-
-
 
 
 def graph_us(seq: list[Callable[[], object]], st: dict | None = None) -> float:

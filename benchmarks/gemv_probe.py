@@ -46,14 +46,10 @@ def read_probe() -> list[Rec]:
     return list(buf[: min(cnt.value, CAP)])
 
 
-
-
 def grid_of(k: int, n: int, act: int) -> int:
     pl = native_quant.plan(1, n, k, 4, 128, torch.device("cuda"))
     assert act != 1 or not pl.get("full"), "act 1 never takes the split-K-free kernel: pick K > 4096"
     return pl["column_tiles"] * pl["splits"]
-
-
 
 
 def summarize(recs: list[Rec], grids: list[int], shapes: list[str], bw_gbs: float, nbytes: list[int]) -> dict:
@@ -120,8 +116,6 @@ def step_call(st: dict, w: tuple, k: int, act: int, g: torch.Tensor):
     return call
 
 
-
-
 def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict:
     """steps: (label, K, N, act) in chain order; each step's output feeds the next step's input."""
     ws = [[awq_weights(k, n) for (_, k, n, _) in steps] for _ in range(copies)]
@@ -156,8 +150,6 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
                   f"{d['exit_med_us']:5.2f}/{d['exit_max_us']:5.2f} | end med {d['end_med_us']:5.2f} | blocks "
                   f"{d['blocks']:.0f} max/SM {d['max_blocks_per_sm']:.0f} SMs {d['sms_used']:.0f}", flush=True)
     return res
-
-
 
 
 def main() -> None:

@@ -33,7 +33,6 @@ from revolta_kernels.reference import moe as ref_moe
 time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=2)  # this benchmark's defaults
 
 
-
 def graphed(fns) -> Callable[[], None]:
     """All callables in ``fns`` captured in order into one CUDA graph; returns its replay."""
     return bench_timing.capture(fns).replay

@@ -75,7 +75,6 @@ def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> floa
 event_ms = functools.partial(bench_timing.time_ms, reps=20, warmup=1)
 
 
-
 def kernel_breakdown(fn, reps: int = 5, top: int = 25) -> list[dict]:
     """GPU time per call of ``fn`` by kernel name (torch profiler), the largest first."""
     try:

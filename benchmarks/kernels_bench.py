@@ -25,7 +25,6 @@ from revolta_kernels import ops
 time_ms = functools.partial(bench_timing.time_ms, reps=20, inner=5, warmup=3)  # this benchmark's defaults
 
 
-
 def copy_bandwidth() -> float:
     x = torch.randn(2**29, device="cuda")  # 2 GiB
     y = torch.empty_like(x)

@@ -40,7 +40,6 @@ GEMM_VARIANTS = range(5)
 time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=5, warmup=3)  # this benchmark's defaults
 
 
-
 def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
     """Microseconds per call of ``calls`` (cycled to at least ``min_calls``) captured in one CUDA graph."""
     seq = [calls[i % len(calls)] for i in range(max(min_calls, len(calls)))]
