@@ -38,6 +38,14 @@ class AttnCase:
             self.v_scales,
         )
 
+    def reference(self) -> torch.Tensor:
+        """The reference attention of this case (the oracle the kernels are compared with)."""
+        from revolta_kernels import reference
+
+        return reference.paged_attention(self.query, self.key_cache, self.value_cache, self.block_tables,
+                                         self.context_lens, self.query_start_loc, self.scale, self.k_scales,
+                                         self.v_scales)
+
 
 def random_cache(
     num_blocks: int,

@@ -69,17 +69,7 @@ DECODE_CASES = [
 def test_paged_attention_decode(kv_dtype, case_idx, attn_variant):
     ctx, ql, h, hkv, d, bs = DECODE_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=100 + case_idx)
-    want = reference.paged_attention(
-        case.query,
-        case.key_cache,
-        case.value_cache,
-        case.block_tables,
-        case.context_lens,
-        case.query_start_loc,
-        case.scale,
-        case.k_scales,
-        case.v_scales,
-    )
+    want = case.reference()
     poison_allocator()
     got = ops.paged_attention_decode(*case.args())
     assert rel_err(got, want) < ATTN_TOL
@@ -101,17 +91,7 @@ def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
         pytest.skip("the light kernel is decode-only: this variant would rerun the auto case")
     ctx, ql, h, hkv, d, bs = PREFILL_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=200 + case_idx)
-    want = reference.paged_attention(
-        case.query,
-        case.key_cache,
-        case.value_cache,
-        case.block_tables,
-        case.context_lens,
-        case.query_start_loc,
-        case.scale,
-        case.k_scales,
-        case.v_scales,
-    )
+    want = case.reference()
     poison_allocator()
     got = ops.paged_attention_prefill(*case.args())
     assert rel_err(got, want) < ATTN_TOL
@@ -134,15 +114,7 @@ def test_paged_attention_prefill_frag_variants(case_idx, variant):
         pytest.skip("frag kernels do not run on this GPU")
     ctx, ql, h, hkv, d, bs = (PREFILL_CASES + PREFILL_EXTRA)[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, torch.float16, device="cuda", seed=300 + case_idx)
-    want = reference.paged_attention(
-        case.query,
-        case.key_cache,
-        case.value_cache,
-        case.block_tables,
-        case.context_lens,
-        case.query_start_loc,
-        case.scale,
-    )
+    want = case.reference()  # an fp16 cache: no scales
     poison_allocator()
     native_attention.set_attention_variant(0, variant)
     try:
@@ -157,15 +129,7 @@ def test_unsupported_cases_fall_back_to_reference():
     for q_dtype, bs in ((torch.bfloat16, 16), (torch.float16, 24)):
         case = make_attn_case([40, 100], [1, 3], 4, 2, 64, bs, torch.float16, device="cuda", q_dtype=q_dtype)
         got = ops.paged_attention_decode(*case.args())
-        want = reference.paged_attention(
-            case.query,
-            case.key_cache,
-            case.value_cache,
-            case.block_tables,
-            case.context_lens,
-            case.query_start_loc,
-            case.scale,
-        )
+        want = case.reference()  # an fp16 cache: no scales
         assert got.dtype == q_dtype and torch.equal(got, want)
 
 
@@ -186,17 +150,7 @@ def test_decode_cuda_graph_replay(ctx, kv_dtype):
         eager = ops.paged_attention_decode(*args)
         torch.cuda.synchronize()
         assert torch.equal(static_out, eager)
-        want = reference.paged_attention(
-            case.query,
-            case.key_cache,
-            case.value_cache,
-            case.block_tables,
-            case.context_lens,
-            case.query_start_loc,
-            case.scale,
-            case.k_scales,
-            case.v_scales,
-        )
+        want = case.reference()
         assert rel_err(static_out, want) < ATTN_TOL
 
 
@@ -263,10 +217,7 @@ def test_decode_splits(case_idx, plan, kv_dtype, attn_variant):
     wide = torch.zeros((len(ctx), case.block_tables.shape[1] + extra), dtype=torch.int32, device="cuda")
     wide[:, : case.block_tables.shape[1]] = case.block_tables
     case.block_tables = wide
-    want = reference.paged_attention(
-        case.query, case.key_cache, case.value_cache, case.block_tables, case.context_lens,
-        case.query_start_loc, case.scale, case.k_scales, case.v_scales,
-    )
+    want = case.reference()
     poison_allocator()
     if plan[0] == "even":
         native_attention.SPLIT_OVERRIDE = plan[1]

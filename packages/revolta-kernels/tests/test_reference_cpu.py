@@ -109,17 +109,7 @@ def test_paged_attention_reference(kv_dtype, heads):
     case = make_attn_case(
         [5, 37, 16], [1, 4, 16], heads[0], heads[1], 32, 8, kv_dtype, q_dtype=torch.float32, seed=1
     )
-    got = reference.paged_attention(
-        case.query,
-        case.key_cache,
-        case.value_cache,
-        case.block_tables,
-        case.context_lens,
-        case.query_start_loc,
-        case.scale,
-        case.k_scales,
-        case.v_scales,
-    )
+    got = case.reference()
     assert rel_err(got, dense_attention_f64(case)) < 1e-5
     # the op picks decode or prefill; on the CPU both run the reference
     got_op = ops.paged_attention(*case.args())
