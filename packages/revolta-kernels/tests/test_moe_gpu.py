@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hybrid_cases import DTYPES, TOL, cuda_gen, experts
+from hybrid_cases import DTYPES, TOL, cuda_gen, experts, routed_case
 from kernels_cases import poison_allocator, rel_err
 
 import revolta_kernels
@@ -44,15 +44,7 @@ def test_fused_moe_given_routing(dtype, tokens):
 ])
 def test_moe_block_routes_in_kernel(dtype, tokens, e, h, inter, k, shared):
     gen = cuda_gen(50 + tokens + e)
-    w13, w2 = experts(e, h, inter, dtype, gen)
-    x = torch.randn(tokens, h, device="cuda", generator=gen).to(dtype)
-    # distinct logits, exact in every dtype (multiples of 1/16 below 16): no ties at the top-k boundary
-    perms = [torch.randperm(e, device="cuda", generator=gen) for _ in range(tokens)]
-    logits = ((torch.stack(perms) - e // 2) / 16).clamp(-15.9375, 15.9375).to(dtype)
-    sw13 = (torch.randn(2 * inter, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    sw2 = (torch.randn(h, inter, device="cuda", generator=gen) / inter**0.5).to(dtype)
-    sgate = (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    args = {"none": (None, None, None), "ungated": (sw13, sw2, None), "gated": (sw13, sw2, sgate)}[shared]
+    x, logits, w13, w2, args = routed_case(dtype, tokens, e, h, inter, shared, gen)
     poison_allocator()
     got = ops_hybrid.moe_block(x, logits, w13, w2, k, True, *args)
     want = ref_moe.moe_block(x, logits, w13, w2, k, True, *args)
@@ -151,14 +143,7 @@ def test_moe_block_variants(moe_config, dtype, tokens, e, h, inter, k, shared):
     if dtype != torch.float16 and moe_config != "v3-nopf-down1":
         pytest.skip("bf16 / fp32 under the default variant only")
     gen = cuda_gen(90 + tokens + e)
-    w13, w2 = experts(e, h, inter, dtype, gen)
-    x = torch.randn(tokens, h, device="cuda", generator=gen).to(dtype)
-    perms = [torch.randperm(e, device="cuda", generator=gen) for _ in range(tokens)]
-    logits = ((torch.stack(perms) - e // 2) / 16).clamp(-15.9375, 15.9375).to(dtype)
-    sw13 = (torch.randn(2 * inter, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    sw2 = (torch.randn(h, inter, device="cuda", generator=gen) / inter**0.5).to(dtype)
-    sgate = (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    args = {"none": (None, None, None), "ungated": (sw13, sw2, None), "gated": (sw13, sw2, sgate)}[shared]
+    x, logits, w13, w2, args = routed_case(dtype, tokens, e, h, inter, shared, gen)
     poison_allocator()
     got = ops_hybrid.moe_block(x, logits, w13, w2, k, True, *args)
     want = ref_moe.moe_block(x, logits, w13, w2, k, True, *args)
