@@ -349,7 +349,6 @@ def causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, 
     return out
 
 
-# ------------------------------------------------------------------------------------------- experts
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
     if not native.bind(_SIGNATURES):
