@@ -45,6 +45,10 @@ namespace revolta {
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
+  // One row (M = 1), 8-row steps: refill each register set with the step two ahead as it is read (below). Other
+  // shapes keep the plain double buffer: there the refill's extra live registers cost blocks per SM (M = 2:
+  // 163 instead of 128 registers on sm_90; 4-row steps: 96 instead of 80 on sm_70) or spills (the minb-4 kernel).
+  constexpr bool kRefill = MT == 1 && U == 8;
   static_assert(U % kGemvFlush == 0, "steps must hold whole flush groups");
   using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
   extern __shared__ __align__(16) unsigned char gemv_smem[];
@@ -168,8 +172,11 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
-  // One step: U packed rows of this lane's 4 columns (weights w, the group's scales sv and zeros zw).
-  auto step = [&](const uint4 (&w)[U], const uint2 sv, const uint32_t zw, const int s) {
+  // One step: U packed rows of this lane's 4 columns (weights w, the group's scales sv and zeros zw). Each
+  // row's registers are refilled with the same row of step `next` (if it exists) as soon as the row is read,
+  // and sv / zw with that step's once the column constants are made, so the loads of the step after next are
+  // in flight while this one is dequantized.
+  auto step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {  // next: kRefill only
     const __half* sh = reinterpret_cast<const __half*>(&sv);
     ColQuant cq[4];
     float sf[4];  // DEFER: the scale applied at the flush
@@ -177,6 +184,13 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     for (int c = 0; c < 4; ++c) {
       cq[c] = col_quant(zero_field<BITS>(zw, n0 + c, p.zero_offset), sh[c]);
       sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+    }
+    const bool refill = kRefill && col_ok && next < steps;
+    const uint32_t* nsrc = p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0;
+    if (refill) {
+      const int g = (r0 + next * U) / group_rows;
+      sv = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+      zw = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
 
     __half2 hacc[MT][4];
@@ -186,6 +200,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 #pragma unroll
       for (int m = 0; m < MT; ++m) xr[m] = xs[m * nrows + s * U + u];
       const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+      if (refill) w[u] = __ldg(reinterpret_cast<const uint4*>(nsrc + static_cast<size_t>(u) * p.N));
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         __half2 d[PAIRS];
@@ -214,16 +229,23 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       }
     }
   };
-  if (warp < steps) {
-    step(w0, s0, z0, warp);  // its loads were issued before the PDL wait, as were those of the next step
+  if constexpr (kRefill) {
+    // The warp's steps alternate between the two register sets, both loaded before the PDL wait; each step
+    // refills its set with the step two ahead, so up to two steps' loads are outstanding.
+    for (int s = warp; s < steps; s += 2 * WARPS) {
+      step(w0, s0, z0, s, s + 2 * WARPS);
+      if (s + WARPS < steps) step(wnext, snext, znext, s + WARPS, s + 3 * WARPS);
+    }
+  } else if (warp < steps) {
+    step(w0, s0, z0, warp, 0);  // its loads were issued before the PDL wait, as were those of the next step
     for (int s = warp + WARPS; s < steps; s += WARPS) {
       uint4 w[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) w[u] = wnext[u];
-      const uint2 sv = snext;
-      const uint32_t zw = znext;
+      uint2 sv = snext;
+      uint32_t zw = znext;
       if (s + WARPS < steps) fetch(s + WARPS);
-      step(w, sv, zw, s);
+      step(w, sv, zw, s, 0);
     }
   }
 

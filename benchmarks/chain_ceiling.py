@@ -1,0 +1,149 @@
+"""The fastest that a chain of dependent kernels can stream a given number of bytes on this GPU: the ceiling the
+GEMV chains and the decode step are measured against, next to the copy bandwidth.
+
+``csrc/chain_stream.cu`` (built here with nvcc) reads ``bytes`` per launch with every load it can keep in flight,
+and takes one value from the previous launch after the PDL wait. No real kernel of that byte size in a dependent
+chain can be faster, so ``fraction of copy`` for the probe is the most that the M=1 GEMV bars can ask of a kernel
+of that size. For each size the best of several grids and load depths is kept.
+
+The decode-step chain replays one Llama-3.1-8B AWQ g128 layer as the engine runs it (qkv with the norm, rotary
+and cache write, attention over ``--context`` keys, o, gate_up with the norm, down with SiLU), 32 times, plus the
+fp16 LM head, each link reading that kernel's bytes: its tokens per second is the ceiling of a decode step built
+from that many kernels, as a fraction of gpu_e2e's roofline (copy bandwidth over all weight bytes).
+
+    python3 benchmarks/chain_ceiling.py --out ceiling.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+from bench_timing import capture, time_ms
+from gemv_common import awq_bytes, copies, copy_bandwidth
+
+SOURCE = Path(__file__).parent / "csrc" / "chain_stream.cu"
+SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # issue 6's (K, N)
+LINKS = 32  # the decode step's layer count: chains at least this deep
+
+
+def build(lib: str | None) -> ctypes.CDLL:
+    """The probe's shared library: ``lib`` if given, else compiled with nvcc for this GPU."""
+    if lib is None:
+        major, minor = torch.cuda.get_device_capability()
+        lib = str(Path(tempfile.mkdtemp()) / "libchain_stream.so")
+        subprocess.run(["nvcc", "-O3", f"-arch=sm_{major}{minor}", "-shared", "-Xcompiler", "-fPIC", "-o", lib,
+                        str(SOURCE)], check=True)
+    so = ctypes.CDLL(lib)
+    so.chain_stream_launch.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    return so
+
+
+class Chain:
+    """A graph of dependent probe launches over distinct buffers (so every link streams from DRAM)."""
+
+    def __init__(self, so: ctypes.CDLL, sizes: list[int], configs: list[tuple[int, int]], pdl: bool) -> None:
+        self.bufs = [torch.randint(-(2**31), 2**31 - 1, (max(s, 16) // 4,), dtype=torch.int32, device="cuda")
+                     for s in sizes]
+        self.vals = torch.zeros(len(sizes) + 1, 64, device="cuda")
+        stream = torch.cuda.current_stream
+
+        def link(i: int, size: int, blocks: int, unroll: int):
+            def call() -> None:
+                rc = so.chain_stream_launch(self.bufs[i].data_ptr(), size, self.vals[i].data_ptr(),
+                                            self.vals[i + 1].data_ptr(), blocks, unroll, int(pdl),
+                                            stream().cuda_stream)
+                if rc != 0:
+                    raise RuntimeError(f"chain_stream_launch failed with CUDA error {rc}")
+            return call
+
+        calls = [link(i, s, b, u) for i, (s, (b, u)) in enumerate(zip(sizes, configs, strict=True))]
+        self.graph = capture(calls)
+        self.links = len(calls)
+
+    def us(self) -> float:
+        """Microseconds per replay of the whole chain."""
+        return time_ms(self.graph.replay) * 1e3
+
+
+def best_link(so: ctypes.CDLL, size: int, sms: int, pdl: bool = True) -> dict:
+    """The fastest (blocks, unroll) for a chain of ``size``-byte links, and its microseconds per link."""
+    # Distinct buffers so that each link streams from DRAM, at most 8 GB of them (small links stay in L2, as
+    # the rotary kernel's reads of what qkv just wrote do).
+    n = min(max(LINKS, copies(size)) if size else LINKS, 256, max(2, (8 << 30) // max(size, 1)))
+    best: dict = {}
+    for mult in (1, 2, 4, 8):
+        for unroll in (4, 8, 16):
+            chain = Chain(so, [size] * n, [(mult * sms, unroll)] * n, pdl)
+            us = chain.us() / n
+            del chain
+            if not best or us < best["us"]:
+                best = {"us": us, "blocks": mult * sms, "unroll": unroll}
+    return best
+
+
+def decode_layer(context: int) -> list[tuple[str, int]]:
+    """One Llama-3.1-8B AWQ g128 decoder layer's kernels at batch 1 and the bytes each must read."""
+    kv = 2 * context * 8 * 128 * 2
+    return [("qkv", awq_bytes(4096, 6144)), ("rotary", 16 * 1024), ("attention", kv), ("o", awq_bytes(4096, 4096)),
+            ("gate_up", awq_bytes(4096, 28672)), ("down", awq_bytes(14336, 4096))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", help="a prebuilt libchain_stream.so (default: build with nvcc)")
+    ap.add_argument("--context", type=int, default=640, help="keys the decode attention reads (gpu_e2e: 512..767)")
+    ap.add_argument("--weight-gb", type=float, default=5.727854592,
+                    help="gpu_e2e's weight_GB of the AWQ config (its roofline's bytes)")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    so = build(args.lib)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bw = copy_bandwidth()
+    res: dict = {"gpu": torch.cuda.get_device_name(), "copy_gbs": bw, "sms": sms}
+    print(f"copy {bw:.0f} GB/s, {sms} SMs", flush=True)
+
+    empty = best_link(so, 0, sms)
+    res["empty_link_us"] = empty["us"]
+    res["empty_link_nopdl_us"] = best_link(so, 0, sms, pdl=False)["us"]
+    print(f"empty link: {empty['us']:.2f} us with PDL, {res['empty_link_nopdl_us']:.2f} us without", flush=True)
+
+    res["shapes"] = []
+    for k, n in SHAPES:
+        size = awq_bytes(k, n) // 16 * 16
+        b = best_link(so, size, sms)
+        frac = size / b["us"] / 1e3 / bw
+        res["shapes"].append({"K": k, "N": n, "bytes": size, **b, "frac_copy": frac})
+        print(f"K={k:6d} N={n:6d}: {size / 1e6:6.1f} MB in {b['us']:6.2f} us per link = {100 * frac:.0f}% of copy "
+              f"({b['blocks']} blocks, {b['unroll']} loads in flight)", flush=True)
+
+    layer = decode_layer(args.context)
+    per_kind = {name: best_link(so, size // 16 * 16, sms) for name, size in layer}
+    head = best_link(so, 128256 * 4096 * 2, sms)
+    res["decode_links"] = {name: {"bytes": size, **per_kind[name]} for name, size in layer}
+    res["lm_head_link"] = head
+    roofline = bw * 1e9 / (args.weight_gb * 1e9)
+    for label, names in (("six_kernels", [n for n, _ in layer]),
+                         ("five_kernels_rotary_fused", [n for n, _ in layer if n != "rotary"])):
+        sizes = [size // 16 * 16 for name, size in layer if name in names] * 32 + [128256 * 4096 * 2]
+        cfgs = [(per_kind[name]["blocks"], per_kind[name]["unroll"]) for name in names] * 32
+        cfgs.append((head["blocks"], head["unroll"]))
+        chain = Chain(so, sizes, cfgs, True)
+        step_us = chain.us()
+        del chain
+        tok_s = 1e6 / step_us
+        res[label] = {"step_us": step_us, "tok_s": tok_s, "fraction_of_roofline": tok_s / roofline}
+        print(f"decode step as {label}: {step_us:.0f} us = {tok_s:.0f} tok/s = {100 * tok_s / roofline:.1f}% of the "
+              f"roofline ({roofline:.0f} tok/s)", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()

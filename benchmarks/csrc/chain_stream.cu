@@ -1,0 +1,97 @@
+// Benchmark-only probe (not part of revolta-kernels): the fastest a chain of DEPENDENT kernels can stream bytes on
+// this GPU. Each launch reads `bytes` of its own buffer (16-byte non-coherent loads, U per thread in flight, a
+// grid-stride loop), and its result depends on one float the previous launch wrote, read after the programmatic
+// dependent launch (PDL) wait. The first U loads of every thread are issued before that wait, as the engine's
+// GEMV kernels issue their weight loads, so a resident block streams during the previous kernel's tail.
+//
+// benchmarks/chain_ceiling.py builds this with nvcc on the GPU machine (sm_90: griddepcontrol needs it) and times
+// 32-deep chains of it in CUDA graphs: per-kernel time against the copy bandwidth is the ceiling that any kernel
+// of that byte size reaches in a dependent chain, the bar that the GEMV chains are compared against.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace {
+
+__device__ __forceinline__ void wait_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void release_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+template <int U>
+__global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restrict__ w, long long n16,
+                                                           const float* in, float* out) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long long j = i + u * stride;
+    v[u] = j < n16 ? load_stream(w + j) : make_uint4(0, 0, 0, 0);
+  }
+  wait_previous();
+  release_next();
+  const float x = in[0];
+  uint32_t acc = 0;
+  for (;;) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    i += U * stride;
+    if (i >= n16) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const long long j = i + u * stride;
+      v[u] = j < n16 ? load_stream(w + j) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  // The loads must not be dead code: a store that depends on them (practically never taken), and block 0's
+  // thread 0 passes the chain's value on.
+  if (acc == 0x9e3779b9u) out[1 + (threadIdx.x & 31)] = static_cast<float>(acc);
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
+}
+
+template <int U>
+cudaError_t launch_u(const void* w, long long bytes, const float* in, float* out, int blocks, int pdl,
+                     cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(256);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, stream_chain_kernel<U>, static_cast<const uint4*>(w), bytes / 16, in, out);
+}
+
+}  // namespace
+
+// One link of the chain on `stream`: read `bytes` (a multiple of 16) at `w`, then out[0] = in[0] + 1.
+// `unroll` is 4, 8 or 16 loads of 16 bytes in flight per thread; blocks of 256 threads.
+extern "C" int chain_stream_launch(const void* w, long long bytes, const float* in, float* out, int blocks,
+                                   int unroll, int pdl, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (bytes % 16 != 0 || blocks < 1) return cudaErrorInvalidValue;
+  switch (unroll) {
+    case 4: return launch_u<4>(w, bytes, in, out, blocks, pdl, s);
+    case 8: return launch_u<8>(w, bytes, in, out, blocks, pdl, s);
+    case 16: return launch_u<16>(w, bytes, in, out, blocks, pdl, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
