@@ -5,7 +5,9 @@
 // steps of U rows (warp w: steps w, w + WARPS, ...), each step inside one quantization group so its scales
 // and zero points are one 8-byte and one 4-byte load issued with the step's U weight loads. Registers
 // double-buffer the steps: the next step's loads are in flight while this one is dequantized, so a warp
-// keeps 1-2 x U x 512 bytes outstanding. The split's activations are staged once in shared memory,
+// keeps 1-2 x U x 512 bytes outstanding; at M = 1 with 8-row steps each row's registers are reloaded with
+// the step two ahead as soon as the row is read, so it keeps ~2 x U x 512 bytes outstanding (H200: +1.6% on
+// the Llama-8B AWQ decode step). The split's activations are staged once in shared memory,
 // already permuted into the pairs the dequantizer produces; dot products run as HFMA2 over two packed rows
 // and are flushed to fp32. Two ways to apply the scale: per weight (HMUL2 of (q - z) by s, as a dense fp16
 // weight) or, with DEFER, once per flush in fp32: the HFMA2s then sum (q - z) * x / 128 - exact integers
