@@ -4,15 +4,11 @@
 # in the middle and last; then where gemv_flags_ab's illegal address (session 6) comes from: the two-setting
 # chain again, with CUDA_LAUNCH_BLOCKING, with the same setting twice, and without PDL.
 set -uo pipefail
-mkdir -p /tmp/v "$OUT"
-export PYTHONUNBUFFERED=1
-exec > >(tee "$OUT/run.log") 2>&1
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "$ROOT/scripts/device_common.sh"
+device_init
 nvidia-smi --query-gpu=name,compute_cap,clocks.sm,clocks.mem --format=csv,noheader
-e2e() {  # label REVOLTA_QUANT_TUNE
-  env REVOLTA_QUANT_TUNE="$2" timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
-    --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/awq_$1.json" >"/tmp/v/awq_$1.log" 2>&1
-  echo "[${SECONDS}s] awq $1 ($2) rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/awq_$1.json" | tr '\n' ' ')"
-}
+e2e() { awq_e2e "$@"; }
 e2e default_1 ""
 e2e share2 "0,0,1,-1,-1,-1,2,0,-1,-1"
 e2e balanced "0,0,0,-1,-1,-1,0,0,-1,-1"

@@ -4,9 +4,8 @@
 # timeline. Caller sets PYTHONPATH / REVOLTA_NATIVE_LIB.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-mkdir -p /tmp/v "$OUT"
-cd "$ROOT"
-exec > >(tee "$OUT/run.log") 2>&1
+source "$ROOT/scripts/device_common.sh"
+device_init
 PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
 timeout 150 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
   packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1

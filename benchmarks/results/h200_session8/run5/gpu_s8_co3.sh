@@ -4,10 +4,10 @@
 # override, the AWQ GEMV benchmark with and without it, and Llama-3.1-8B AWQ batch-1 decode, interleaved.
 # Caller sets PYTHONPATH / REVOLTA_NATIVE_LIB.
 set -uo pipefail
+# (Run from scripts/; kept here because the kernel it measures was reverted.)
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-mkdir -p /tmp/v "$OUT"
-cd "$ROOT"
-exec > >(tee "$OUT/run.log") 2>&1
+source "$ROOT/scripts/device_common.sh"
+device_init
 CO3="0,4,1,-1,-1,-1,0,3,-1,-1"
 PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
 REVOLTA_QUANT_TUNE="$CO3" timeout 150 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py \
@@ -18,11 +18,7 @@ for tune in "$CO3" ""; do
     >"/tmp/v/gemv_${tune:+co3}.log" 2>&1
   echo "[${SECONDS}s] gemv_bench tune='$tune' rc=$?"; grep -E "AWQ" "/tmp/v/gemv_${tune:+co3}.log"
 done
-e2e() {  # label REVOLTA_QUANT_TUNE
-  env REVOLTA_QUANT_TUNE="$2" timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
-    --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/awq_$1.json" >"/tmp/v/awq_$1.log" 2>&1
-  echo "[${SECONDS}s] awq $1 ($2) rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/awq_$1.json" | tr '\n' ' ')"
-}
+e2e() { awq_e2e "$@"; }
 e2e default_1 ""
 e2e co3_1 "$CO3"
 e2e default_2 ""

@@ -1,0 +1,17 @@
+# Sourced by the device scripts (ROOT = the repository root, OUT = the folder that comes back).
+# device_init: /tmp/v for the intermediate files, the repository as the working directory, unbuffered Python, and
+# everything the script prints also in $OUT/run.log.
+device_init() {
+  mkdir -p /tmp/v "$OUT"
+  cd "$ROOT" || exit 1
+  export PYTHONUNBUFFERED=1
+  exec > >(tee "$OUT/run.log") 2>&1
+}
+
+# awq_e2e LABEL REVOLTA_QUANT_TUNE: Llama-3.1-8B AWQ batch-1 decode under that launch override ("" = the default),
+# into /tmp/v/awq_LABEL.json; prints its tok/s and fraction of the roofline.
+awq_e2e() {
+  env REVOLTA_QUANT_TUNE="$2" timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
+    --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/awq_$1.json" >"/tmp/v/awq_$1.log" 2>&1
+  echo "[${SECONDS}s] awq $1 ($2) rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/awq_$1.json" | tr '\n' ' ')"
+}
