@@ -42,7 +42,14 @@ def build(lib: str | None) -> ctypes.CDLL:
     so = ctypes.CDLL(lib)
     so.chain_stream_launch.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    so.chain_strided_launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     return so
+
+
+def checked(rc: int) -> None:
+    if rc != 0:
+        raise RuntimeError(f"chain probe launch failed with CUDA error {rc}")
 
 
 class Chain:
@@ -56,11 +63,9 @@ class Chain:
 
         def link(i: int, size: int, blocks: int, unroll: int):
             def call() -> None:
-                rc = so.chain_stream_launch(self.bufs[i].data_ptr(), size, self.vals[i].data_ptr(),
-                                            self.vals[i + 1].data_ptr(), blocks, unroll, int(pdl),
-                                            stream().cuda_stream)
-                if rc != 0:
-                    raise RuntimeError(f"chain_stream_launch failed with CUDA error {rc}")
+                checked(so.chain_stream_launch(self.bufs[i].data_ptr(), size, self.vals[i].data_ptr(),
+                                               self.vals[i + 1].data_ptr(), blocks, unroll, int(pdl),
+                                               stream().cuda_stream))
             return call
 
         calls = [link(i, s, b, u) for i, (s, (b, u)) in enumerate(zip(sizes, configs, strict=True))]
@@ -86,6 +91,36 @@ def best_link(so: ctypes.CDLL, size: int, sms: int, pdl: bool = True) -> dict:
             if not best or us < best["us"]:
                 best = {"us": us, "blocks": mult * sms, "unroll": unroll}
     return best
+
+
+def layout_cost(so: ctypes.CDLL, k: int, n: int, sms: int) -> dict:
+    """An int4 K x N qweight streamed in the skinny GEMV's order (512-byte column slices of rows N * 4 bytes
+    apart, 8 warps x U rows per step, the GEMV's split-K grid) against the same bytes read contiguously by the same
+    number of blocks: what the [K / 8, N] layout costs the DRAM before any arithmetic."""
+    rows, row_bytes = k // 8, n * 4
+    tiles = row_bytes // 512
+    splits = max(1, (2 * sms) // tiles)
+    size = rows * row_bytes
+    links = max(LINKS, copies(size))
+    bufs = [torch.randint(-(2**31), 2**31 - 1, (size // 4,), dtype=torch.int32, device="cuda") for _ in range(links)]
+    vals = torch.zeros(links + 1, 64, device="cuda")
+    out: dict = {"K": k, "N": n, "bytes": size, "blocks": tiles * splits}
+    for unroll in (8, 16):
+        def strided(i: int, unroll: int = unroll):
+            return lambda: checked(so.chain_strided_launch(bufs[i].data_ptr(), rows, row_bytes, splits,
+                                                           vals[i].data_ptr(), vals[i + 1].data_ptr(), unroll, 1,
+                                                           torch.cuda.current_stream().cuda_stream))
+
+        def contiguous(i: int, unroll: int = unroll):
+            return lambda: checked(so.chain_stream_launch(bufs[i].data_ptr(), size, vals[i].data_ptr(),
+                                                          vals[i + 1].data_ptr(), tiles * splits, unroll, 1,
+                                                          torch.cuda.current_stream().cuda_stream))
+
+        for label, make in (("strided", strided), ("contiguous", contiguous)):
+            g = capture([make(i) for i in range(links)])
+            out[f"{label}_u{unroll}_us"] = time_ms(g.replay) * 1e3 / links
+            del g
+    return out
 
 
 def decode_layer(context: int) -> list[tuple[str, int]]:
@@ -122,6 +157,14 @@ def main() -> None:
         res["shapes"].append({"K": k, "N": n, "bytes": size, **b, "frac_copy": frac})
         print(f"K={k:6d} N={n:6d}: {size / 1e6:6.1f} MB in {b['us']:6.2f} us per link = {100 * frac:.0f}% of copy "
               f"({b['blocks']} blocks, {b['unroll']} loads in flight)", flush=True)
+
+    res["layout"] = []
+    for k, n in SHAPES[:2] + [(4096, 28672)]:
+        row = layout_cost(so, k, n, sms)
+        res["layout"].append(row)
+        print(f"qweight K={k:6d} N={n:6d} in the GEMV's order, {row['blocks']} blocks: "
+              + ", ".join(f"U={u} strided {row[f'strided_u{u}_us']:.2f} us / contiguous "
+                          f"{row[f'contiguous_u{u}_us']:.2f} us" for u in (8, 16)), flush=True)
 
     layer = decode_layer(args.context)
     per_kind = {name: best_link(so, size // 16 * 16, sms) for name, size in layer}

@@ -65,6 +65,37 @@ __global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restri
   if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
 }
 
+// The same stream in the skinny GEMV's order: the buffer is `rows` rows of `row_bytes`, a block reads one
+// 512-byte column slice (32 lanes x 16 bytes) of rows [split * rows_per_block, ...), its 8 warps taking U rows
+// at a time (warp w: rows w * U .. w * U + U - 1, then + 8 U ...), as quant_gemv_kernel's tiles and steps do.
+template <int U>
+__global__ void __launch_bounds__(256) strided_chain_kernel(const uint4* __restrict__ w, int rows, int row_bytes,
+                                                            int rows_per_block, const float* in, float* out) {
+  const int tiles = row_bytes / 512, tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int r0 = split * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  const size_t stride16 = static_cast<size_t>(row_bytes) / 16;
+  const uint4* col = w + static_cast<size_t>(tile) * 32 + lane;
+  int r = r0 + warp * U;
+  uint4 v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) v[u] = r + u < r1 ? load_stream(col + (r + u) * stride16) : make_uint4(0, 0, 0, 0);
+  wait_previous();
+  release_next();
+  const float x = in[0];
+  uint32_t acc = 0;
+  for (;;) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    r += 8 * U;
+    if (r >= r1) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = r + u < r1 ? load_stream(col + (r + u) * stride16) : make_uint4(0, 0, 0, 0);
+  }
+  if (acc == 0x9e3779b9u) out[1 + (threadIdx.x & 31)] = static_cast<float>(acc);
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
+}
+
 template <int U>
 cudaError_t launch_u(const void* w, long long bytes, const float* in, float* out, int blocks, int pdl,
                      cudaStream_t stream) {
@@ -92,6 +123,30 @@ extern "C" int chain_stream_launch(const void* w, long long bytes, const float* 
     case 4: return launch_u<4>(w, bytes, in, out, blocks, pdl, s);
     case 8: return launch_u<8>(w, bytes, in, out, blocks, pdl, s);
     case 16: return launch_u<16>(w, bytes, in, out, blocks, pdl, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// The strided variant: `rows` x `row_bytes` (a multiple of 512) at `w`, `splits` blocks per 512-byte column slice.
+extern "C" int chain_strided_launch(const void* w, int rows, int row_bytes, int splits, const float* in, float* out,
+                                    int unroll, int pdl, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (row_bytes % 512 != 0 || rows < 1 || splits < 1) return cudaErrorInvalidValue;
+  const int rows_per_block = (rows + splits - 1) / splits;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((row_bytes / 512) * splits);
+  cfg.blockDim = dim3(256);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const auto* wp = static_cast<const uint4*>(w);
+  switch (unroll) {
+    case 4: return cudaLaunchKernelEx(&cfg, strided_chain_kernel<4>, wp, rows, row_bytes, rows_per_block, in, out);
+    case 8: return cudaLaunchKernelEx(&cfg, strided_chain_kernel<8>, wp, rows, row_bytes, rows_per_block, in, out);
+    case 16: return cudaLaunchKernelEx(&cfg, strided_chain_kernel<16>, wp, rows, row_bytes, rows_per_block, in, out);
     default: return cudaErrorInvalidValue;
   }
 }
