@@ -11,6 +11,10 @@ and cache write, attention over ``--context`` keys, o, gate_up with the norm, do
 fp16 LM head, each link reading that kernel's bytes: its tokens per second is the ceiling of a decode step built
 from that many kernels, as a fraction of gpu_e2e's roofline (copy bandwidth over all weight bytes).
 
+The layout section reads an int4 qweight ([K / 8, N] int32) in the skinny GEMV's own order (512-byte column slices,
+8 warps x U rows per step, its split-K grid) against the same bytes read contiguously by as many blocks: what the
+layout alone costs the DRAM, before any arithmetic.
+
     python3 benchmarks/chain_ceiling.py --out ceiling.json
 """
 
