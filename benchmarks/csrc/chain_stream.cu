@@ -33,6 +33,22 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return v;
 }
 
+// What a thread's loads are consumed into: they must not be dead code.
+template <int U>
+__device__ __forceinline__ uint32_t fold(const uint4 (&v)[U]) {
+  uint32_t acc = 0;
+#pragma unroll
+  for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  return acc;
+}
+
+// A link's end: a store that depends on the loads (practically never taken), and block 0's thread 0 passes the
+// chain's value on.
+__device__ __forceinline__ void pass_on(uint32_t acc, float x, float* out) {
+  if (acc == 0x9e3779b9u) out[1 + (threadIdx.x & 31)] = static_cast<float>(acc);
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
+}
+
 template <int U>
 __global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restrict__ w, long long n16,
                                                            const float* in, float* out) {
@@ -49,8 +65,7 @@ __global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restri
   const float x = in[0];
   uint32_t acc = 0;
   for (;;) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    acc ^= fold(v);
     i += U * stride;
     if (i >= n16) break;
 #pragma unroll
@@ -59,10 +74,7 @@ __global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restri
       v[u] = j < n16 ? load_stream(w + j) : make_uint4(0, 0, 0, 0);
     }
   }
-  // The loads must not be dead code: a store that depends on them (practically never taken), and block 0's
-  // thread 0 passes the chain's value on.
-  if (acc == 0x9e3779b9u) out[1 + (threadIdx.x & 31)] = static_cast<float>(acc);
-  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
+  pass_on(acc, x, out);
 }
 
 // The same stream in the skinny GEMV's order: the buffer is `rows` rows of `row_bytes`, a block reads one
@@ -85,20 +97,18 @@ __global__ void __launch_bounds__(256) strided_chain_kernel(const uint4* __restr
   const float x = in[0];
   uint32_t acc = 0;
   for (;;) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    acc ^= fold(v);
     r += 8 * U;
     if (r >= r1) break;
 #pragma unroll
     for (int u = 0; u < U; ++u) v[u] = r + u < r1 ? load_stream(col + (r + u) * stride16) : make_uint4(0, 0, 0, 0);
   }
-  if (acc == 0x9e3779b9u) out[1 + (threadIdx.x & 31)] = static_cast<float>(acc);
-  if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
+  pass_on(acc, x, out);
 }
 
-template <int U>
-cudaError_t launch_u(const void* w, long long bytes, const float* in, float* out, int blocks, int pdl,
-                     cudaStream_t stream) {
+// One launch of 256-thread blocks on `stream`, with programmatic dependent launch if `pdl`.
+template <typename... Params, typename... Args>
+cudaError_t launch_link(void (*kernel)(Params...), int blocks, int pdl, cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(256);
@@ -108,7 +118,17 @@ cudaError_t launch_u(const void* w, long long bytes, const float* in, float* out
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, stream_chain_kernel<U>, static_cast<const uint4*>(w), bytes / 16, in, out);
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+// The kernels for 4, 8 or 16 loads in flight per thread (nullptr for another count).
+auto stream_kernel(int unroll) -> decltype(&stream_chain_kernel<4>) {
+  return unroll == 4 ? &stream_chain_kernel<4> : unroll == 8 ? &stream_chain_kernel<8>
+                                              : unroll == 16 ? &stream_chain_kernel<16> : nullptr;
+}
+auto strided_kernel(int unroll) -> decltype(&strided_chain_kernel<4>) {
+  return unroll == 4 ? &strided_chain_kernel<4> : unroll == 8 ? &strided_chain_kernel<8>
+                                               : unroll == 16 ? &strided_chain_kernel<16> : nullptr;
 }
 
 }  // namespace
@@ -117,36 +137,18 @@ cudaError_t launch_u(const void* w, long long bytes, const float* in, float* out
 // `unroll` is 4, 8 or 16 loads of 16 bytes in flight per thread; blocks of 256 threads.
 extern "C" int chain_stream_launch(const void* w, long long bytes, const float* in, float* out, int blocks,
                                    int unroll, int pdl, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (bytes % 16 != 0 || blocks < 1) return cudaErrorInvalidValue;
-  switch (unroll) {
-    case 4: return launch_u<4>(w, bytes, in, out, blocks, pdl, s);
-    case 8: return launch_u<8>(w, bytes, in, out, blocks, pdl, s);
-    case 16: return launch_u<16>(w, bytes, in, out, blocks, pdl, s);
-    default: return cudaErrorInvalidValue;
-  }
+  const auto kernel = stream_kernel(unroll);
+  if (kernel == nullptr || bytes % 16 != 0 || blocks < 1) return cudaErrorInvalidValue;
+  return launch_link(kernel, blocks, pdl, static_cast<cudaStream_t>(stream), static_cast<const uint4*>(w), bytes / 16,
+                     in, out);
 }
 
 // The strided variant: `rows` x `row_bytes` (a multiple of 512) at `w`, `splits` blocks per 512-byte column slice.
 extern "C" int chain_strided_launch(const void* w, int rows, int row_bytes, int splits, const float* in, float* out,
                                     int unroll, int pdl, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (row_bytes % 512 != 0 || rows < 1 || splits < 1) return cudaErrorInvalidValue;
+  const auto kernel = strided_kernel(unroll);
+  if (kernel == nullptr || row_bytes % 512 != 0 || rows < 1 || splits < 1) return cudaErrorInvalidValue;
   const int rows_per_block = (rows + splits - 1) / splits;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((row_bytes / 512) * splits);
-  cfg.blockDim = dim3(256);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  const auto* wp = static_cast<const uint4*>(w);
-  switch (unroll) {
-    case 4: return cudaLaunchKernelEx(&cfg, strided_chain_kernel<4>, wp, rows, row_bytes, rows_per_block, in, out);
-    case 8: return cudaLaunchKernelEx(&cfg, strided_chain_kernel<8>, wp, rows, row_bytes, rows_per_block, in, out);
-    case 16: return cudaLaunchKernelEx(&cfg, strided_chain_kernel<16>, wp, rows, row_bytes, rows_per_block, in, out);
-    default: return cudaErrorInvalidValue;
-  }
+  return launch_link(kernel, (row_bytes / 512) * splits, pdl, static_cast<cudaStream_t>(stream),
+                     static_cast<const uint4*>(w), rows, row_bytes, rows_per_block, in, out);
 }
