@@ -25,6 +25,7 @@ import ctypes
 import json
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -56,42 +57,62 @@ def checked(rc: int) -> None:
         raise RuntimeError(f"chain probe launch failed with CUDA error {rc}")
 
 
-class Chain:
-    """A graph of dependent probe launches over distinct buffers (so every link streams from DRAM)."""
+def link_count(size: int) -> int:
+    """Links (distinct buffers) of a ``size``-byte chain, so that each link streams from DRAM: at least LINKS, more
+    copies than 3x the L2, at most 256 and 8 GB of them (small links stay in L2, as the rotary kernel's reads of
+    what qkv just wrote do)."""
+    return min(max(LINKS, copies(size)) if size else LINKS, 256, max(2, (8 << 30) // max(size, 1)))
 
-    def __init__(self, so: ctypes.CDLL, sizes: list[int], configs: list[tuple[int, int]], pdl: bool) -> None:
+
+# A link's launch: (buffer, previous value, this value, stream) pointers -> CUDA error code.
+Launch = Callable[[int, int, int, int], int]
+
+
+def stream_link(so: ctypes.CDLL, size: int, blocks: int, unroll: int, pdl: bool = True) -> Launch:
+    """A contiguous ``size``-byte read by ``blocks`` blocks with ``unroll`` loads in flight per thread."""
+    return lambda w, vin, vout, s: so.chain_stream_launch(w, size, vin, vout, blocks, unroll, int(pdl), s)
+
+
+def strided_link(so: ctypes.CDLL, rows: int, row_bytes: int, splits: int, unroll: int) -> Launch:
+    """A ``rows`` x ``row_bytes`` read in the skinny GEMV's order, ``splits`` blocks per column slice."""
+    return lambda w, vin, vout, s: so.chain_strided_launch(w, rows, row_bytes, splits, vin, vout, unroll, 1, s)
+
+
+class Chain:
+    """A graph of dependent probe launches, link i reading its own buffer of ``sizes[i]`` random bytes."""
+
+    def __init__(self, sizes: list[int], launches: list[Launch]) -> None:
         self.bufs = [torch.randint(-(2**31), 2**31 - 1, (max(s, 16) // 4,), dtype=torch.int32, device="cuda")
                      for s in sizes]
         self.vals = torch.zeros(len(sizes) + 1, 64, device="cuda")
-        stream = torch.cuda.current_stream
 
-        def link(i: int, size: int, blocks: int, unroll: int):
-            def call() -> None:
-                checked(so.chain_stream_launch(self.bufs[i].data_ptr(), size, self.vals[i].data_ptr(),
-                                               self.vals[i + 1].data_ptr(), blocks, unroll, int(pdl),
-                                               stream().cuda_stream))
-            return call
+        def link(i: int, launch: Launch) -> Callable[[], None]:
+            return lambda: checked(launch(self.bufs[i].data_ptr(), self.vals[i].data_ptr(),
+                                          self.vals[i + 1].data_ptr(), torch.cuda.current_stream().cuda_stream))
 
-        calls = [link(i, s, b, u) for i, (s, (b, u)) in enumerate(zip(sizes, configs, strict=True))]
-        self.graph = capture(calls)
-        self.links = len(calls)
+        self.graph = capture([link(i, f) for i, f in enumerate(launches)])
+        self.links = len(launches)
 
     def us(self) -> float:
         """Microseconds per replay of the whole chain."""
         return time_ms(self.graph.replay) * 1e3
 
 
+def link_us(size: int, launch: Launch) -> float:
+    """Microseconds per link of a link_count(size)-deep chain of ``launch``."""
+    n = link_count(size)
+    chain = Chain([size] * n, [launch] * n)
+    us = chain.us() / n
+    del chain
+    return us
+
+
 def best_link(so: ctypes.CDLL, size: int, sms: int, pdl: bool = True) -> dict:
     """The fastest (blocks, unroll) for a chain of ``size``-byte links, and its microseconds per link."""
-    # Distinct buffers so that each link streams from DRAM, at most 8 GB of them (small links stay in L2, as
-    # the rotary kernel's reads of what qkv just wrote do).
-    n = min(max(LINKS, copies(size)) if size else LINKS, 256, max(2, (8 << 30) // max(size, 1)))
     best: dict = {}
     for mult in (1, 2, 4, 8):
         for unroll in (4, 8, 16):
-            chain = Chain(so, [size] * n, [(mult * sms, unroll)] * n, pdl)
-            us = chain.us() / n
-            del chain
+            us = link_us(size, stream_link(so, size, mult * sms, unroll, pdl))
             if not best or us < best["us"]:
                 best = {"us": us, "blocks": mult * sms, "unroll": unroll}
     return best
@@ -105,25 +126,10 @@ def layout_cost(so: ctypes.CDLL, k: int, n: int, sms: int) -> dict:
     tiles = row_bytes // 512
     splits = max(1, (2 * sms) // tiles)
     size = rows * row_bytes
-    links = max(LINKS, copies(size))
-    bufs = [torch.randint(-(2**31), 2**31 - 1, (size // 4,), dtype=torch.int32, device="cuda") for _ in range(links)]
-    vals = torch.zeros(links + 1, 64, device="cuda")
     out: dict = {"K": k, "N": n, "bytes": size, "blocks": tiles * splits}
     for unroll in (8, 16):
-        def strided(i: int, unroll: int = unroll):
-            return lambda: checked(so.chain_strided_launch(bufs[i].data_ptr(), rows, row_bytes, splits,
-                                                           vals[i].data_ptr(), vals[i + 1].data_ptr(), unroll, 1,
-                                                           torch.cuda.current_stream().cuda_stream))
-
-        def contiguous(i: int, unroll: int = unroll):
-            return lambda: checked(so.chain_stream_launch(bufs[i].data_ptr(), size, vals[i].data_ptr(),
-                                                          vals[i + 1].data_ptr(), tiles * splits, unroll, 1,
-                                                          torch.cuda.current_stream().cuda_stream))
-
-        for label, make in (("strided", strided), ("contiguous", contiguous)):
-            g = capture([make(i) for i in range(links)])
-            out[f"{label}_u{unroll}_us"] = time_ms(g.replay) * 1e3 / links
-            del g
+        out[f"strided_u{unroll}_us"] = link_us(size, strided_link(so, rows, row_bytes, splits, unroll))
+        out[f"contiguous_u{unroll}_us"] = link_us(size, stream_link(so, size, tiles * splits, unroll))
     return out
 
 
@@ -181,7 +187,7 @@ def main() -> None:
         sizes = [size // 16 * 16 for name, size in layer if name in names] * 32 + [128256 * 4096 * 2]
         cfgs = [(per_kind[name]["blocks"], per_kind[name]["unroll"]) for name in names] * 32
         cfgs.append((head["blocks"], head["unroll"]))
-        chain = Chain(so, sizes, cfgs, True)
+        chain = Chain(sizes, [stream_link(so, size, b, u) for size, (b, u) in zip(sizes, cfgs, strict=True)])
         step_us = chain.us()
         del chain
         tok_s = 1e6 / step_us
