@@ -1,4 +1,7 @@
 # Sourced by the device scripts (ROOT = the repository root, OUT = the folder that comes back).
+# The GPU tests (`$PYTEST files...`), the project's addopts (which deselect them) replaced.
+PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
+
 # device_init: /tmp/v for the intermediate files, the repository as the working directory, unbuffered Python, and
 # everything the script prints also in $OUT/run.log.
 device_init() {

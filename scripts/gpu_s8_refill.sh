@@ -6,7 +6,6 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
 timeout 150 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
   packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
 echo "[${SECONDS}s] GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10

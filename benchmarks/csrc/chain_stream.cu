@@ -49,61 +49,74 @@ __device__ __forceinline__ void pass_on(uint32_t acc, float x, float* out) {
   if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = x + 1.0f;
 }
 
-template <int U>
-__global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restrict__ w, long long n16,
-                                                           const float* in, float* out) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+// A link's body over a read order: its first U loads per thread before the PDL wait, the previous link's value
+// after it, then batches of U loads until the order ends. Order: valid(u) / at(u) for load u of the current
+// batch, next() to move to the following batch (false at the end).
+template <int U, typename Order>
+__device__ __forceinline__ void stream_link(Order order, const float* in, float* out) {
   uint4 v[U];
+  auto load = [&] {
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long long j = i + u * stride;
-    v[u] = j < n16 ? load_stream(w + j) : make_uint4(0, 0, 0, 0);
-  }
+    for (int u = 0; u < U; ++u) v[u] = order.valid(u) ? load_stream(order.at(u)) : make_uint4(0, 0, 0, 0);
+  };
+  load();
   wait_previous();
   release_next();
   const float x = in[0];
   uint32_t acc = 0;
   for (;;) {
     acc ^= fold(v);
-    i += U * stride;
-    if (i >= n16) break;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const long long j = i + u * stride;
-      v[u] = j < n16 ? load_stream(w + j) : make_uint4(0, 0, 0, 0);
-    }
+    if (!order.next()) break;
+    load();
   }
   pass_on(acc, x, out);
 }
 
-// The same stream in the skinny GEMV's order: the buffer is `rows` rows of `row_bytes`, a block reads one
-// 512-byte column slice (32 lanes x 16 bytes) of rows [split * rows_per_block, ...), its 8 warps taking U rows
-// at a time (warp w: rows w * U .. w * U + U - 1, then + 8 U ...), as quant_gemv_kernel's tiles and steps do.
+// Contiguous: thread t reads elements t, t + T, t + 2T, ... (T = the grid's threads), U at a time.
+template <int U>
+struct ContiguousOrder {
+  const uint4* w;
+  long long n16, stride, i;
+  __device__ __forceinline__ bool valid(int u) const { return i + u * stride < n16; }
+  __device__ __forceinline__ const uint4* at(int u) const { return w + i + u * stride; }
+  __device__ __forceinline__ bool next() {
+    i += U * stride;
+    return i < n16;
+  }
+};
+
+template <int U>
+__global__ void __launch_bounds__(256) stream_chain_kernel(const uint4* __restrict__ w, long long n16,
+                                                           const float* in, float* out) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  stream_link<U>(ContiguousOrder<U>{w, n16, stride, i}, in, out);
+}
+
+// The skinny GEMV's order: the buffer is `rows` rows of `row_bytes`, a block reads one 512-byte column slice
+// (32 lanes x 16 bytes) of rows [split * rows_per_block, ...), its 8 warps taking U rows at a time (warp w: rows
+// w * U .. w * U + U - 1, then + 8 U ...), as quant_gemv_kernel's tiles and steps do.
+template <int U>
+struct StridedOrder {
+  const uint4* col;
+  size_t stride16;
+  int r, r1;
+  __device__ __forceinline__ bool valid(int u) const { return r + u < r1; }
+  __device__ __forceinline__ const uint4* at(int u) const { return col + (r + u) * stride16; }
+  __device__ __forceinline__ bool next() {
+    r += 8 * U;
+    return r < r1;
+  }
+};
+
 template <int U>
 __global__ void __launch_bounds__(256) strided_chain_kernel(const uint4* __restrict__ w, int rows, int row_bytes,
                                                             int rows_per_block, const float* in, float* out) {
   const int tiles = row_bytes / 512, tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int r0 = split * rows_per_block, r1 = min(rows, r0 + rows_per_block);
-  const size_t stride16 = static_cast<size_t>(row_bytes) / 16;
   const uint4* col = w + static_cast<size_t>(tile) * 32 + lane;
-  int r = r0 + warp * U;
-  uint4 v[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) v[u] = r + u < r1 ? load_stream(col + (r + u) * stride16) : make_uint4(0, 0, 0, 0);
-  wait_previous();
-  release_next();
-  const float x = in[0];
-  uint32_t acc = 0;
-  for (;;) {
-    acc ^= fold(v);
-    r += 8 * U;
-    if (r >= r1) break;
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = r + u < r1 ? load_stream(col + (r + u) * stride16) : make_uint4(0, 0, 0, 0);
-  }
-  pass_on(acc, x, out);
+  stream_link<U>(StridedOrder<U>{col, static_cast<size_t>(row_bytes) / 16, r0 + warp * U, r1}, in, out);
 }
 
 // One launch of 256-thread blocks on `stream`, with programmatic dependent launch if `pdl`.

@@ -9,7 +9,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
 CO3="0,4,1,-1,-1,-1,0,3,-1,-1"
-PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
 REVOLTA_QUANT_TUNE="$CO3" timeout 150 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py \
   packages/revolta-kernels/tests/test_quant_norm_gpu.py packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
 echo "[${SECONDS}s] GPU tests (minb 3) rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10

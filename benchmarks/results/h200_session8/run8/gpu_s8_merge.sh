@@ -6,7 +6,6 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-PYTEST="python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu"
 timeout 120 $PYTEST packages/revolta-kernels/tests/test_attention_gpu.py packages/revolta-kernels/tests/test_rope_attention_gpu.py \
   $(grep -l 'pytest.mark.gpu' packages/revolta-engine/tests/test_*.py) >"$OUT/tests.log" 2>&1
 echo "[${SECONDS}s] attention + engine GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
