@@ -29,11 +29,12 @@
 // act = 1 (fused SiLU-and-mul for the MLP's down projection): x rows are [gate (K), up (K)] of the gate_up
 // output and the staging multiplies silu(gate) * up in fp32, rounded to fp16 as revolta::silu_and_mul.
 //
-// act = 2 (fused residual add + RMSNorm of a pre-norm block, K = the hidden size): after the PDL wait every
-// block reads the whole x and residual rows (L2-resident, a few KB), sums h^2 for h = x + residual (rounded to
-// fp16 as revolta::fused_add_rms_norm) with a block reduction, and stages norm(h) * w of its split, rounded
-// to fp16 as that kernel rounds it. Block (0, 0) alone writes h to h_out, a new tensor: the other blocks
-// still read x and the old residual, so nothing is updated in place.
+// act = 2 (fused residual add + RMSNorm of a pre-norm block, K = the hidden size): rms_norm(h) . W =
+// (1 / rms) (h * w) . W, so each warp stages h * w for h = x + residual (rounded to fp16 as
+// revolta::fused_add_rms_norm) with no barrier for the row's sum of squares, and the 1 / rms multiplies the
+// finished sums (gemv_stage_warp). The sum of h^2 comes from the warps' staged rows when one split is the whole
+// K, else from a whole-K pass of every block after its dot products. The tile-0 blocks write h to h_out, a new
+// tensor: the other blocks still read x and the old residual, so nothing is updated in place.
 #pragma once
 
 #include "pdl.cuh"
@@ -111,61 +112,18 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   pdl_wait();  // x comes from the previous kernel; out / partials / counters may still be in its use
   pdl_trigger();
   GEMV_PROBE(2);
-  __shared__ float norm_inv[MT];  // act = 2: 1 / rms of each row
   // (The schedule flags stay out of this kernel: with their branches in it, its share of the AWQ decode step
   // grew from 979 to 1068 us on the H200.)
-  if (p.act == 2) gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
-
-  // Stage x[m, r0 * PACK ...] for m < MT (rows past M are zero) as permuted half2 pairs.
+  // Each warp stages the rows of its own steps (warp w: steps w, w + WARPS, ...) and starts once they are in.
+  const bool norm = p.act == 2;
   XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
-  for (int idx = tid; idx < MT * nrows; idx += WARPS * 32) {
-    const int m = idx / nrows, r = idx - m * nrows;
-    XRow v;
-    if (m < p.M) {
-      const __half* xrow = p.x + static_cast<size_t>(m) * p.x_stride;
-      XRow raw = __ldg(reinterpret_cast<const XRow*>(xrow) + r0 + r);
-      if (p.act == 1) {
-        const XRow up = __ldg(reinterpret_cast<const XRow*>(xrow + p.K) + r0 + r);
-        uint32_t* rp = reinterpret_cast<uint32_t*>(&raw);
-        const uint32_t* upp = reinterpret_cast<const uint32_t*>(&up);
-#pragma unroll
-        for (int i = 0; i < PAIRS; ++i) rp[i] = silu_mul_h2(rp[i], upp[i]);
-      } else if (p.act == 2) {
-        // norm(h) * w in fp32, rounded to fp16 (revolta::fused_add_rms_norm's order: h * inv, then * w)
-        uint32_t* rp = reinterpret_cast<uint32_t*>(&raw);
-        XRow res{};
-        if (p.residual != nullptr) res = __ldg(reinterpret_cast<const XRow*>(p.residual + static_cast<size_t>(m) * p.K) + r0 + r);
-        const XRow wr = __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + r0 + r);
-        const uint32_t* resp = reinterpret_cast<const uint32_t*>(&res);
-        const uint32_t* wp = reinterpret_cast<const uint32_t*>(&wr);
-        const float inv = norm_inv[m], wz = p.zero_centered ? 1.f : 0.f;
-#pragma unroll
-        for (int i = 0; i < PAIRS; ++i) {
-          const float2 h = __half22float2(u2h(p.residual != nullptr ? add_round_h2(rp[i], resp[i]) : rp[i]));
-          const float2 w = __half22float2(u2h(wp[i]));
-          rp[i] = h2u(__floats2half2_rn(h.x * inv * (w.x + wz), h.y * inv * (w.y + wz)));
-        }
-      }
-      if constexpr (PAIRS == 4) {
-        v.x = __byte_perm(raw.x, raw.z, 0x5410);
-        v.y = __byte_perm(raw.x, raw.z, 0x7632);
-        v.z = __byte_perm(raw.y, raw.w, 0x5410);
-        v.w = __byte_perm(raw.y, raw.w, 0x7632);
-      } else {
-        v.x = __byte_perm(raw.x, raw.y, 0x5410);
-        v.y = __byte_perm(raw.x, raw.y, 0x7632);
-      }
-      if constexpr (DEFER) {
-        uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
-#pragma unroll
-        for (int i = 0; i < PAIRS; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
-      }
-    } else {
-      v = XRow{};
-    }
-    xs[idx] = v;
+  WarpNorm<MT> wn;
+  {
+    const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
+    auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
+    gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER>(p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
   }
-  __syncthreads();
+  __syncwarp();
   GEMV_PROBE(3);
 
   float acc[MT][4];
@@ -251,6 +209,27 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     }
   }
 
+  // act 2: the rows' sums of h^2 (the warps' own when the split is the whole K, else a whole-K pass of every
+  // block - the same order in each, so the splits agree) and the warps' staging scale 2^e taken back out.
+  __shared__ float warp_ss[WARPS][MT];
+  if (norm) {
+    float ss[MT];
+    if (nrows * PACK == p.K) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) ss[m] = wn.ss[m];
+    } else {
+      gemv_thread_sumsq<MT, WARPS * 32>(p, false, ss);
+      warp_sum(ss);
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (lane == 0) warp_ss[warp][m] = ss[m];
+      const float unscale = gemv_pow2(-wn.e[m]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[m][c] *= unscale;
+    }
+  }
+
   // Cross-warp sum through shared memory (the staged activations are dead), then one value per output.
   __syncthreads();
   GEMV_PROBE(4);
@@ -267,6 +246,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     float v = 0.f;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) v += red[(w * MT + m) * kGemvTile + col];
+    if (norm) v *= gemv_row_inv<WARPS>(p, warp_ss, m);
     if (single) {
       p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
     } else {
@@ -313,8 +293,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   GEMV_PROBE_END(p.N, p.K);
 }
 
+// M <= 2 with 8-row steps: at most 128 registers (two 8-warp blocks per SM) - without the bound the compiler took 166-181 for
+// the warp-local staging's batched loads; larger M keeps the compiler's choice (one block per SM either way).
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
-__global__ void __launch_bounds__(WARPS * 32) quant_gemv_kernel(QuantGemmParams p) {
+__global__ void __launch_bounds__(WARPS * 32, MT <= 2 && U == 8 ? 16 / WARPS : 0) quant_gemv_kernel(QuantGemmParams p) {
   quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
 }
 

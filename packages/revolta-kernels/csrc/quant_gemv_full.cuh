@@ -81,12 +81,12 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   GEMV_PROBE(2);
   uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
   const bool onepass = p.flags & kGemvFlagOnePass;
+  const bool deferred_norm = onepass && p.act == 2;  // 1 / rms applied to the sums (gemv_stage_warp)
+  WarpNorm<MT> wn;
   if (onepass) {
-    // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane); act 2 syncs the block once
-    // for the row sums, act 0 only the warp.
-    __shared__ float onepass_scratch[WARPS * MT];
-    gemv_stage_onepass<MT, WARPS, 2, true>(p, xs, rows, 0, warp * rpw + lane, 32, (warp + 1) * rpw,
-                                           blockIdx.x == 0, onepass_scratch);
+    // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane), no block barrier.
+    auto row_of = [&](int li) { return warp * rpw + li; };
+    gemv_stage_warp<4, MT, MT == 1 ? 2 : 1, true>(p, xs, rows, 0, rpw, row_of, blockIdx.x == 0, wn);
     __syncwarp();
   } else if (p.act == 2) {
     gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
           rp[i] = h2u(__floats2half2_rn(h.x * inv * (wf.x + wz), h.y * inv * (wf.y + wz)));
         }
       }
-      v = gemv_defer8(gemv_perm8(raw));
+      v = gemv_perm<4>(raw);
+      gemv_scale_h2<4>(v, __float2half2_rn(1.f / kGemvDeferScale));
     }
     xs[idx] = v;
   }
@@ -178,6 +179,16 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
 #pragma unroll
       for (int o = LG; o < 32; o <<= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
     }
+  __shared__ float warp_ss[WARPS][MT];
+  if (deferred_norm) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (lane == 0) warp_ss[warp][m] = wn.ss[m];
+      const float unscale = gemv_pow2(-wn.e[m]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[m][c] *= unscale;
+    }
+  }
   __syncthreads();  // the staged x is dead
   GEMV_PROBE(4);
   float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][COLS]
@@ -195,6 +206,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
       float v = 0.f;
 #pragma unroll
       for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * COLS + col];
+      if (deferred_norm) v *= gemv_row_inv<WARPS>(p, warp_ss, m);
       p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
     }
   }

@@ -15,7 +15,8 @@ template <> struct XRowOf<2> { using type = uint2; };
 constexpr int kGemvXSmemCap = 40 * 1024;  // staged activations per block (the plan caps rows per split);
                                           // static + dynamic shared memory must stay under 48 KB
 constexpr int kGemvCounterBytes = 64 * 1024;  // workspace head: one arrival counter per column tile
-constexpr float kGemvDeferScale = 128.f;      // DEFER: x is staged divided by this power of two
+constexpr int kGemvDeferLog2 = 7;
+constexpr float kGemvDeferScale = 1 << kGemvDeferLog2;  // DEFER: x is staged divided by this power of two
 
 // Dynamic shared memory of one block: the staged activations, reused for the cross-warp reduction.
 __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, int rows_per_split) {
@@ -32,10 +33,10 @@ __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGem
 // ignores them):
 // kGemvFlagEarlyTrigger: pdl_trigger() at the very start instead of right after pdl_wait(), so the next kernel
 // is launched (and may stream its weights into free slots) while this one still waits;
-// kGemvFlagOnePass: x staged in one pass over L2 - act = 2 loads x, the residual and the norm weight together,
-// keeps the permuted h in shared memory and the norm weight in registers over the sum-of-squares barrier, then
-// normalizes in place (one L2 round trip instead of two); each warp stages its own rows only (warp-local,
-// __syncwarp instead of a block barrier for act 0);
+// kGemvFlagOnePass: x staged in one pass over L2, each warp its own rows only (gemv_stage_warp: __syncwarp
+// instead of a block barrier; act = 2 loads x, the residual and the norm weight together and applies the
+// 1 / rms to the finished sums, so no barrier waits for the whole-K sum of squares); without it act 2 sums h^2
+// over K first (gemv_norm_rows) and stages the normalized rows in a second pass;
 // kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_full.cuh); kGemvFlagFull16Plain:
 // the same for act 0 only (with act 2 every block repeats the whole-K norm pass, so narrower blocks double it).
 constexpr int kGemvFlagEarlyTrigger = 1;
@@ -62,20 +63,16 @@ __device__ __forceinline__ uint4 gemv_h8(const QuantGemmParams& p, int m, int c)
   return v;
 }
 
-// act = 2, after the PDL wait: every block sums h^2 over the whole K of each row (h from L2; block (0, 0)
-// also writes h to h_out), then inv[m] = 1 / sqrt(mean + eps) for the staging. `scratch` holds WARPS x MT
-// floats (the dynamic shared memory, not yet in use).
-template <int MT, int WARPS>
-__device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* inv, float* scratch) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+// act = 2: this thread's sum of h^2 over the chunks tid, tid + NT, ... of each row's whole K (h from L2;
+// `writer` also stores h to h_out).
+template <int MT, int NT>
+__device__ __forceinline__ void gemv_thread_sumsq(const QuantGemmParams& p, bool writer, float (&ss)[MT]) {
   const int chunks = p.K / 8;
-  float ss[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     ss[m] = 0.f;
     if (m >= p.M) continue;
-    for (int c = tid; c < chunks; c += WARPS * 32) {
+    for (int c = threadIdx.x; c < chunks; c += NT) {
       const uint4 h = gemv_h8(p, m, c);
       if (writer) reinterpret_cast<uint4*>(p.h_out + static_cast<size_t>(m) * p.K)[c] = h;
       const uint32_t hw[4] = {h.x, h.y, h.z, h.w};
@@ -87,13 +84,28 @@ __device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* 
       }
     }
   }
+}
+
+template <int MT>
+__device__ __forceinline__ void warp_sum(float (&v)[MT]) {
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    float v = ss[m];
+  for (int m = 0; m < MT; ++m)
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) scratch[warp * MT + m] = v;
-  }
+    for (int o = 16; o > 0; o >>= 1) v[m] += __shfl_xor_sync(0xffffffffu, v[m], o);
+}
+
+// act = 2, after the PDL wait: every block sums h^2 over the whole K of each row (block (0, 0) also writes h
+// to h_out), then inv[m] = 1 / sqrt(mean + eps) for the staging. `scratch` holds WARPS x MT floats (the
+// dynamic shared memory, not yet in use).
+template <int MT, int WARPS>
+__device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* inv, float* scratch) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float ss[MT];
+  gemv_thread_sumsq<MT, WARPS * 32>(p, blockIdx.x == 0 && blockIdx.y == 0, ss);
+  warp_sum(ss);
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+    if (lane == 0) scratch[warp * MT + m] = ss[m];
   __syncthreads();
   if (tid < MT) {
     float t = 0.f;
@@ -104,110 +116,148 @@ __device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* 
   __syncthreads();
 }
 
-// x pair permutation of one int4 packed row (pair i = elements i, i + 4) and the deferred-scale division.
-__device__ __forceinline__ uint4 gemv_perm8(const uint4 raw) {
-  uint4 v;
-  v.x = __byte_perm(raw.x, raw.z, 0x5410);
-  v.y = __byte_perm(raw.x, raw.z, 0x7632);
-  v.z = __byte_perm(raw.y, raw.w, 0x5410);
-  v.w = __byte_perm(raw.y, raw.w, 0x7632);
-  return v;
-}
-__device__ __forceinline__ uint4 gemv_defer8(uint4 v) {
-  uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+// act = 2 with the staging of gemv_stage_warp: 1 / rms of row m from the warps' sums of h^2 (fixed order).
+template <int WARPS, int MT>
+__device__ __forceinline__ float gemv_row_inv(const QuantGemmParams& p, const float (&warp_ss)[WARPS][MT], int m) {
+  float t = 0.f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), __float2half2_rn(1.f / kGemvDeferScale)));
-  return v;
+  for (int w = 0; w < WARPS; ++w) t += warp_ss[w][m];
+  return rsqrtf(t / static_cast<float>(p.K) + p.eps);
 }
 
-// kGemvFlagOnePass staging of int4 x (one packed row = 8 halves = one uint4): this thread covers the local rows
-// first, first + stride, ... below `end` (at most CH of them), of every row m < MT (xs[m * ld + row]; global
-// packed row r0 + row). act 0: x permuted (and divided by 128 with DEFER). act 2 (the whole K must be covered by
-// the block's threads together): x, residual and norm weight loaded in one go, h = x + residual rounded to fp16
-// (written to h_out by `writer`), sum h^2, the permuted h stored, one block barrier for the row sums
-// (`scratch`: WARPS x MT floats, not aliasing xs), then norm(h) * w rounded as gemv_norm_rows + the staging
-// loop round it, in place. Without act 2 no barrier: the caller syncs what it needs (warp or block).
-template <int MT, int WARPS, int CH, bool DEFER>
-__device__ __forceinline__ void gemv_stage_onepass(const QuantGemmParams& p, uint4* xs, int ld, int r0, int first,
-                                                   int stride, int end, bool writer, float* scratch) {
-  const bool norm = p.act == 2;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+// The dequantizer's pair permutation of one packed row of x (int4: pair i = elements i, i + 4; int8: i, i + 2)
+// and the deferred-scale division.
+template <int PAIRS>
+__device__ __forceinline__ typename XRowOf<PAIRS>::type gemv_perm(const typename XRowOf<PAIRS>::type raw) {
+  typename XRowOf<PAIRS>::type v;
+  if constexpr (PAIRS == 4) {
+    v.x = __byte_perm(raw.x, raw.z, 0x5410);
+    v.y = __byte_perm(raw.x, raw.z, 0x7632);
+    v.z = __byte_perm(raw.y, raw.w, 0x5410);
+    v.w = __byte_perm(raw.y, raw.w, 0x7632);
+  } else {
+    v.x = __byte_perm(raw.x, raw.y, 0x5410);
+    v.y = __byte_perm(raw.x, raw.y, 0x7632);
+  }
+  return v;
+}
+template <int PAIRS>
+__device__ __forceinline__ void gemv_scale_h2(typename XRowOf<PAIRS>::type& v, __half2 f) {
+  uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+  for (int i = 0; i < PAIRS; ++i) vp[i] = h2u(__hmul2(u2h(vp[i]), f));
+}
+
+// 2^e as a float for -126 <= e <= 127 (exact; ldexpf's range handling costs registers in the GEMV kernels).
+__device__ __forceinline__ float gemv_pow2(int e) { return __int_as_float((127 + e) << 23); }
+
+// What the warp-local act = 2 staging leaves its caller (the same in every lane): the sum of h^2 over the
+// warp's staged rows and the power of two 2^e the staged values carry.
+template <int MT>
+struct WarpNorm {
   float ss[MT];
-  uint4 wn[CH];
+  int e[MT];
+};
+
+// Warp-local staging of x: local row li < n of this warp is packed row r0 + row_of(li), stored at
+// xs[m * ld + row_of(li)] for every m < MT (zeros past M), permuted for the dequantizer. A lane takes rows
+// lane, lane + 32, ... in batches of CB whose loads are all issued before any is used; no block barrier, so
+// each warp starts its dot products once its own rows are staged (the caller's __syncwarp).
+// act 0: x (DEFER: divided by kGemvDeferScale). act 1: silu(gate) * up as revolta::silu_and_mul rounds it.
+// act 2: h = x + residual (rounded as revolta::fused_add_rms_norm; `writer` stores it to h_out) times the norm
+// weight (w, or 1 + w), rounded to fp16 - the 1 / rms is not known yet and is applied by the caller to the
+// finished dot products, so no barrier waits for the whole-K sum of squares. Once the warp's own sum of h^2
+// is reduced, its staged values are scaled in place by 2^e (exact) with 2^e ~ 1 / rms over the warp's rows,
+// so a small or large residual stream sits where fp16 is precise, as the normalized activation does (DEFER's
+// division is folded into the same power of two); the caller multiplies the warp's sums by 2^-e.
+template <int PAIRS, int MT, int CB, bool DEFER, class RowOf>
+__device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typename XRowOf<PAIRS>::type* xs, int ld,
+                                                int r0, int n, RowOf row_of, bool writer, WarpNorm<MT>& wn) {
+  using XRow = typename XRowOf<PAIRS>::type;
+  const int lane = threadIdx.x & 31;
+  const bool norm = p.act == 2;
+  const float wz = p.zero_centered ? 1.f : 0.f;
+  const __half2 defer = __float2half2_rn(1.f / kGemvDeferScale);
+  float ss[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) ss[m] = 0.f;
+  // One row m at a time (its loads and at most 3 x CB live registers per batch, whatever MT is).
 #pragma unroll
-  for (int j = 0; j < CH; ++j) {
-    const int row = first + j * stride;
-    wn[j] = make_uint4(0, 0, 0, 0);
-    if (row >= end) continue;
-    if (norm) wn[j] = gemv_perm8(__ldg(reinterpret_cast<const uint4*>(p.norm_weight) + r0 + row));
+  for (int m = 0; m < MT; ++m) {
+    const bool live = m < p.M;
+    const __half* xm = p.x + static_cast<size_t>(m) * p.x_stride;
+    for (int base = 0; base < n; base += 32 * CB) {
+      XRow a[CB], b[CB], g[CB];
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (m < p.M) {
-        uint4 raw = __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m) * p.x_stride) + r0 + row);
-        if (norm) {
-          if (p.residual != nullptr) {
-            const uint4 r = __ldg(reinterpret_cast<const uint4*>(p.residual + static_cast<size_t>(m) * p.K) + r0 + row);
-            raw.x = add_round_h2(raw.x, r.x);
-            raw.y = add_round_h2(raw.y, r.y);
-            raw.z = add_round_h2(raw.z, r.z);
-            raw.w = add_round_h2(raw.w, r.w);
-          }
-          if (writer) reinterpret_cast<uint4*>(p.h_out + static_cast<size_t>(m) * p.K)[r0 + row] = raw;
-          const uint32_t hw[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 f = __half22float2(u2h(hw[i]));
-            ss[m] = fmaf(f.x, f.x, ss[m]);
-            ss[m] = fmaf(f.y, f.y, ss[m]);
-          }
-          v = gemv_perm8(raw);
-        } else {
-          v = gemv_perm8(raw);
-          if constexpr (DEFER) v = gemv_defer8(v);
+      for (int j = 0; j < CB; ++j) {
+        const int li = base + j * 32 + lane;
+        const int row = li < n ? r0 + row_of(li) : 0;
+        a[j] = b[j] = g[j] = XRow{};
+        if (li >= n || !live) continue;
+        a[j] = __ldg(reinterpret_cast<const XRow*>(xm) + row);
+        if (p.act == 1) {
+          b[j] = __ldg(reinterpret_cast<const XRow*>(xm + p.K) + row);
+        } else if (norm) {
+          g[j] = __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + row);
+          if (p.residual != nullptr)
+            b[j] = __ldg(reinterpret_cast<const XRow*>(p.residual + static_cast<size_t>(m) * p.K) + row);
         }
       }
-      xs[m * ld + row] = v;
+#pragma unroll
+      for (int j = 0; j < CB; ++j) {
+        const int li = base + j * 32 + lane;
+        if (li >= n) continue;
+        const int local = row_of(li);
+        uint32_t* ap = reinterpret_cast<uint32_t*>(&a[j]);
+        const uint32_t* bp = reinterpret_cast<const uint32_t*>(&b[j]);
+        const uint32_t* gp = reinterpret_cast<const uint32_t*>(&g[j]);
+        if (live && p.act == 1) {
+#pragma unroll
+          for (int i = 0; i < PAIRS; ++i) ap[i] = silu_mul_h2(ap[i], bp[i]);
+        } else if (live && norm) {
+          if (p.residual != nullptr) {
+#pragma unroll
+            for (int i = 0; i < PAIRS; ++i) ap[i] = add_round_h2(ap[i], bp[i]);
+          }
+          if (writer) reinterpret_cast<XRow*>(p.h_out + static_cast<size_t>(m) * p.K)[r0 + local] = a[j];
+#pragma unroll
+          for (int i = 0; i < PAIRS; ++i) {
+            const float2 h = __half22float2(u2h(ap[i]));
+            const float2 w = __half22float2(u2h(gp[i]));
+            ss[m] = fmaf(h.x, h.x, ss[m]);
+            ss[m] = fmaf(h.y, h.y, ss[m]);
+            ap[i] = h2u(__floats2half2_rn(h.x * (w.x + wz), h.y * (w.y + wz)));
+          }
+        }
+        XRow v = gemv_perm<PAIRS>(a[j]);
+        if (DEFER && !norm) gemv_scale_h2<PAIRS>(v, defer);
+        xs[m * ld + local] = v;
+      }
     }
   }
   if (!norm) return;
+  warp_sum(ss);
+  __half2 f[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
-    float v = ss[m];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) scratch[warp * MT + m] = v;
+    wn.ss[m] = ss[m];
+    // rms = f 2^ex with f in [0.5, 1), read off the float's exponent field (a zero or subnormal rms gives the
+    // largest scale, harmless: its values are zero or tiny)
+    const float rms = sqrtf(ss[m] / static_cast<float>(n * 2 * PAIRS));
+    const int ex = ((__float_as_int(rms) >> 23) & 0xff) - 126;
+    // 2^(e - 7) (DEFER) or 2^e must stay a normal fp16 power of two: 2^-14 ... 2^15
+    constexpr int shift = DEFER ? kGemvDeferLog2 : 0;
+    wn.e[m] = min(15 + shift, max(shift - 14, -ex));
+    f[m] = __float2half2_rn(gemv_pow2(wn.e[m] - shift));
   }
-  __syncthreads();
-  float inv[MT];
-#pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    float t = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) t += scratch[w * MT + m];
-    inv[m] = rsqrtf(t / static_cast<float>(p.K) + p.eps);
-  }
-  const float wz = p.zero_centered ? 1.f : 0.f;
-#pragma unroll
-  for (int j = 0; j < CH; ++j) {
-    const int row = first + j * stride;
-    if (row >= end) continue;
-    const uint32_t wv[4] = {wn[j].x, wn[j].y, wn[j].z, wn[j].w};
+  for (int li = lane; li < n; li += 32) {
+    const int local = row_of(li);
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       if (m >= p.M) continue;
-      uint4 v = xs[m * ld + row];
-      uint32_t* vp = reinterpret_cast<uint32_t*>(&v);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 h = __half22float2(u2h(vp[i]));
-        const float2 w = __half22float2(u2h(wv[i]));
-        vp[i] = h2u(__floats2half2_rn(h.x * inv[m] * (w.x + wz), h.y * inv[m] * (w.y + wz)));
-      }
-      if constexpr (DEFER) v = gemv_defer8(v);
-      xs[m * ld + row] = v;
+      XRow v = xs[m * ld + local];
+      gemv_scale_h2<PAIRS>(v, f[m]);
+      xs[m * ld + local] = v;
     }
   }
 }

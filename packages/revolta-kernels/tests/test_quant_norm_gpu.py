@@ -30,15 +30,15 @@ def poison(numel: int) -> None:
     torch.full((numel * 4,), float("nan"), device="cuda")
 
 
-def make_case(m: int, k: int, n: int, bits: int, group: int, seed: int, residual: bool):
+def make_case(m: int, k: int, n: int, bits: int, group: int, seed: int, residual: bool, magnitude: float = 1.0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
                             generator=gen)
     qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
                            generator=gen)
     scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
-    x = (torch.randn(m, k, device="cuda", generator=gen) * 3).half()
-    res = (torch.randn(m, k, device="cuda", generator=gen) * 5).half() if residual else None
+    x = (torch.randn(m, k, device="cuda", generator=gen) * 3 * magnitude).half()
+    res = (torch.randn(m, k, device="cuda", generator=gen) * 5 * magnitude).half() if residual else None
     w = (torch.rand(k, device="cuda", generator=gen) * 1.5 + 0.25).half()
     return x, res, w, qweight, scales, qzeros
 
@@ -52,8 +52,8 @@ def reference(x, res, w, eps, zc, qweight, scales, qzeros, bits, group, offset):
     return normed, h, wd
 
 
-def check(m, k, n, bits, group, offset, residual, zc, seed=0):
-    x, res, w, qweight, scales, qzeros = make_case(m, k, n, bits, group, seed, residual)
+def check(m, k, n, bits, group, offset, residual, zc, seed=0, magnitude=1.0):
+    x, res, w, qweight, scales, qzeros = make_case(m, k, n, bits, group, seed, residual, magnitude)
     eps = 1e-5
     assert native_quant.norm_supports(x, res, w, qweight, scales, qzeros, bits, group)
     x0, r0 = x.clone(), res.clone() if res is not None else None
@@ -91,6 +91,22 @@ def test_fused_norm_matches_reference(k, n, bits, group, offset, m):
 @pytest.mark.parametrize(("k", "n", "bits", "group", "offset"), [SHAPES[0], SHAPES[3], SHAPES[6]])
 def test_fused_norm_no_residual_and_zero_centered(k, n, bits, group, offset, m, residual, zc):
     check(m, k, n, bits, group, offset, residual=residual, zc=zc, seed=7 * m + k)
+
+
+@pytest.mark.parametrize("magnitude", [1e-4, 1e-2, 40.0])
+@pytest.mark.parametrize("m", [1, 2, 5])
+@pytest.mark.parametrize(("k", "n", "bits", "splits"), [(4096, 6144, 4, 1), (4096, 28672, 4, 1), (8192, 10240, 4, 2),
+                                                      (5120, 7168, 4, 2), (4096, 4096, 8, 1)])
+def test_fused_norm_residual_stream_magnitudes(k, n, bits, splits, m, magnitude):
+    # The kernels stage h * w scaled by a power of two per warp and apply 1 / rms to the finished sums: a
+    # residual stream far from unit size (early layers' small embeddings, late layers' large activations) must
+    # meet the same bound. splits: the least K splits the plan must pick here (2 = several: each block then
+    # sums h^2 over the whole K itself).
+    if splits > 1:
+        plan = native_quant.plan(m, n, k, bits, 128, torch.device("cuda"))
+        assert plan["splits"] >= splits and not plan["full"], plan
+    check(m, k, n, bits, 128, 0, residual=True, zc=False, seed=k + n + m, magnitude=magnitude)
+    check(m, k, n, bits, 128, 1, residual=False, zc=True, seed=k + n + m + 1, magnitude=magnitude)
 
 
 def test_fused_norm_leading_dims_fallbacks_and_graph_replay():
