@@ -65,6 +65,23 @@ def critical_path(call: list[tuple[str, float, float]]) -> dict[str, dict[str, f
     return dict(rows)
 
 
+def build_llm(config: str, prompt_len: int) -> tuple[LLM, list[int]]:
+    """The engine on dummy weights with one random prompt of ``prompt_len`` tokens, its decode graphs captured."""
+    llm = LLM(config, load_format="dummy", dtype="float16", max_model_len=2048, max_num_seqs=4,
+              max_num_batched_tokens=2048, kv_cache_memory_bytes=4 * 2**30, enable_prefix_caching=False)
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(100, llm.llm_engine.hf_config.vocab_size - 100, (prompt_len,), generator=g).tolist()
+    llm.generate([{"prompt_token_ids": prompt}], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+    return llm, prompt
+
+
+def captured_step(llm: LLM):
+    """The replay of the last captured decode step (the batch-1 bucket after a batch-1 generate)."""
+    graphs = llm.llm_engine.runner.graph_runner
+    assert graphs is not None, "CUDA graphs are off; the timeline needs the captured decode step"
+    return graphs.graphs[graphs.last_bucket].replay
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default="benchmarks/configs/llama-3.1-8b-awq")
@@ -74,18 +91,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench_out/decode_timeline.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    llm = LLM(args.config, load_format="dummy", dtype="float16", max_model_len=2048, max_num_seqs=4,
-              max_num_batched_tokens=2048, kv_cache_memory_bytes=4 * 2**30, enable_prefix_caching=False)
+    llm, prompt = build_llm(args.config, args.prompt_len)
     engine = llm.llm_engine
-    model, config = engine.model, engine.hf_config
-    g = torch.Generator().manual_seed(0)
-    prompt = torch.randint(100, config.vocab_size - 100, (args.prompt_len,), generator=g).tolist()
-    llm.generate([{"prompt_token_ids": prompt}], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+    model = engine.model
     rate = decode_rate(llm, prompt, args.output_len)
     graphs = engine.runner.graph_runner
-    assert graphs is not None, "CUDA graphs are off; the timeline needs the captured decode step"
+    replay = captured_step(llm)
     last = graphs.last_bucket
-    replay = graphs.graphs[last].replay
     forward_ms = event_ms(replay)
     hidden = graphs.outputs[last][:1]
     with torch.inference_mode():

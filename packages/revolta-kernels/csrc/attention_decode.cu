@@ -136,3 +136,10 @@ cudaError_t attention_rope_decode(const AttnParams& p, const DecodeRope& r, int 
 }
 
 }  // namespace revolta
+
+#if defined(REVOLTA_GEMV_PROBE)
+// The light decode kernel's timing-probe records (quant_gemv_probe.cuh; benchmarks/decode_probe.py).
+extern "C" int revolta_attn_probe_read(void* host, int cap, int* count) {
+  return revolta::gemv_probe_read(host, cap, count);
+}
+#endif

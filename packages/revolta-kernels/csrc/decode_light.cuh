@@ -22,6 +22,7 @@
 #pragma once
 
 #include "attention.cuh"
+#include "quant_gemv_probe.cuh"
 #include "rotary.cuh"
 
 namespace revolta {
@@ -64,6 +65,8 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
     pdl_wait();
     return;
   }
+  GEMV_PROBE_DECL  // -DREVOLTA_GEMV_PROBE builds: start, before / after the wait, q in, tiles done, exit
+  GEMV_PROBE(0);
   const int kbeg = split * slen, kend = min(ctx, kbeg + slen);
   const int* table = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
   const size_t block_stride = static_cast<size_t>(p.num_kv_heads) * p.block_size * D;
@@ -122,8 +125,10 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
     sL[tid] = 0.f;
   }
 
+  GEMV_PROBE(1);
   pdl_wait();
   pdl_trigger();
+  GEMV_PROBE(2);
   if constexpr (ROPE) {  // rotate the query rows and the newest key once per block (rotary.cuh's arithmetic)
     auto rot = [&](const __half* row, int d) -> __half {
       return __float2half_rn(rotate_one(row, sCS, d, r.rot_dim, r.neox != 0));
@@ -171,6 +176,7 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
       qf[g][2 * i + 1] = f.y;
     }
   }
+  GEMV_PROBE(3);
   float o[GC][8];
 #pragma unroll
   for (int g = 0; g < GC; ++g)
@@ -255,6 +261,7 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
     __syncthreads();  // sS and sAlpha are rewritten by the next tile
   }
 
+  GEMV_PROBE(4);
 #pragma unroll
   for (int g = 0; g < GC; ++g) {
     float4* dst = reinterpret_cast<float4*>(sO + (kg * GC + g) * D + c * 8);
@@ -284,6 +291,7 @@ __global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParam
     }
   }
   if (n_active > 1) merge_splits<D, C::NT>(p, blockIdx.x, n_active, 0, group, q0, kvh, group);
+  GEMV_PROBE_END(-D, n_active);  // N < 0 marks the attention's records
 }
 
 }  // namespace revolta

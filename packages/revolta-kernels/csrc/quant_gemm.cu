@@ -215,21 +215,9 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
 }
 
 #if defined(REVOLTA_GEMV_PROBE)
-// The timing probe's records (quant_gemv.cuh, -DREVOLTA_GEMV_PROBE builds only): copies up to `cap` records of
-// 112 bytes (6 globaltimer + 6 clock64 u64, smid, block, N, K) to `host`, stores how many were written in
-// *count (may exceed cap), and resets the buffer.
-int revolta_gemv_probe_read(void* host, int cap, int* count) {
-  unsigned int n = 0;
-  cudaError_t e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaMemcpyFromSymbol(&n, g_gemv_probe_count, sizeof(n));
-  const unsigned int take = n < static_cast<unsigned int>(cap) ? n : static_cast<unsigned int>(cap);
-  const unsigned int lim = take < static_cast<unsigned int>(kGemvProbeCap) ? take : kGemvProbeCap;
-  if (e == cudaSuccess && lim > 0) e = cudaMemcpyFromSymbol(host, g_gemv_probe, lim * sizeof(GemvProbeRec));
-  const unsigned int zero = 0;
-  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_gemv_probe_count, &zero, sizeof(zero));
-  *count = static_cast<int>(n);
-  return e;
-}
+// The timing probe's records (quant_gemv_probe.cuh, -DREVOLTA_GEMV_PROBE builds only): 112 bytes each (6
+// globaltimer + 6 clock64 u64, smid, block, N, K), the skinny GEMVs' buffer.
+int revolta_gemv_probe_read(void* host, int cap, int* count) { return gemv_probe_read(host, cap, count); }
 #endif
 
 }  // extern "C"

@@ -1,5 +1,8 @@
-// The skinny GEMV kernels' timing probe (quant_gemv.cuh, quant_gemv_full.cuh).
+// The in-kernel timing probe of the skinny GEMV kernels (quant_gemv.cuh, quant_gemv_full.cuh) and the light
+// decode attention (decode_light.cuh; its records carry N = -head_dim).
 #pragma once
+
+#include <cuda_runtime.h>
 
 
 namespace revolta {
@@ -41,6 +44,20 @@ __device__ __forceinline__ void gemv_probe_end(unsigned long long* pt, int n, in
       r.k = k;
     }
   }
+}
+// Host side: copies up to `cap` records of this translation unit's buffer to `host`, stores how many were written
+// in *count (may exceed cap) and resets the buffer (each .cu file has its own buffer: no relocatable device code).
+inline int gemv_probe_read(void* host, int cap, int* count) {
+  unsigned int n = 0;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaMemcpyFromSymbol(&n, g_gemv_probe_count, sizeof(n));
+  const unsigned int take = n < static_cast<unsigned int>(cap) ? n : static_cast<unsigned int>(cap);
+  const unsigned int lim = take < static_cast<unsigned int>(kGemvProbeCap) ? take : kGemvProbeCap;
+  if (e == cudaSuccess && lim > 0) e = cudaMemcpyFromSymbol(host, g_gemv_probe, lim * sizeof(GemvProbeRec));
+  const unsigned int zero = 0;
+  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_gemv_probe_count, &zero, sizeof(zero));
+  *count = static_cast<int>(n);
+  return e;
 }
 #define GEMV_PROBE_DECL __shared__ unsigned long long gemv_probe_t[12];
 #define GEMV_PROBE(i) gemv_probe_mark(gemv_probe_t, i)
