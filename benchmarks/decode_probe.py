@@ -50,10 +50,11 @@ def read(symbol: str) -> list[Rec]:
 
 
 def launches(recs: list[Rec]) -> list[list[Rec]]:
-    """Consecutive records (by exit time) of one kernel shape form one launch."""
+    """Consecutive records (by exit time) of one kernel shape form one launch (split-K blocks exit several us
+    apart; two launches of one shape are a whole layer apart)."""
     out: list[list[Rec]] = []
     for r in sorted(recs, key=lambda r: r.t[5]):
-        if out and (out[-1][0].n, out[-1][0].k) == (r.n, r.k) and r.t[5] - out[-1][-1].t[5] < 2000:
+        if out and (out[-1][0].n, out[-1][0].k) == (r.n, r.k) and r.t[5] - out[-1][-1].t[5] < 10000:
             out[-1].append(r)
         else:
             out.append([r])

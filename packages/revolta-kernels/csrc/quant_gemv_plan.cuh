@@ -37,8 +37,10 @@ constexpr int kGemvDefaultShare = 1;
 // 16-column split-K-free blocks for calls without the fused norm (H200, helper qgemv run 2, PDL chains of M=1
 // calls: one-pass -5.9% on Llama-8B's 32 layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back;
 // 16 columns on top -3.7% on 4096x4096 + back but +6.8% on 4096x6144-with-norm + back; engine decode o_proj
-// 5.7 -> 4.9 us on the path with both bits for every act; benchmarks/results/qgemv).
-constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16Plain;
+// 5.7 -> 4.9 us on the path with both bits for every act; benchmarks/results/qgemv). Since session 9's warp-local
+// norm staging (no whole-K pass per block) the 16 columns pay for the fused-norm qkv too: AWQ batch 1 505.1-505.5
+// -> 506.8-507.5 tok/s (H200 runs s9/2-3), so 16 columns for every act.
+constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16;
 Tuning g_tune;
 int gemv_flags() { return g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags; }
 

@@ -264,9 +264,9 @@ def test_split_k_free_variant_in_dependent_graph_chain(restore_tuning):
 def test_schedule_flags_match_reference(restore_tuning, flags, m, k, n):
     # tune gemv_flags: 1 = PDL trigger at kernel start, 2 = one-pass x staging (act 2 in one L2 round trip; the
     # split-K-free kernel stages per warp), 4 = the split-K-free kernel with 16-column blocks (plan minb 3), 8 = the
-    # same only without the fused norm (plan() describes the plain call); -1 = the default (2 | 8).
+    # same only without the fused norm (plan() describes the plain call); -1 = the default (2 | 4).
     native_quant.tune(gemv_flags=flags)
-    narrow = bool((flags if flags >= 0 else 10) & 12)
+    narrow = bool((flags if flags >= 0 else 6) & 12)
     plan = native_quant.plan(m, n, k, 4, 128, torch.device("cuda"))
     if plan["full"]:
         assert plan["minb"] == (3 if narrow else 2)
