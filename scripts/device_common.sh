@@ -18,3 +18,11 @@ awq_e2e() {
     --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/awq_$1.json" >"/tmp/v/awq_$1.log" 2>&1
   echo "[${SECONDS}s] awq $1 ($2) rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/awq_$1.json" | tr '\n' ' ')"
 }
+
+# quant_tests SECONDS: the quantized GEMM/GEMV GPU tests and the engine's fused-norm linear tests, into
+# $OUT/tests.log; prints the summary and the first failures.
+quant_tests() {
+  timeout "$1" $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
+    packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
+  echo "[${SECONDS}s] GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+}

@@ -6,9 +6,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-timeout 150 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
-  packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
-echo "[${SECONDS}s] GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+quant_tests 150
 timeout 90 python3 benchmarks/gemv_bench.py --sections awq,llama8b --out /tmp/v/gemv_bench.json >/tmp/v/gemv_bench.log 2>&1
 echo "[${SECONDS}s] gemv_bench rc=$?"; grep -E "AWQ|llama8b" /tmp/v/gemv_bench.log
 for round in 1 2; do

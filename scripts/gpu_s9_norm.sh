@@ -7,9 +7,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-timeout 170 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
-  packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
-echo "[${SECONDS}s] GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+quant_tests 170
 awq_e2e 1 ""
 awq_e2e flags8 "0,0,1,-1,-1,-1,0,0,-1,8"
 awq_e2e 2 ""

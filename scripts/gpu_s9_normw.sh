@@ -7,9 +7,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-timeout 120 $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
-  packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
-echo "[${SECONDS}s] GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+quant_tests 120
 for round in 1 2; do
   awq_e2e "new_$round" ""
   REVOLTA_NATIVE_LIB=$ROOT/librevolta_prev.so awq_e2e "prev_$round" "0,0,1,-1,-1,-1,0,0,-1,6"
