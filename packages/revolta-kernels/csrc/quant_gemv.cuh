@@ -293,8 +293,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   GEMV_PROBE_END(p.N, p.K);
 }
 
-// M <= 2 with 8-row steps: at most 128 registers (two 8-warp blocks per SM) - without the bound the compiler took 166-181 for
-// the warp-local staging's batched loads; larger M keeps the compiler's choice (one block per SM either way).
+// M <= 2 with 8-row steps: at most 128 registers (two 8-warp blocks per SM) - without the bound the compiler
+// took 166-181 for the warp-local staging's batched loads; larger M keeps the compiler's choice (one block per
+// SM either way).
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __global__ void __launch_bounds__(WARPS * 32, MT <= 2 && U == 8 ? 16 / WARPS : 0) quant_gemv_kernel(QuantGemmParams p) {
   quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);

@@ -242,7 +242,8 @@ __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typena
   for (int m = 0; m < MT; ++m) {
     wn.ss[m] = ss[m];
     // rms = f 2^ex with f in [0.5, 1), read off the float's exponent field (a zero or subnormal rms gives the
-    // largest scale, harmless: its values are zero or tiny)
+    // largest scale, harmless: its values are zero or tiny; a warp without rows, n = 0, gets NaN and so the
+    // smallest scale, as harmless: its sums are zero)
     const float rms = sqrtf(ss[m] / static_cast<float>(n * 2 * PAIRS));
     const int ex = ((__float_as_int(rms) >> 23) & 0xff) - 126;
     // 2^(e - 7) (DEFER) or 2^e must stay a normal fp16 power of two: 2^-14 ... 2^15
