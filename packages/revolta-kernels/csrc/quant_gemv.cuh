@@ -293,11 +293,15 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   GEMV_PROBE_END(p.N, p.K);
 }
 
-// M <= 2 with 8-row steps: at most 128 registers (two 8-warp blocks per SM) - without the bound the compiler
-// took 166-181 for the warp-local staging's batched loads; larger M keeps the compiler's choice (one block per
-// SM either way).
+// Register bounds of the warp-local staging (without them the compiler takes more and loses blocks per SM):
+// M <= 2 with 8-row steps at most 128 (two 8-warp blocks per SM; it took 166-181), M = 1 with 4-row steps (group
+// size 32) at most 85 (three, as before the staging change; it took 98-128). M = 2 with 4-row steps spills at 85
+// and keeps two blocks unbounded; larger M keeps the compiler's choice (one block per SM either way).
+__host__ __device__ constexpr int gemv_min_blocks(int mt, int warps, int u) {
+  return mt == 1 && u == 4 ? 24 / warps : mt <= 2 && u == 8 ? 16 / warps : 0;
+}
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
-__global__ void __launch_bounds__(WARPS * 32, MT <= 2 && U == 8 ? 16 / WARPS : 0) quant_gemv_kernel(QuantGemmParams p) {
+__global__ void __launch_bounds__(WARPS * 32, gemv_min_blocks(MT, WARPS, U)) quant_gemv_kernel(QuantGemmParams p) {
   quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
 }
 
