@@ -219,15 +219,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       for (int m = 0; m < MT; ++m) ss[m] = wn.ss[m];
     } else {
       gemv_thread_sumsq<MT, WARPS * 32>(p, false, ss);
-      warp_sum(ss);
-    }
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (lane == 0) warp_ss[warp][m] = ss[m];
-      const float unscale = gemv_pow2(-wn.e[m]);
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[m][c] *= unscale;
+      for (int m = 0; m < MT; ++m) ss[m] = warp_sum(ss[m]);
     }
+    gemv_warp_norm_out(ss, wn, acc, warp_ss);
   }
 
   // Cross-warp sum through shared memory (the staged activations are dead), then one value per output.

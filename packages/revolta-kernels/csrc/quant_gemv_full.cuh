@@ -180,15 +180,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
       for (int o = LG; o < 32; o <<= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
     }
   __shared__ float warp_ss[WARPS][MT];
-  if (deferred_norm) {
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (lane == 0) warp_ss[warp][m] = wn.ss[m];
-      const float unscale = gemv_pow2(-wn.e[m]);
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[m][c] *= unscale;
-    }
-  }
+  if (deferred_norm) gemv_warp_norm_out(wn.ss, wn, acc, warp_ss);
   __syncthreads();  // the staged x is dead
   GEMV_PROBE(4);
   float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][COLS]

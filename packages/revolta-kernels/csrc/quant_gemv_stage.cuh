@@ -2,6 +2,7 @@
 // RMSNorm of act = 2, the dequantizer's pair permutation and the deferred-scale division (quant_gemv.cuh).
 #pragma once
 
+#include "common.cuh"
 #include "quant_common.cuh"
 
 namespace revolta {
@@ -86,14 +87,6 @@ __device__ __forceinline__ void gemv_thread_sumsq(const QuantGemmParams& p, bool
   }
 }
 
-template <int MT>
-__device__ __forceinline__ void warp_sum(float (&v)[MT]) {
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v[m] += __shfl_xor_sync(0xffffffffu, v[m], o);
-}
-
 // act = 2, after the PDL wait: every block sums h^2 over the whole K of each row (block (0, 0) also writes h
 // to h_out), then inv[m] = 1 / sqrt(mean + eps) for the staging. `scratch` holds WARPS x MT floats (the
 // dynamic shared memory, not yet in use).
@@ -102,7 +95,8 @@ __device__ __forceinline__ void gemv_norm_rows(const QuantGemmParams& p, float* 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float ss[MT];
   gemv_thread_sumsq<MT, WARPS * 32>(p, blockIdx.x == 0 && blockIdx.y == 0, ss);
-  warp_sum(ss);
+#pragma unroll
+  for (int m = 0; m < MT; ++m) ss[m] = warp_sum(ss[m]);
 #pragma unroll
   for (int m = 0; m < MT; ++m)
     if (lane == 0) scratch[warp * MT + m] = ss[m];
@@ -236,7 +230,8 @@ __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typena
     }
   }
   if (!norm) return;
-  warp_sum(ss);
+#pragma unroll
+  for (int m = 0; m < MT; ++m) ss[m] = warp_sum(ss[m]);
   __half2 f[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
@@ -260,6 +255,21 @@ __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typena
       gemv_scale_h2<PAIRS>(v, f[m]);
       xs[m * ld + local] = v;
     }
+  }
+}
+
+// act = 2 after gemv_stage_warp, before the block's cross-warp sum: lane 0 publishes the warp's sums of h^2
+// (`ss`, for gemv_row_inv after the barrier) and the warp's sums drop the staging scale 2^e.
+template <int WARPS, int MT>
+__device__ __forceinline__ void gemv_warp_norm_out(const float (&ss)[MT], const WarpNorm<MT>& wn, float (&acc)[MT][4],
+                                                   float (&warp_ss)[WARPS][MT]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    if (lane == 0) warp_ss[warp][m] = ss[m];
+    const float unscale = gemv_pow2(-wn.e[m]);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[m][c] *= unscale;
   }
 }
 
