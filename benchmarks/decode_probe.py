@@ -19,7 +19,6 @@ Usage (GPU): REVOLTA_NATIVE_LIB=probe.so python benchmarks/decode_probe.py --out
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import logging
 import statistics
@@ -28,25 +27,7 @@ from pathlib import Path
 
 import torch
 from decode_timeline import build_llm, captured_step
-
-from revolta_kernels import native
-
-CAP = 1 << 17
-
-
-class Rec(ctypes.Structure):
-    _fields_ = [("t", ctypes.c_uint64 * 6), ("c", ctypes.c_uint64 * 6), ("smid", ctypes.c_int),
-                ("block", ctypes.c_int), ("n", ctypes.c_int), ("k", ctypes.c_int)]
-
-
-def read(symbol: str) -> list[Rec]:
-    """The records one translation unit's probe buffer holds (and empties it)."""
-    fn = getattr(native.LIB, symbol)
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    buf = (Rec * CAP)()
-    cnt = ctypes.c_int(0)
-    assert fn(ctypes.addressof(buf), CAP, ctypes.byref(cnt)) == 0
-    return list(buf[: min(cnt.value, CAP)])
+from gemv_probe import Rec, read_probe
 
 
 def launches(recs: list[Rec]) -> list[list[Rec]]:
@@ -103,10 +84,10 @@ def main() -> None:
     for _ in range(3):
         replay()
     torch.cuda.synchronize()
-    read("revolta_gemv_probe_read"), read("revolta_attn_probe_read")  # drop the warm-up records
+    read_probe(), read_probe("revolta_attn_probe_read")  # drop the warm-up records
     replay()
     torch.cuda.synchronize()
-    recs = read("revolta_gemv_probe_read") + read("revolta_attn_probe_read")
+    recs = read_probe() + read_probe("revolta_attn_probe_read")
     result = describe(launches(recs))
     for name, d in result.items():
         print(f"{name:28s} " + " ".join(f"{k}={v}" for k, v in d.items()))

@@ -35,9 +35,9 @@ class Rec(ctypes.Structure):
 CAP = 1 << 17
 
 
-def read_probe() -> list[Rec]:
-    lib = native.LIB
-    fn = lib.revolta_gemv_probe_read
+def read_probe(symbol: str = "revolta_gemv_probe_read") -> list[Rec]:
+    """The records one translation unit's probe buffer holds (the skinny GEMVs' by default), emptying it."""
+    fn = getattr(native.LIB, symbol)
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     buf = (Rec * CAP)()
     cnt = ctypes.c_int(0)

@@ -2,8 +2,9 @@
 // decode attention (decode_light.cuh; its records carry N = -head_dim).
 #pragma once
 
-#include <cuda_runtime.h>
-
+#if defined(REVOLTA_GEMV_PROBE)
+#include <cuda_runtime.h>  // the host-side reader below (probe builds only; NVRTC never sees it)
+#endif
 
 namespace revolta {
 
