@@ -25,6 +25,23 @@ typedef unsigned int uint32_t;  // NVRTC has no C library headers
 
 namespace revolta {
 
+// The q/k/v projection's rotary + KV-cache epilogue (quant_gemv_rope.cuh; the split-K-free kernel's ROPE
+// variant, M <= 2). Output columns are [H q heads | Hkv k heads | Hkv v heads] of head_dim each; the rotated
+// queries go to q_out [M, H, head_dim], the rotated keys and the values into the fp16 paged caches [blocks,
+// Hkv, block_size, head_dim] at slots[m] (-1: padding, nothing written). positions [M] index cos_sin
+// [max_position, rot_dim] (float32: the cos halves, then the sin halves); neox: pairs (i, i + rot_dim / 2),
+// else (2i, 2i + 1); channels past rot_dim are not rotated. positions, slots and cos_sin are step inputs
+// (written before the step's kernels), so they are read before the PDL wait.
+struct GemvRope {
+  __half* q_out;
+  __half* k_cache;
+  __half* v_cache;
+  const long long* positions;
+  const long long* slots;
+  const float* cos_sin;
+  int num_heads, num_kv_heads, head_dim, rot_dim, neox, block_size;
+};
+
 struct QuantGemmParams {
   const __half* x;          // [M, K]
   const uint32_t* qweight;  // [K / PACK, N]
@@ -48,6 +65,7 @@ struct QuantGemmParams {
   int zero_centered;
   // Skinny kernels: kGemvFlag* bits (quant_gemv.cuh; launch tuning, 0 = the original schedule).
   int flags;
+  GemvRope rope;  // quant_gemv_full_kernel<MT, 16, true> only (zero elsewhere)
 };
 
 __device__ __forceinline__ __half2 u2h(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }

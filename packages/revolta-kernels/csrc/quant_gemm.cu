@@ -87,6 +87,24 @@ bool bad_shape(int M, int N, int K, int bits, int group_size) {
          group_size % 32 || K % group_size || N > kGemvCounterBytes / 4 * kGemvTile;
 }
 
+// A call of revolta_quant_gemm_norm(_rope) the kernels cannot take.
+bool bad_norm_call(const void* h_out, const void* x, const void* residual, const void* norm_weight, int M, int N, int K,
+                   int bits, int group_size, int num_sms) {
+  return bad_shape(M, N, K, bits, group_size) || num_sms <= 0 || M > kSkinnyMaxM || N == 0 || h_out == nullptr ||
+         norm_weight == nullptr || h_out == x || (residual != nullptr && h_out == residual);
+}
+
+// The act = 2 (residual add + RMSNorm) parameters of a skinny call, before its plan.
+QuantGemmParams norm_params(void* out, void* h_out, const void* x, const void* residual, const void* norm_weight,
+                            float eps, int zero_centered, const void* qweight, const void* scales, const void* qzeros,
+                            int M, int N, int K, int group_size, int zero_offset) {
+  return QuantGemmParams{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
+                         static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
+                         static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0,
+                         K, 2, 0, static_cast<const __half*>(residual), static_cast<const __half*>(norm_weight),
+                         static_cast<__half*>(h_out), eps, zero_centered ? 1 : 0};
+}
+
 }  // namespace
 
 extern "C" {
@@ -185,14 +203,9 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
                             const void* qzeros, void* workspace, long long workspace_bytes, int M, int N, int K,
                             int bits, int group_size, int zero_offset, int num_sms, cudaStream_t stream) {
   if (M == 0) return cudaSuccess;
-  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0 || M > kSkinnyMaxM || N == 0 || h_out == nullptr ||
-      norm_weight == nullptr || h_out == x || (residual != nullptr && h_out == residual))
-    return cudaErrorInvalidValue;
-  QuantGemmParams p{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
-                    static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
-                    static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0,
-                    K, 2, 0, static_cast<const __half*>(residual), static_cast<const __half*>(norm_weight),
-                    static_cast<__half*>(h_out), eps, zero_centered ? 1 : 0};
+  if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms)) return cudaErrorInvalidValue;
+  QuantGemmParams p = norm_params(out, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, M,
+                                  N, K, group_size, zero_offset);
   const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2);
   const long long need = gemv_workspace_bytes(pl, M, N);
   if (need > 0) {
@@ -204,6 +217,39 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
   p.prefetch_rows = pl.prefetch_rows;
   p.flags = gemv_flags();
   const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// revolta_quant_gemm_norm for a q/k/v projection with the rotary + KV-cache epilogue (GemvRope, quant_gemv_rope.cuh):
+// q_out [M, H, D] receives the rotated queries, the caches the rotated keys and the values, h_out h; nothing
+// else is written (no [M, N] output). Taken (*taken = 1) where the plan is the 16-column split-K-free kernel
+// (int4 g128, M <= 2, K % 1024 == 0, K <= 4096, the default schedule flags) and N = (H + 2 Hkv) D with
+// D % 16 == 0 and rot_dim a multiple of 16 (neox) or 2 (gpt-j), at most D; else *taken = 0 and nothing runs
+// (the caller runs the GEMM and the rotary + cache op).
+int revolta_quant_gemm_norm_rope(void* h_out, const void* x, const void* residual, const void* norm_weight, float eps,
+                                 int zero_centered, const void* qweight, const void* scales, const void* qzeros,
+                                 int M, int N, int K, int bits, int group_size, int zero_offset, int num_sms,
+                                 const GemvRope* rope, int* taken, cudaStream_t stream) {
+  *taken = 0;
+  if (M == 0) return cudaSuccess;
+  if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms) || rope == nullptr)
+    return cudaErrorInvalidValue;
+  const GemvRope& r = *rope;
+  const bool rope_ok = r.head_dim > 0 && r.head_dim % 16 == 0 && r.num_heads > 0 && r.num_kv_heads > 0 &&
+                       N == (r.num_heads + 2 * r.num_kv_heads) * r.head_dim && r.rot_dim > 0 &&
+                       r.rot_dim <= r.head_dim && r.rot_dim % (r.neox ? 16 : 2) == 0 && r.block_size > 0 &&
+                       r.q_out && r.k_cache && r.v_cache && r.positions && r.slots && r.cos_sin;
+  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2);
+  if (!rope_ok || !pl.full || pl.minb != 3) return cudaSuccess;
+  QuantGemmParams p = norm_params(nullptr, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales,
+                                  qzeros, M, N, K, group_size, zero_offset);
+  p.rows_per_split = pl.rows_per_split;
+  p.flags = gemv_flags();
+  p.rope = r;
+  *taken = 1;
+  const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
+  const cudaError_t e = pl.mt == 1 ? launch(quant_gemv_full_kernel<1, 16, true>, grid, block, pl.smem, stream, p)
+                                   : launch(quant_gemv_full_kernel<2, 16, true>, grid, block, pl.smem, stream, p);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "quant_gemv.cuh"
+#include "quant_gemv_rope.cuh"
 
 namespace revolta {
 
@@ -34,9 +35,12 @@ __device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
 // lane's serial dequantize-and-dot chain after the wait (H200 probe: the 32-column block's compute phase took
 // ~1.85 us at 2 warps per scheduler, latency-bound, the same with 1 or 2 blocks per SM) and spreads N = 6144
 // over 384 blocks instead of 192 on 132 SMs.
-template <int MT, int COLS = quant_gemv_full_cols>
+// ROPE (16 columns only): the q/k/v projection's rotary + KV-cache epilogue (quant_gemv_rope.cuh) instead of
+// the plain store; the block's columns follow gemv_rope_col.
+template <int MT, int COLS = quant_gemv_full_cols, bool ROPE = false>
 __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_full_kernel(QuantGemmParams p) {
   static_assert(COLS == 16 || COLS == 32, "16 or 32 columns per block");
+  static_assert(!ROPE || COLS == 16, "the rotary epilogue pairs the channels of 16-column blocks");
   constexpr int BITS = 4, PACK = 8, LG = COLS / 4, RG = 32 / LG, WARPS = kGemvFullWarps;
   constexpr int L = kGemvFullLoads * 4 / RG;  // loads per lane at K = 4096 (16 or 8)
   constexpr int GR = 16;  // packed rows per group of 128
@@ -49,7 +53,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rg = lane / LG, cl = lane % LG;
-  const int n0 = blockIdx.x * COLS + cl * 4;
+  const int n0 = ROPE ? gemv_rope_col(p.rope, blockIdx.x, cl * 4) : blockIdx.x * COLS + cl * 4;
   const bool col_ok = n0 < p.N;
   const int rows = p.K / PACK, rpw = rows / WARPS;  // rpw: a multiple of GR (K % 1024 == 0)
   const int nl = rpw / RG;                           // loads per lane (<= L)
@@ -74,6 +78,10 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
       sc[j] = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
       zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
+  }
+  __shared__ GemvRopeShared<ROPE> rope_sh;
+  if constexpr (ROPE) {
+    if (warp == 0) gemv_rope_prefetch(p, rope_sh.st, lane);
   }
   GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out may still be in its use
@@ -191,7 +199,18 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
           make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
   }
   __syncthreads();
-  if (tid < MT * COLS) {
+  if constexpr (ROPE) {
+    if (warp == 0) {
+      const int m = lane / COLS, col = lane % COLS;
+      float v = 0.f;
+      if (m < MT) {
+#pragma unroll
+        for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * COLS + col];
+        if (deferred_norm) v *= gemv_row_inv<WARPS>(p, warp_ss, m);
+      }
+      gemv_rope_store(p, rope_sh.st, v, lane);
+    }
+  } else if (tid < MT * COLS) {
     const int m = tid / COLS, col = tid % COLS;
     const int n = blockIdx.x * COLS + col;
     if (m < p.M && n < p.N) {

@@ -5,6 +5,7 @@
 
 #include "common.cuh"
 #include "cache.cuh"
+#include "rope_math.cuh"
 
 namespace revolta {
 
@@ -27,7 +28,7 @@ __device__ __forceinline__ float rotate_one(const T* x, const CS* cs, int d, int
   }
   const float c = to_float(cs[i]), s = to_float(cs[half + i]);
   const float x1 = to_float(x[i1]), x2 = to_float(x[i2]);
-  return first ? x1 * c - x2 * s : x2 * c + x1 * s;
+  return rotate_pair(x1, x2, c, s, first);
 }
 
 template <typename T, typename CS>

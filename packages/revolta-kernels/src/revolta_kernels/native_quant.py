@@ -46,11 +46,11 @@ _outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier s
 
 
 @cache
-def _sm_count(index: int) -> int:
+def sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def _index(device: torch.device) -> int:
+def device_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
@@ -74,7 +74,7 @@ def _workspace_bytes(m: int, n: int, k: int, bits: int, group_size: int, index: 
     assert native.LIB is not None
     out = ctypes.c_longlong()
     with torch.cuda.device(index):
-        check(native.LIB.revolta_quant_gemm_workspace(m, n, k, bits, group_size, _sm_count(index),
+        check(native.LIB.revolta_quant_gemm_workspace(m, n, k, bits, group_size, sm_count(index),
                                                       ctypes.byref(out)))
     return out.value
 
@@ -84,7 +84,7 @@ _epoch = 0  # bumped by tune(): launch plans (and workspace sizes) depend on the
 
 def workspace(device: torch.device, nbytes: int) -> torch.Tensor:
     """The device's zero-initialised split-K workspace, at least ``nbytes`` long."""
-    index = _index(device)
+    index = device_index(device)
     ws = _workspaces.get(index)
     if ws is not None and ws.numel() >= nbytes:
         return ws
@@ -163,9 +163,9 @@ def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.devic
     """The launch a call with these sizes makes (kernel, K splits, block shape), for benchmark reports."""
     assert native.LIB is not None
     info = (ctypes.c_int * 12)()
-    index = _index(device)
+    index = device_index(device)
     with torch.cuda.device(index):
-        check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, _sm_count(index), info))
+        check(native.LIB.revolta_quant_plan(m, n, k, bits, group_size, sm_count(index), info))
     if info[0] == 1:
         return {"kernel": "gemm", "variant": info[1]}
     keys = ("splits", "rows_per_split", "warps", "rows_per_step", "blocks_per_sm", "column_tiles", "defer",
@@ -173,7 +173,7 @@ def plan(m: int, n: int, k: int, bits: int, group_size: int, device: torch.devic
     return {"kernel": "skinny", **dict(zip(keys, info[1:], strict=True))}
 
 
-def _rows(x: torch.Tensor, width: int) -> torch.Tensor:
+def rows_2d(x: torch.Tensor, width: int) -> torch.Tensor:
     """``x`` as contiguous 16-byte aligned ``[rows, width]``."""
     x2 = x.reshape(-1, width)
     if not x2.is_contiguous() or x2.data_ptr() % 16:
@@ -186,14 +186,14 @@ def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k:
     n, m = qweight.shape[1], x2.shape[0]
     out = torch.empty((m, n), dtype=x2.dtype, device=x2.device)
     if m:
-        index = _index(x2.device)
+        index = device_index(x2.device)
         need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
         ws = workspace(x2.device, need) if need else None
         stream = torch.cuda.current_stream(x2.device).cuda_stream
         check(native.LIB.revolta_quant_gemm_act(
             out.data_ptr(), x2.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
             ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
-            m, n, k, bits, group_size, zero_offset, _sm_count(index), act, stream))
+            m, n, k, bits, group_size, zero_offset, sm_count(index), act, stream))
     return out
 
 
@@ -201,7 +201,7 @@ def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset):
     if not native_supports(x, qweight, scales, qzeros, bits, group_size):
         return ref_quant.quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset)
     k, n = x.shape[-1], qweight.shape[1]
-    out = _quant_launch(_rows(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, 0)
+    out = _quant_launch(rows_2d(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, 0)
     return out.view(*x.shape[:-1], n)
 
 
@@ -212,7 +212,7 @@ def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset)
     if k2 % 2 or rows > SKINNY_MAX_M or not native_supports(x[..., :k], qweight, scales, qzeros, bits, group_size):
         # Larger M (the tensor-core GEMM) or an unsupported call: the two ops one after the other.
         return ops_quant.quant_matmul(ops.silu_and_mul(x), qweight, scales, qzeros, bits, group_size, zero_offset)
-    out = _quant_launch(_rows(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, 1)
+    out = _quant_launch(rows_2d(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, 1)
     return out.view(*x.shape[:-1], n)
 
 
@@ -240,13 +240,13 @@ def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qwei
         return ops_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset), h
     assert native.LIB is not None
     k, n = x.shape[-1], qweight.shape[1]
-    x2 = _rows(x, k)
-    r2 = _rows(residual, k) if residual is not None else None
-    w1 = _rows(norm_weight, k)
+    x2 = rows_2d(x, k)
+    r2 = rows_2d(residual, k) if residual is not None else None
+    w1 = rows_2d(norm_weight, k)
     m = x2.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     h = torch.empty((m, k), dtype=x.dtype, device=x.device)
-    index = _index(x.device)
+    index = device_index(x.device)
     need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
     ws = workspace(x.device, need) if need else None
     stream = torch.cuda.current_stream(x.device).cuda_stream
@@ -254,7 +254,7 @@ def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qwei
         out.data_ptr(), h.data_ptr(), x2.data_ptr(), r2.data_ptr() if r2 is not None else None, w1.data_ptr(),
         float(eps), int(bool(zero_centered)), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
         ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
-        m, n, k, bits, group_size, zero_offset, _sm_count(index), stream))
+        m, n, k, bits, group_size, zero_offset, sm_count(index), stream))
     return out.view(*x.shape[:-1], n), h.view(x.shape)
 
 
@@ -273,7 +273,7 @@ def dense_linear(x, weight, silu):
         return torch.nn.functional.linear(ops.silu_and_mul(x) if silu else x, weight)
     assert native.LIB is not None
     n, k = weight.shape
-    x2 = _rows(x, x.shape[-1])
+    x2 = rows_2d(x, x.shape[-1])
     out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
     stream = torch.cuda.current_stream(x.device).cuda_stream
     check(native.LIB.revolta_dense_gemv(out.data_ptr(), x2.data_ptr(), weight.data_ptr(), x2.shape[0], n, k,
@@ -325,8 +325,8 @@ def dense_linear_add_rms_norm(x, residual, norm_weight, eps, zero_centered, weig
         return torch.nn.functional.linear(normed, weight), h
     assert native.LIB is not None
     n, k = weight.shape
-    x2 = _rows(x, k)
-    r2 = _rows(residual, k) if residual is not None else None
+    x2 = rows_2d(x, k)
+    r2 = rows_2d(residual, k) if residual is not None else None
     g = norm_weight if norm_weight.is_contiguous() and norm_weight.data_ptr() % 16 == 0 else norm_weight.clone()
     out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
     h = torch.empty((x2.shape[0], k), dtype=x.dtype, device=x.device)

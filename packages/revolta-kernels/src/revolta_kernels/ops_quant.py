@@ -1,5 +1,6 @@
 """Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``,
-``revolta::quant_matmul_add_rms_norm``), and the skinny dense linear ``revolta::dense_linear``.
+``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``), and the skinny dense linear
+``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -15,6 +16,7 @@ from revolta_kernels.reference import quant as ref_quant
 
 LIB = "revolta"
 SKINNY_MAX_M = 8  # rows the skinny CUDA kernels (quantized and dense) take; above: tensor-core GEMM / cuBLAS
+QKV_ROPE_MAX_M = 2  # rows (tokens) the q/k/v kernel with the rotary + cache epilogue takes (int4, group 128)
 
 
 @torch.library.custom_op(f"{LIB}::quant_matmul", mutates_args=())
@@ -94,6 +96,48 @@ def quant_matmul_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, no
 @quant_matmul_add_rms_norm.register_fake
 def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset):
     return x.new_empty((*x.shape[:-1], qweight.shape[1])), torch.empty_like(x)
+
+
+@torch.library.custom_op(f"{LIB}::quant_qkv_rope_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales"))
+def quant_qkv_rope_cache(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                         zero_centered: bool, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                         bits: int, group_size: int, zero_offset: int, positions: torch.Tensor,
+                         cos_sin_cache: torch.Tensor, is_neox: bool, num_heads: int, key_cache: torch.Tensor,
+                         value_cache: torch.Tensor, slot_mapping: torch.Tensor, k_scales: torch.Tensor | None,
+                         v_scales: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A pre-norm attention block's start: ``(q, h)`` where ``h = x + residual``, ``[q | k | v] = rms_norm(h) @ W``
+    (W's columns: ``num_heads`` query heads, then the cache's KV heads of keys and of values), q and k rotated, and
+    the rotated k and v written into the paged cache at ``slot_mapping`` (``revolta::rotary_and_cache``'s rules);
+    q is ``[T, num_heads, head_dim]``.
+
+    Reference = :func:`quant_matmul_add_rms_norm` then ``revolta::rotary_and_cache``. The native CUDA kernel
+    (int4 group 128, up to ``QKV_ROPE_MAX_M`` tokens, fp16 cache) rotates and stores in the projection's own
+    epilogue, so no rotary kernel runs; other calls run the two ops.
+    """
+    from revolta_kernels.ops_attention import rotary_and_cache
+
+    qkv, h = quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
+                                       group_size, zero_offset)
+    q, k, v = split_qkv(qkv, num_heads, key_cache.shape[1], key_cache.shape[-1])
+    return rotary_and_cache(positions, q, k, v, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                            k_scales, v_scales), h
+
+
+@quant_qkv_rope_cache.register_fake
+def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset, positions,
+      cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    return x.new_empty((tokens, num_heads, key_cache.shape[-1])), torch.empty_like(x)
+
+
+def split_qkv(qkv: torch.Tensor, num_heads: int, num_kv_heads: int,
+              head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[T, (H + 2 Hkv) D]`` -> q ``[T, H, D]``, k and v ``[T, Hkv, D]`` (views)."""
+    qkv = qkv.reshape(-1, qkv.shape[-1])
+    q_size, kv_size = num_heads * head_dim, num_kv_heads * head_dim
+    q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
+    return (q.view(-1, num_heads, head_dim), k.view(-1, num_kv_heads, head_dim),
+            v.view(-1, num_kv_heads, head_dim))
 
 
 @torch.library.custom_op(f"{LIB}::dense_linear", mutates_args=())

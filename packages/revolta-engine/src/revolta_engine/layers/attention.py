@@ -8,11 +8,12 @@ import torch
 from torch import nn
 
 from revolta_engine.forward_context import get_forward_context
+from revolta_engine.layers.rotary import RopeCache, RotaryEmbedding
 from revolta_kernels import ops
 
 if TYPE_CHECKING:
-    from revolta_engine.layers.norm import RMSNorm
-    from revolta_engine.layers.rotary import RotaryEmbedding
+    from revolta_engine.layers.linear import Linear
+    from revolta_engine.layers.norm import AddNorm, RMSNorm
 
 
 class PagedAttention(nn.Module):
@@ -26,6 +27,28 @@ class PagedAttention(nn.Module):
         self.head_dim = head_dim
         self.scale = scale
         self.layer_idx = layer_idx
+
+    def project_rotated(self, qkv_proj: Linear, inp: AddNorm, positions: torch.Tensor,
+                        rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(q, h)`` from the q/k/v projection of ``norm(h)`` with rotary and this layer's cache write in its own
+        kernel (:meth:`Linear.fuses_norm_rope`: quantized decode of few tokens), the keys and values then in the
+        cache; None where that does not apply (the caller projects, then calls :meth:`forward`)."""
+        ctx = get_forward_context()
+        cache = ctx.kv_caches[self.layer_idx]
+        if not qkv_proj.fuses_norm_rope(inp, cache.key):
+            return None
+        rope = RopeCache(positions, cast(torch.Tensor, rotary.cos_sin_cache), rotary.is_neox, self.num_heads,
+                         cache.key, cache.value, ctx.attn.slot_mapping, cache.k_scales, cache.v_scales)
+        return qkv_proj.forward_prenorm_rope(inp, rope)
+
+    def attend(self, q: torch.Tensor) -> torch.Tensor:
+        """Attention of the rotated queries q [T, H, D] whose keys and values are already in the cache."""
+        ctx = get_forward_context()
+        meta, cache = ctx.attn, ctx.kv_caches[self.layer_idx]
+        return ops.paged_attention(
+            q, cache.key, cache.value, meta.block_tables, meta.context_lens, meta.query_start_loc,
+            meta.max_query_len, self.scale, cache.k_scales, cache.v_scales,
+        )
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None,
                 rotary: RotaryEmbedding | None = None,
@@ -56,7 +79,4 @@ class PagedAttention(nn.Module):
             raise ValueError("q/k norms are fused with rotary: pass rotary and positions too")
         else:
             ops.reshape_and_cache(k, v, cache.key, cache.value, meta.slot_mapping, cache.k_scales, cache.v_scales)
-        return ops.paged_attention(
-            q, cache.key, cache.value, meta.block_tables, meta.context_lens, meta.query_start_loc,
-            meta.max_query_len, self.scale, cache.k_scales, cache.v_scales,
-        )
+        return self.attend(q)

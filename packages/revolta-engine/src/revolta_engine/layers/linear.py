@@ -21,6 +21,9 @@ the H200 (benchmarks/results/dense, chained calls, CUDA graphs, PDL) the fused k
 it took Llama-3.1-8B fp16 batch-1 decode from 235.5 to 242.2 tok/s and Qwen3.5-35B-A3B from 366.1 to 378.6 tok/s.
 Its normed activation is not rounded to fp16 before the products (one pass), so it is within the GEMV's tolerance
 of the unfused path, not bit-equal to it.
+A quantized q/k/v projection can also take rotary and the KV-cache write into its epilogue
+(:meth:`Linear.forward_prenorm_rope`, ``revolta::quant_qkv_rope_cache``: int4 group 128, at most 2 tokens, fp16
+cache), so no rotary kernel runs between it and the attention; ``REVOLTA_FUSED_QKV_ROPE=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from revolta_kernels import ops, ops_quant
 if TYPE_CHECKING:
     from revolta_engine.layers.norm import AddNorm
     from revolta_engine.layers.quant import QuantLinearMethod
+    from revolta_engine.layers.rotary import RopeCache
 
 SKINNY_MAX_M = ops_quant.SKINNY_MAX_M
 
@@ -52,6 +56,8 @@ FUSED_NORM = os.environ.get("REVOLTA_FUSED_NORM", "1") != "0"
 FUSED_SILU_DENSE = FUSED_SILU and os.environ.get("REVOLTA_FUSED_SILU_DENSE", "0") == "1"
 # the fp16 GEMV's fused add + RMSNorm, at one row (REVOLTA_FUSED_NORM_DENSE=0 turns it off)
 FUSED_NORM_DENSE = FUSED_NORM and os.environ.get("REVOLTA_FUSED_NORM_DENSE", "1") != "0"
+# the quantized q/k/v projection's rotary + KV-cache epilogue (REVOLTA_FUSED_QKV_ROPE=0 turns it off)
+FUSED_QKV_ROPE = FUSED_NORM and os.environ.get("REVOLTA_FUSED_QKV_ROPE", "1") != "0"
 
 
 def _uses_dense_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -126,6 +132,18 @@ class Linear(nn.Module):
         if self.quant is None:
             return _dense_prenorm(inp, self.weight)
         return self.quant.apply_prenorm(self, inp)
+
+    def fuses_norm_rope(self, inp: AddNorm, key_cache: torch.Tensor) -> bool:
+        """Whether :meth:`forward_prenorm_rope` runs one kernel for ``inp`` and this KV cache (a quantized projection
+        that fuses the norm and whose method takes rotary too)."""
+        return (FUSED_QKV_ROPE and self.quant is not None and self.fuses_norm(inp)
+                and self.quant.fuses_rope(self, inp, key_cache))
+
+    def forward_prenorm_rope(self, inp: AddNorm, rope: RopeCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q, h)``: this q/k/v projection of ``norm(h)`` with rotary on q and k and the cache write of k and v
+        (see :meth:`fuses_norm_rope`); q is ``[T, heads, head_dim]``."""
+        assert self.quant is not None
+        return self.quant.apply_prenorm_rope(self, inp, rope)
 
     def fuses_silu(self, x: torch.Tensor) -> bool:
         """Whether :meth:`forward_silu` runs one fused kernel for ``x`` (CUDA, at most 8 rows)."""

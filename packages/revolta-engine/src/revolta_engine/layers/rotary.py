@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from transformers import PretrainedConfig
@@ -46,3 +48,19 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         return ops.rotary_embedding(positions, q, k, self.cos_sin_cache, self.is_neox)
+
+
+@dataclass(frozen=True)
+class RopeCache:
+    """What a q/k/v projection needs to rotate its outputs and write the paged KV cache itself: the tokens'
+    positions and cache slots, the rotary table and style, the query head count, and the layer's caches."""
+
+    positions: torch.Tensor
+    cos_sin_cache: torch.Tensor
+    is_neox: bool
+    num_heads: int
+    key_cache: torch.Tensor
+    value_cache: torch.Tensor
+    slot_mapping: torch.Tensor
+    k_scales: torch.Tensor | None
+    v_scales: torch.Tensor | None

@@ -46,6 +46,11 @@ class LlamaAttention(nn.Module):
     def forward(self, positions: torch.Tensor, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention of ``norm(h)`` for ``h = inp.x + inp.residual`` (norm fused into q/k/v where it can be),
         and ``h``."""
+        if not self.qk_norm:  # quantized decode: rotary and the cache write in the projection's kernel
+            fused = self.attn.project_rotated(self.qkv_proj, inp, positions, self.rotary)
+            if fused is not None:
+                q, residual = fused
+                return self.o_proj(self.attn.attend(q).reshape(-1, self.num_heads * self.head_dim)), residual
         qkv, residual = self.qkv_proj.forward_prenorm(inp)
         q, k, v = self.qkv_proj.split(qkv)
         q = q.view(-1, self.num_heads, self.head_dim)

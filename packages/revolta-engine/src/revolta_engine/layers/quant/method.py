@@ -21,6 +21,7 @@ from revolta_kernels.reference.quant import pack_int32, unpack_int32
 
 if TYPE_CHECKING:
     from revolta_engine.layers.norm import AddNorm
+    from revolta_engine.layers.rotary import RopeCache
 
 # AutoAWQ packs the 8 columns of a word in the order 0, 2, 4, 6, 1, 3, 5, 7 (field i holds column AWQ_ORDER[i]).
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
@@ -116,6 +117,24 @@ class QuantLinearMethod:
         return ops_quant.quant_matmul_add_rms_norm(inp.x, inp.residual, norm.weight, norm.eps, norm.zero_centered,
                                                    layer.qweight, layer.scales, layer.qzeros, self.bits,
                                                    layer.group_size, self.config.zero_offset)
+
+    def fuses_rope(self, layer: Any, inp: AddNorm, key_cache: torch.Tensor) -> bool:
+        """Whether :meth:`apply_prenorm_rope` runs the one kernel with the rotary + cache epilogue: int4 group 128,
+        at most ``QKV_ROPE_MAX_M`` tokens, an fp16 cache (:meth:`fuses_norm` checked by the caller). The kernel
+        checks the head layout itself and the op falls back to the two steps where it does not take the call."""
+        rows = inp.x.numel() // inp.x.shape[-1] if inp.x.shape[-1] else 0
+        return (self.bits == 4 and layer.group_size == 128 and 0 < rows <= ops_quant.QKV_ROPE_MAX_M
+                and key_cache.dtype == torch.float16)
+
+    def apply_prenorm_rope(self, layer: Any, inp: AddNorm, rope: RopeCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q, h)``: :meth:`apply_prenorm` of a q/k/v projection, then rotary on q and k and the cache write of k
+        and v, in one kernel where it applies (``revolta::quant_qkv_rope_cache``)."""
+        norm = inp.norm
+        return ops_quant.quant_qkv_rope_cache(
+            inp.x, inp.residual, norm.weight, norm.eps, norm.zero_centered, layer.qweight, layer.scales, layer.qzeros,
+            self.bits, layer.group_size, self.config.zero_offset, rope.positions, rope.cos_sin_cache, rope.is_neox,
+            rope.num_heads, rope.key_cache, rope.value_cache, rope.slot_mapping, rope.k_scales, rope.v_scales,
+        )
 
     def apply_silu(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``silu_and_mul(x) @ W`` for ``x = [gate, up]`` (one fused kernel at decode sizes on CUDA)."""
