@@ -58,6 +58,18 @@ int decode_light_mode() {
   return g_decode_light;
 }
 
+namespace {
+int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (default off)
+}  // namespace
+
+bool decode_light_wide() {
+  if (g_decode_light_wide < 0) {
+    const char* env = std::getenv("REVOLTA_DECODE_LIGHT_WIDE");
+    g_decode_light_wide = env && env[0] == '1' ? 1 : 0;
+  }
+  return g_decode_light_wide == 1;
+}
+
 int sm_count() {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 1;

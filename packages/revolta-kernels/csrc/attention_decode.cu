@@ -57,14 +57,24 @@ cudaError_t decode_frag(const AttnParams& p, int num_seqs, int max_query_len, in
                : decode_frag_cfg<D, KIND, 4, 2, 2, false, true>(p, num_seqs, max_query_len, stream, occ);
 }
 
-template <int D, int GC, bool ROPE>
-cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
-  using C = LightDecodeCfg<D, GC>;
+template <int D, int GC, bool ROPE, int NT>
+cudaError_t decode_light_nt(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
+  using C = LightDecodeCfg<D, GC, NT>;
   static bool configured = false;
-  cudaError_t e = prepare(paged_decode_light_kernel<D, GC, ROPE>, C::SMEM_BYTES, configured);
+  cudaError_t e = prepare(paged_decode_light_kernel<D, GC, ROPE, NT>, C::SMEM_BYTES, configured);
   if (e != cudaSuccess) return e;
   dim3 grid(num_seqs * p.num_kv_heads, 1, p.num_splits);
-  return launch(paged_decode_light_kernel<D, GC, ROPE>, grid, C::NT, C::SMEM_BYTES, stream, p, r);
+  return launch(paged_decode_light_kernel<D, GC, ROPE, NT>, grid, C::NT, C::SMEM_BYTES, stream, p, r);
+}
+
+// The wide variant (256 threads, tiles of twice the keys) for head_dim <= 128 without the fused rotary, where
+// decode_light_wide() says so.
+template <int D, int GC, bool ROPE>
+cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
+  if constexpr (!ROPE && D <= 128) {
+    if (decode_light_wide()) return decode_light_nt<D, GC, ROPE, 256>(p, r, num_seqs, stream);
+  }
+  return decode_light_nt<D, GC, ROPE, 128>(p, r, num_seqs, stream);
 }
 
 template <int D, bool ROPE>

@@ -27,9 +27,11 @@
 
 namespace revolta {
 
-template <int D, int GC>  // GC: query heads per KV head, rounded up to a power of two (1..8)
+// GC: query heads per KV head, rounded up to a power of two (1..8); NT_: threads (128, or 256 for the wide
+// variant: twice the key rows per pass, so a tile holds twice the keys at the same work per thread).
+template <int D, int GC, int NT_ = 128>
 struct LightDecodeCfg {
-  static constexpr int NT = 128;
+  static constexpr int NT = NT_;
   static constexpr int TPK = D / 8;  // threads per key row, 16 bytes each
   static constexpr int KP = NT / TPK;  // key rows per pass of the block
   static constexpr int U = (GC >= 8 || D == 64) ? 4 : 8;  // passes per tile: keys a thread holds in flight
@@ -38,12 +40,12 @@ struct LightDecodeCfg {
   static_assert(TPK <= 32 && 32 % TPK == 0, "a key row's threads must sit in one warp");
 };
 
-template <int D, int GC>
-__device__ const int decode_light_smem_bytes = LightDecodeCfg<D, GC>::SMEM_BYTES;
+template <int D, int GC, int NT = 128>
+__device__ const int decode_light_smem_bytes = LightDecodeCfg<D, GC, NT>::SMEM_BYTES;
 
-template <int D, int GC, bool ROPE>
-__global__ void __launch_bounds__(128) paged_decode_light_kernel(const AttnParams p, const DecodeRope r) {
-  using C = LightDecodeCfg<D, GC>;
+template <int D, int GC, bool ROPE, int NT = 128>
+__global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams p, const DecodeRope r) {
+  using C = LightDecodeCfg<D, GC, NT>;
   constexpr int TPK = C::TPK, KP = C::KP, U = C::U, KT = C::KT;
   extern __shared__ __align__(128) unsigned char smem[];  // the alignment decode.cuh declares
   float* sS = reinterpret_cast<float*>(smem);  // [GC][KT] scores, then probabilities
