@@ -59,15 +59,15 @@ int decode_light_mode() {
 }
 
 namespace {
-int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (default off)
+int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (0 never, 1 always, else 2 = one-wave grids)
 }  // namespace
 
-bool decode_light_wide() {
+int decode_light_wide_mode() {
   if (g_decode_light_wide < 0) {
     const char* env = std::getenv("REVOLTA_DECODE_LIGHT_WIDE");
-    g_decode_light_wide = env && env[0] == '1' ? 1 : 0;
+    g_decode_light_wide = env && (env[0] == '0' || env[0] == '1') ? env[0] - '0' : 2;
   }
-  return g_decode_light_wide == 1;
+  return g_decode_light_wide;
 }
 
 int sm_count() {

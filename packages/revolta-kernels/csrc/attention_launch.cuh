@@ -15,7 +15,7 @@ namespace revolta {
 // for benchmarks that tune the defaults (wrong results on a GPU whose fragments differ, e.g. Volta).
 int decode_variant();
 int decode_light_mode();  // paged_decode_light_kernel: 0 never, 1 small batches (default), 2 wherever it applies
-bool decode_light_wide();  // its 256-thread variant (REVOLTA_DECODE_LIGHT_WIDE=1)
+int decode_light_wide_mode();  // its 256-thread variant: 0 never, 1 always, 2 one-wave grids (REVOLTA_DECODE_LIGHT_WIDE)
 int sm_count();           // of the current device
 int prefill_variant();
 bool frag_layout_ok();
