@@ -79,16 +79,13 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
       zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
   }
-  GemvRopeRegs rope_rr;
+  __shared__ GemvRopeShared<ROPE> rope_sh;
   if constexpr (ROPE) {
-    if (warp == 0) gemv_rope_issue_position(p, rope_rr, lane);
+    if (warp == 0) gemv_rope_prefetch(p, rope_sh.st, lane);
   }
   GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out may still be in its use
   pdl_trigger();
-  if constexpr (ROPE) {
-    if (warp == 0) gemv_rope_issue_rest(p, rope_rr, lane);
-  }
   GEMV_PROBE(2);
   uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
   const bool onepass = p.flags & kGemvFlagOnePass;
@@ -211,7 +208,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
         for (int ww = 0; ww < WARPS; ++ww) v += red[(ww * MT + m) * COLS + col];
         if (deferred_norm) v *= gemv_row_inv<WARPS>(p, warp_ss, m);
       }
-      gemv_rope_store(p, rope_rr, v, lane);
+      gemv_rope_store(p, rope_sh.st, v, lane);
     }
   } else if (tid < MT * COLS) {
     const int m = tid / COLS, col = tid % COLS;

@@ -25,38 +25,42 @@ __device__ __forceinline__ int gemv_rope_col(const GemvRope& r, int t, int c) {
 }
 
 // What warp 0's lane (m = lane / 16, column lane % 16) needs in the epilogue: its channel's cos and sin and its
-// token's cache slot. Their loads never stall the warp: the position is loaded before the PDL wait (a step input)
-// and only read after it, where the cos/sin row and slot loads are issued and then left in flight until the
-// epilogue. (Staging them in shared memory before the wait stalled warp 0 on the position -> cos/sin chain - two
-// memory round trips - where the previous kernel's blocks leave this grid a short pre-wait window.)
-struct GemvRopeRegs {
-  long long pos = 0, slot = -1;
-  float cs = 1.f, sn = 0.f;
+// token's cache slot, loaded before the PDL wait (step inputs) so that no load waits after the dot products.
+struct GemvRopeStage {
+  float cs[32], sn[32];
+  long long slot[32];
 };
+template <bool ROPE>
+struct GemvRopeShared {
+  GemvRopeStage st;
+};
+template <>
+struct GemvRopeShared<false> {};
 
-__device__ __forceinline__ void gemv_rope_issue_position(const QuantGemmParams& p, GemvRopeRegs& rr, int lane) {
-  const int m = lane / 16;
-  if (m < p.M) rr.pos = p.rope.positions[m];
-}
-
-__device__ __forceinline__ void gemv_rope_issue_rest(const QuantGemmParams& p, GemvRopeRegs& rr, int lane) {
+__device__ __forceinline__ void gemv_rope_prefetch(const QuantGemmParams& p, GemvRopeStage& st, int lane) {
   const GemvRope& r = p.rope;
   const int m = lane / 16;
-  if (m >= p.M) return;
-  const int n = gemv_rope_col(r, blockIdx.x, lane % 16), head = n / r.head_dim, d = n - head * r.head_dim;
-  rr.slot = r.slots[m];
-  if (head < r.num_heads + r.num_kv_heads && d < r.rot_dim) {
-    const int half = r.rot_dim / 2, i = r.neox ? (d < half ? d : d - half) : d >> 1;
-    const float* row = r.cos_sin + rr.pos * r.rot_dim;
-    rr.cs = row[i];
-    rr.sn = row[half + i];
+  float c = 1.f, s = 0.f;
+  long long slot = -1;
+  if (m < p.M) {
+    const int n = gemv_rope_col(r, blockIdx.x, lane % 16), head = n / r.head_dim, d = n - head * r.head_dim;
+    slot = r.slots[m];
+    if (head < r.num_heads + r.num_kv_heads && d < r.rot_dim) {
+      const int half = r.rot_dim / 2, i = r.neox ? (d < half ? d : d - half) : d >> 1;
+      const float* row = r.cos_sin + r.positions[m] * r.rot_dim;
+      c = row[i];
+      s = row[half + i];
+    }
   }
+  st.cs[lane] = c;
+  st.sn[lane] = s;
+  st.slot[lane] = slot;
 }
 
 // Warp 0, every lane: `v` is the fp32 sum of the lane's (row, column) (0 for rows past MT). The value is rounded
 // to fp16 first, as the separate rotary kernel reads the projection's output, then rotated in fp32 with the
 // rotary kernel's arithmetic (rotate_pair) and rounded again.
-__device__ __forceinline__ void gemv_rope_store(const QuantGemmParams& p, const GemvRopeRegs& rr, float v, int lane) {
+__device__ __forceinline__ void gemv_rope_store(const QuantGemmParams& p, const GemvRopeStage& st, float v, int lane) {
   const GemvRope& r = p.rope;
   const int m = lane / 16, col = lane % 16;
   const int n = gemv_rope_col(r, blockIdx.x, col), head = n / r.head_dim, d = n - head * r.head_dim;
@@ -67,12 +71,12 @@ __device__ __forceinline__ void gemv_rope_store(const QuantGemmParams& p, const 
   const bool first = r.neox ? col < 8 : (col & 1) == 0;
   const bool rotated = head < r.num_heads + r.num_kv_heads && d < r.rot_dim;
   const __half out =
-      rotated ? __float2half_rn(rotate_pair(first ? x : xp, first ? xp : x, rr.cs, rr.sn, first)) : hv;
+      rotated ? __float2half_rn(rotate_pair(first ? x : xp, first ? xp : x, st.cs[lane], st.sn[lane], first)) : hv;
   if (head < r.num_heads) {
     r.q_out[static_cast<size_t>(m) * r.num_heads * r.head_dim + n] = out;
     return;
   }
-  const long long slot = rr.slot;
+  const long long slot = st.slot[lane];
   if (slot < 0) return;  // a padding token: nothing is cached (as the separate cache write)
   const bool is_v = head >= r.num_heads + r.num_kv_heads;
   const int h = head - r.num_heads - (is_v ? r.num_kv_heads : 0);
