@@ -19,10 +19,17 @@ awq_e2e() {
   echo "[${SECONDS}s] awq $1 ($2) rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/awq_$1.json" | tr '\n' ' ')"
 }
 
+# gpu_tests NAME SECONDS FILE...: those GPU tests into $OUT/NAME.log; prints the rc, the summary and the first failures.
+gpu_tests() {
+  local name="$1" secs="$2"
+  shift 2
+  timeout "$secs" $PYTEST "$@" >"$OUT/$name.log" 2>&1
+  echo "[${SECONDS}s] GPU tests $name rc=$?"; tail -1 "$OUT/$name.log"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -10
+}
+
 # quant_tests SECONDS: the quantized GEMM/GEMV GPU tests and the engine's fused-norm linear tests, into
-# $OUT/tests.log; prints the summary and the first failures.
+# $OUT/tests.log.
 quant_tests() {
-  timeout "$1" $PYTEST packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
-    packages/revolta-engine/tests/test_linear_quant_norm.py >"$OUT/tests.log" 2>&1
-  echo "[${SECONDS}s] GPU tests rc=$?"; tail -1 "$OUT/tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+  gpu_tests tests "$1" packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
+    packages/revolta-engine/tests/test_linear_quant_norm.py
 }

@@ -7,9 +7,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-timeout 150 $PYTEST packages/revolta-kernels/tests/test_quant_rope_gpu.py packages/revolta-engine/tests/test_gpu_qkv_rope.py \
-  packages/revolta-kernels/tests/test_rope_attention_gpu.py >"$OUT/rope_tests.log" 2>&1
-echo "[${SECONDS}s] fused q/k/v rope tests rc=$?"; tail -1 "$OUT/rope_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/rope_tests.log" | head -10
+gpu_tests rope_tests 150 packages/revolta-kernels/tests/test_quant_rope_gpu.py packages/revolta-engine/tests/test_gpu_qkv_rope.py \
+  packages/revolta-kernels/tests/test_rope_attention_gpu.py
 for round in 1 2; do
   awq_e2e "fused_$round" ""
   REVOLTA_FUSED_QKV_ROPE=0 awq_e2e "unfused_$round" ""

@@ -7,9 +7,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/device_common.sh"
 device_init
-REVOLTA_DECODE_LIGHT_WIDE=1 timeout 150 $PYTEST packages/revolta-kernels/tests/test_attention_gpu.py \
-  packages/revolta-kernels/tests/test_rope_attention_gpu.py >"$OUT/wide_tests.log" 2>&1
-echo "[${SECONDS}s] wide attention tests rc=$?"; tail -1 "$OUT/wide_tests.log"; grep -E "^(FAILED|ERROR)" "$OUT/wide_tests.log" | head -10
+REVOLTA_DECODE_LIGHT_WIDE=1 gpu_tests wide_tests 150 packages/revolta-kernels/tests/test_attention_gpu.py \
+  packages/revolta-kernels/tests/test_rope_attention_gpu.py
 for round in 1 2; do
   awq_e2e "default_$round" ""
   REVOLTA_DECODE_LIGHT_WIDE=1 awq_e2e "wide_$round" ""

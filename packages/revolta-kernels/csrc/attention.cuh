@@ -12,6 +12,7 @@
 #include <mma.h>
 #include "common.cuh"
 #include "pdl.cuh"
+#include "split_arrive.cuh"
 
 namespace revolta {
 
@@ -125,8 +126,8 @@ __device__ __forceinline__ int split_len(int kend_all, int num_splits) {
 
 // Merge of the split partials inside the decode kernels (no second launch). Every non-empty split of a
 // row tile has written its rows' partials (o already divided by its own sum l, plus max m and l) when it
-// calls this; the barrier orders those stores before thread 0's gpu-scope fence and arrival (a split-K
-// semaphore release, as in quant_gemv.cuh). The last of the n_active splits to arrive re-arms the counter
+// calls this; the barrier orders those stores before thread 0's acquire-release arrival (split_arrive, as in
+// quant_gemv.cuh). The last of the n_active splits to arrive re-arms the counter
 // and merges: out = sum_s w_s o_s / sum_s w_s, w_s = l_s 2^(m_s - max m), in split order (deterministic).
 template <int D, int NT>
 __device__ __forceinline__ void merge_splits(const AttnParams& p, int tile, int n_active, int row0, int nrows, int q0,
@@ -134,12 +135,8 @@ __device__ __forceinline__ void merge_splits(const AttnParams& p, int tile, int 
   __shared__ int s_last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    const bool last = atomicAdd(p.counters + tile, 1) == n_active - 1;
-    if (last) {
-      __threadfence();
-      p.counters[tile] = 0;  // every split has arrived: nothing reads it again in this launch
-    }
+    const bool last = split_arrive(p.counters + tile) == n_active - 1;
+    if (last) p.counters[tile] = 0;  // every split has arrived: nothing reads it again in this launch
     s_last = last;
   }
   __syncthreads();

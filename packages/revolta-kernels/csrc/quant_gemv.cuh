@@ -41,6 +41,7 @@
 #include "quant_common.cuh"
 #include "quant_gemv_probe.cuh"
 #include "quant_gemv_stage.cuh"
+#include "split_arrive.cuh"
 
 namespace revolta {
 
@@ -254,15 +255,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   }
 
   // Last block of this column tile: sum the splits' partials (fixed order) into fp16, re-arm the counter.
-  // The barrier orders the block's partial stores before thread 0's gpu-scope fence and arrival (as a
-  // split-K semaphore release); the last arrival fences again before its block reads the other partials.
+  // The barrier orders the block's partial stores before thread 0's acquire-release arrival (split_arrive), which
+  // the last arrival's block reads the other partials after.
   __syncthreads();
-  if (tid == 0) {
-    __threadfence();
-    const bool last = atomicAdd(p.counters + tile, 1) == static_cast<int>(gridDim.y) - 1;
-    if (last) __threadfence();
-    is_last = last;
-  }
+  if (tid == 0) is_last = split_arrive(p.counters + tile) == static_cast<int>(gridDim.y) - 1;
   __syncthreads();
   if (!is_last) {
     GEMV_PROBE_END(p.N, p.K);
