@@ -4,6 +4,7 @@
 # (librevolta_r4.so: __threadfence on either side of the atomic), and the split-K-free kernel's norm weight staged
 # in shared memory before the PDL wait (schedule flag 16 on top of the default 2 | 4). GPU tests of the changed
 # paths first (the flag's under REVOLTA_QUANT_TUNE), then Llama-3.1-8B AWQ batch 1 interleaved.
+# (Flag 16 was removed after this run; the flag value 22 now means the default 2 | 4.)
 # Caller sets PYTHONPATH / REVOLTA_NATIVE_LIB.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -146,8 +146,7 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // (1 = all, 2 = half, 0 = default), skinny co-resident variant (4: the kernel compiled for 4 blocks per SM,
 // <= 64 registers, where it exists: 8 warps x 4 rows, M <= 2, deferred scale; 0 = default), split-K-free
 // variant (1 = wherever it exists, 0 = never, -1 = the built-in rule), skinny schedule flags (bits of
-// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8,
-// kGemvFlagNormEarly = 16; -1 = default).
+// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8; -1 = default).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
                        int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full, int gemv_flags) {
   g_tune.gemv_flags = gemv_flags;

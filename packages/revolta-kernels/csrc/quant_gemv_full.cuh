@@ -79,20 +79,6 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
       zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
   }
-  // kGemvFlagNormEarly (act 2, one-pass): the norm weight is a parameter, so each warp copies the rows it will
-  // stage into shared memory now (after the weight loads are issued, stalling only this warp before its wait).
-  const bool onepass = p.flags & kGemvFlagOnePass;
-  uint4* pre_w = onepass && p.act == 2 && (p.flags & kGemvFlagNormEarly)
-                     ? reinterpret_cast<uint4*>(gemv_smem) + MT * rows : nullptr;
-  if (pre_w != nullptr) {
-    const uint4* src = reinterpret_cast<const uint4*>(p.norm_weight) + warp * rpw;
-    for (int li = lane; li < rpw; li += 64) {
-      const bool two = li + 32 < rpw;
-      const uint4 a = __ldg(src + li), b = two ? __ldg(src + li + 32) : make_uint4(0, 0, 0, 0);
-      pre_w[warp * rpw + li] = a;
-      if (two) pre_w[warp * rpw + li + 32] = b;
-    }
-  }
   __shared__ GemvRopeShared<ROPE> rope_sh;
   if constexpr (ROPE) {
     if (warp == 0) gemv_rope_prefetch(p, rope_sh.st, lane);
@@ -102,12 +88,13 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   pdl_trigger();
   GEMV_PROBE(2);
   uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
+  const bool onepass = p.flags & kGemvFlagOnePass;
   const bool deferred_norm = onepass && p.act == 2;  // 1 / rms applied to the sums (gemv_stage_warp)
   WarpNorm<MT> wn;
   if (onepass) {
     // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane), no block barrier.
     auto row_of = [&](int li) { return warp * rpw + li; };
-    gemv_stage_warp<4, MT, MT == 1 ? 2 : 1, true>(p, xs, rows, 0, rpw, row_of, blockIdx.x == 0, wn, pre_w);
+    gemv_stage_warp<4, MT, MT == 1 ? 2 : 1, true>(p, xs, rows, 0, rpw, row_of, blockIdx.x == 0, wn);
     __syncwarp();
   } else if (p.act == 2) {
     gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));

@@ -155,8 +155,7 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     const int fl = gemv_flags();
     const bool narrow = (fl & kGemvFlagFull16) != 0 || ((fl & kGemvFlagFull16Plain) != 0 && act != 2);
     pl.tiles = N / (narrow ? 16 : quant_gemv_full_cols);
-    // kGemvFlagNormEarly: the norm weight rows [K] after the staged x
-    pl.smem = gemv_full_smem_bytes(pl.mt, K) + ((fl & kGemvFlagNormEarly) && act == 2 ? K * 2 : 0);
+    pl.smem = gemv_full_smem_bytes(pl.mt, K);
     pl.blocks_per_sm = narrow ? 3 : 2;
     pl.minb = narrow ? 3 : 2;
     return pl;

@@ -44,7 +44,6 @@ constexpr int kGemvFlagEarlyTrigger = 1;
 constexpr int kGemvFlagOnePass = 2;
 constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
 constexpr int kGemvFlagFull16Plain = 8;  // the same, only for calls without the fused norm (act != 2)
-constexpr int kGemvFlagNormEarly = 16;  // the split-K-free kernel stages its norm weight rows before the PDL wait
 
 // act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
 // revolta::fused_add_rms_norm); x alone without a residual.
@@ -165,11 +164,9 @@ struct WarpNorm {
 // is reduced, its staged values are scaled in place by 2^e (exact) with 2^e ~ 1 / rms over the warp's rows,
 // so a small or large residual stream sits where fp16 is precise, as the normalized activation does (DEFER's
 // division is folded into the same power of two); the caller multiplies the warp's sums by 2^-e.
-// pre_w (act 2, optional): the norm weight of the warp's rows, already in shared memory at pre_w[row_of(li)].
 template <int PAIRS, int MT, int CB, bool DEFER, class RowOf>
 __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typename XRowOf<PAIRS>::type* xs, int ld,
-                                                int r0, int n, RowOf row_of, bool writer, WarpNorm<MT>& wn,
-                                                const typename XRowOf<PAIRS>::type* pre_w = nullptr) {
+                                                int r0, int n, RowOf row_of, bool writer, WarpNorm<MT>& wn) {
   using XRow = typename XRowOf<PAIRS>::type;
   const int lane = threadIdx.x & 31;
   const bool norm = p.act == 2;
@@ -195,7 +192,7 @@ __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typena
         if (p.act == 1) {
           b[j] = __ldg(reinterpret_cast<const XRow*>(xm + p.K) + row);
         } else if (norm) {
-          g[j] = pre_w != nullptr ? pre_w[row_of(li)] : __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + row);
+          g[j] = __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + row);
           if (p.residual != nullptr)
             b[j] = __ldg(reinterpret_cast<const XRow*>(p.residual + static_cast<size_t>(m) * p.K) + row);
         }

@@ -257,15 +257,14 @@ def test_split_k_free_variant_in_dependent_graph_chain(restore_tuning):
     torch.testing.assert_close(eager[1].float(), want[1].float(), rtol=2e-2, atol=2e-2 * float(want[1].abs().max()))
 
 
-@pytest.mark.parametrize("flags", [-1, 0, 1, 2, 3, 4, 6, 7, 8, 10, 18, 22])
+@pytest.mark.parametrize("flags", [-1, 0, 1, 2, 3, 4, 6, 7, 8, 10])
 @pytest.mark.parametrize("m", [1, 2])
 @pytest.mark.parametrize(("k", "n"), [(4096, 4096), (4096, 6144), (4096, 28672), (2048, 1024), (1024, 256),
                                       (14336, 4096)])
 def test_schedule_flags_match_reference(restore_tuning, flags, m, k, n):
     # tune gemv_flags: 1 = PDL trigger at kernel start, 2 = one-pass x staging (act 2 in one L2 round trip; the
     # split-K-free kernel stages per warp), 4 = the split-K-free kernel with 16-column blocks (plan minb 3), 8 = the
-    # same only without the fused norm (plan() describes the plain call), 16 = the split-K-free kernel's norm weight
-    # staged before the PDL wait (with 2); -1 = the default (2 | 4).
+    # same only without the fused norm (plan() describes the plain call); -1 = the default (2 | 4).
     native_quant.tune(gemv_flags=flags)
     narrow = bool((flags if flags >= 0 else 6) & 12)
     plan = native_quant.plan(m, n, k, 4, 128, torch.device("cuda"))

@@ -118,8 +118,7 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     (1 = PDL trigger at kernel start instead of after the wait, 2 = one-pass x staging: act 2 loads x, residual
     and norm weight in one L2 round trip, the split-K-free kernel stages per warp, 4 = the split-K-free kernel
     with 16-column blocks, 3 per SM (plan() reports it as minb 3), 8 = the same only for calls without the fused
-    norm, 16 = the split-K-free kernel copies its norm weight rows to shared memory before the PDL wait (act 2,
-    with 2)), -1 = the built-in choice (2 | 4).
+    norm), -1 = the built-in choice (2 | 4).
     ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full,flags]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     """
