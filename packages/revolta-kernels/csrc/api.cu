@@ -50,23 +50,23 @@ int g_decode_light = -1;  // -1: REVOLTA_DECODE_LIGHT decides (default 1)
 int g_sm_count[kMaxDevices] = {};
 }  // namespace
 
+namespace {
+int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (0 never, 1 always, else 2 = one-wave grids)
+
+// A mode switch from the environment: its first character as a digit 0..max_mode, else `fallback`.
+int env_mode(const char* name, int max_mode, int fallback) {
+  const char* env = std::getenv(name);
+  return env && env[0] >= '0' && env[0] <= '0' + max_mode ? env[0] - '0' : fallback;
+}
+}  // namespace
+
 int decode_light_mode() {
-  if (g_decode_light < 0) {
-    const char* env = std::getenv("REVOLTA_DECODE_LIGHT");
-    g_decode_light = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 1;
-  }
+  if (g_decode_light < 0) g_decode_light = env_mode("REVOLTA_DECODE_LIGHT", 2, 1);
   return g_decode_light;
 }
 
-namespace {
-int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (0 never, 1 always, else 2 = one-wave grids)
-}  // namespace
-
 int decode_light_wide_mode() {
-  if (g_decode_light_wide < 0) {
-    const char* env = std::getenv("REVOLTA_DECODE_LIGHT_WIDE");
-    g_decode_light_wide = env && (env[0] == '0' || env[0] == '1') ? env[0] - '0' : 2;
-  }
+  if (g_decode_light_wide < 0) g_decode_light_wide = env_mode("REVOLTA_DECODE_LIGHT_WIDE", 1, 2);
   return g_decode_light_wide;
 }
 
