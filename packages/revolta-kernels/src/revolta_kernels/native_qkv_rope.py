@@ -14,7 +14,7 @@ import ctypes
 
 import torch
 
-from revolta_kernels import native, native_quant, ops, ops_quant
+from revolta_kernels import native, native_quant, ops_quant
 from revolta_kernels.native import check
 
 _c_int, _ptr = ctypes.c_int, ctypes.c_void_p
@@ -103,11 +103,9 @@ def quant_qkv_rope_cache(x, residual, norm_weight, eps, zero_centered, qweight, 
                          slot_mapping)
     if fused is not None:
         return fused
-    qkv, h = ops_quant.quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales,
-                                                 qzeros, bits, group_size, zero_offset)
-    q, k, v = ops_quant.split_qkv(qkv, num_heads, key_cache.shape[1], key_cache.shape[-1])
-    return ops.rotary_and_cache(positions, q, k, v, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
-                                k_scales, v_scales), h
+    return ops_quant.qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
+                                        group_size, zero_offset, positions, cos_sin_cache, is_neox, num_heads,
+                                        key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
 def register() -> bool:

@@ -114,13 +114,9 @@ def quant_qkv_rope_cache(x: torch.Tensor, residual: torch.Tensor | None, norm_we
     (int4 group 128, up to ``QKV_ROPE_MAX_M`` tokens, fp16 cache) rotates and stores in the projection's own
     epilogue, so no rotary kernel runs; other calls run the two ops.
     """
-    from revolta_kernels.ops_attention import rotary_and_cache
-
-    qkv, h = quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
-                                       group_size, zero_offset)
-    q, k, v = split_qkv(qkv, num_heads, key_cache.shape[1], key_cache.shape[-1])
-    return rotary_and_cache(positions, q, k, v, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
-                            k_scales, v_scales), h
+    return qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
+                              zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
+                              slot_mapping, k_scales, v_scales)
 
 
 @quant_qkv_rope_cache.register_fake
@@ -128,6 +124,20 @@ def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bit
       cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping, k_scales, v_scales):
     tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return x.new_empty((tokens, num_heads, key_cache.shape[-1])), torch.empty_like(x)
+
+
+def qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
+                       zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping,
+                       k_scales, v_scales) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`quant_qkv_rope_cache` as two ops: :func:`quant_matmul_add_rms_norm`, then ``revolta::rotary_and_cache``
+    on its q/k/v (the reference, and the CUDA implementation's path where the fused kernel does not apply)."""
+    from revolta_kernels.ops_attention import rotary_and_cache
+
+    qkv, h = quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
+                                       group_size, zero_offset)
+    q, k, v = split_qkv(qkv, num_heads, key_cache.shape[1], key_cache.shape[-1])
+    return rotary_and_cache(positions, q, k, v, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                            k_scales, v_scales), h
 
 
 def split_qkv(qkv: torch.Tensor, num_heads: int, num_kv_heads: int,
