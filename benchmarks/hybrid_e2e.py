@@ -55,7 +55,8 @@ def active_bytes(model, config) -> tuple[int, int]:
 
 
 def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> float:
-    """Decoded tokens/s after the prompt: (full generation - prefill-only) over tokens - 1, median of reps."""
+    """Decoded tokens/s after the prompt: (full generation - prefill-only) over tokens - 1, median of reps, after
+    one untimed generation at the prompt's length."""
     def run(n: int) -> float:
         params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
         torch.cuda.synchronize()
@@ -65,6 +66,7 @@ def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> floa
         assert len(out[0].outputs[0].token_ids) == n
         return time.perf_counter() - t0
 
+    run(2)  # first-use costs of this prompt length's shapes, which would otherwise land in one rep's prefill time
     rates = []
     for _ in range(reps):
         t1 = run(1)
