@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hybrid_e2e import decode_rate, event_ms  # noqa: E402
+from gpu_e2e import decode_rate  # noqa: E402
+from hybrid_e2e import event_ms  # noqa: E402
 
 from revolta_engine import LLM, SamplingParams  # noqa: E402
 

@@ -15,11 +15,11 @@ import argparse
 import json
 import logging
 import re
+import statistics
 import time
 from pathlib import Path
 
 import torch
-from hybrid_e2e import decode_rate
 
 from revolta_engine import LLM, SamplingParams
 
@@ -52,6 +52,17 @@ def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float
     torch.cuda.synchronize()
     assert all(len(o.outputs[0].token_ids) == max_tokens for o in outs)
     return time.perf_counter() - t0
+
+
+def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> float:
+    """Decoded tokens/s after the prompt: (full generation - prefill-only) over tokens - 1, median of reps, after
+    one untimed generation at the prompt's length."""
+    timed_generate(llm, [prompt], 2)  # first-use costs of this prompt length's shapes, else in one rep's prefill
+    rates = []
+    for _ in range(reps):
+        t1 = timed_generate(llm, [prompt], 1)
+        rates.append((tokens - 1) / (timed_generate(llm, [prompt], tokens) - t1))
+    return statistics.median(rates)
 
 
 def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:

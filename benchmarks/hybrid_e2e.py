@@ -13,12 +13,12 @@ import argparse
 import functools
 import json
 import logging
-import statistics
 import time
 from pathlib import Path
 
 import bench_timing
 import torch
+from gpu_e2e import decode_rate
 
 from revolta_engine import LLM, SamplingParams
 
@@ -52,26 +52,6 @@ def active_bytes(model, config) -> tuple[int, int]:
             continue
         active += nbytes * frac if ".experts." in name else nbytes
     return int(active), total
-
-
-def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> float:
-    """Decoded tokens/s after the prompt: (full generation - prefill-only) over tokens - 1, median of reps, after
-    one untimed generation at the prompt's length."""
-    def run(n: int) -> float:
-        params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = llm.generate([{"prompt_token_ids": prompt}], params)
-        torch.cuda.synchronize()
-        assert len(out[0].outputs[0].token_ids) == n
-        return time.perf_counter() - t0
-
-    run(2)  # first-use costs of this prompt length's shapes, which would otherwise land in one rep's prefill time
-    rates = []
-    for _ in range(reps):
-        t1 = run(1)
-        rates.append((tokens - 1) / (run(tokens) - t1))
-    return statistics.median(rates)
 
 
 event_ms = functools.partial(bench_timing.time_ms, reps=20, warmup=1)
