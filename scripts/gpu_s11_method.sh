@@ -14,7 +14,6 @@ for cfg in llama-3.1-8b llama-3.1-8b-awq; do
 import json, sys
 sys.path.insert(0, "benchmarks")
 import gpu_e2e
-from hybrid_e2e import decode_rate
 cfg, plen = sys.argv[1], int(sys.argv[2])
 args = gpu_e2e.parse_args(["--config", f"benchmarks/configs/{cfg}", "--decode-only", "--concurrency", "1",
                            "--prefill-len", str(plen)])
@@ -25,7 +24,7 @@ p1 = gpu_e2e.random_prompts(1, 512, vocab, 1)
 t_prefill = gpu_e2e.timed_generate(llm, p1, 1)
 t_full = gpu_e2e.timed_generate(llm, p1, 256)
 single = 255 / (t_full - t_prefill)
-robust = decode_rate(llm, p1[0], 256)
+robust = gpu_e2e.decode_rate(llm, p1[0], 256)
 again = 255 / (gpu_e2e.timed_generate(llm, p1, 256) - gpu_e2e.timed_generate(llm, p1, 1))
 print(json.dumps({"config": cfg, "max_model_len": plen + 64, "single_pair_first": single, "t_prefill_first_ms": t_prefill * 1e3,
                   "decode_rate": robust, "single_pair_later": again}))
