@@ -1,5 +1,6 @@
-"""What the benchmarks share for timing: the median of CUDA-event-timed batches of calls, and the capture of a
-sequence of calls into one CUDA graph."""
+"""What the benchmarks share for timing: the median of CUDA-event-timed batches of calls, the capture of a
+sequence of calls into one CUDA graph, and the two ceilings results are reported against (copy bandwidth, fp16
+matmul rate)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,43 @@ def time_ms(fn: Callable[[], object], reps: int = 10, inner: int = 1, warmup: in
         end.synchronize()
         times.append(start.elapsed_time(end) / inner)
     return statistics.median(times)
+
+
+def copy_gbs(best: bool = False) -> float:
+    """This GPU's device-to-device copy rate in GB/s: bytes read + written by a 2 GiB copy.
+
+    The median of ten timed batches of three copies; ``best``: the fastest of ten single copies after three
+    untimed ones (the end-to-end benchmarks' roofline, as they have always reported it). The allocator's cache is
+    emptied after, so a model loaded next has the memory."""
+    rate = _copy_rate(best)
+    torch.cuda.empty_cache()
+    return rate
+
+
+def _copy_rate(best: bool) -> float:
+    src = torch.empty(2**29, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    nbytes = 2 * src.numel() * src.element_size()
+    if not best:
+        return nbytes / (time_ms(lambda: dst.copy_(src), reps=10, inner=3) / 1e3) / 1e9
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    seconds = float("inf")
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        seconds = min(seconds, start.elapsed_time(end) / 1e3)
+    return nbytes / seconds / 1e9
+
+
+def matmul_tflops(n: int = 8192) -> float:
+    """This GPU's fp16 matrix rate in TFLOP/s: torch.matmul of two n x n fp16 matrices, median of ten batches."""
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    return 2 * n**3 / time_ms(lambda: a @ b, reps=10, inner=5) / 1e9
 
 
 class ChainGraph(torch.cuda.CUDAGraph):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 from bench_timing import capture, time_ms
+from bench_timing import copy_gbs as copy_bandwidth  # noqa: F401 (the GEMV benchmarks' name for it)
 
 from revolta_kernels import native_quant
 
@@ -34,13 +35,6 @@ def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
     e.record()
     e.synchronize()
     return s.elapsed_time(e) * 1e3 / reps
-
-
-def copy_bandwidth() -> float:
-    """This GPU's device-to-device copy rate in GB/s (read + write bytes of a 2 GiB fp32 copy)."""
-    x = torch.randn(2**29, device="cuda")
-    y = torch.empty_like(x)
-    return 2 * x.numel() * 4 / time_ms(lambda: y.copy_(x)) / 1e6
 
 
 def l2_bytes() -> int:

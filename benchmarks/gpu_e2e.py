@@ -19,29 +19,15 @@ import statistics
 import time
 from pathlib import Path
 
+import bench_timing
 import torch
 
 from revolta_engine import LLM, SamplingParams
 
 
-def copy_bandwidth(nbytes: int = 2 * 2**30) -> float:
-    """Device-to-device copy rate in bytes/s (read + write counted), best of 10."""
-    src = torch.empty(nbytes // 2, dtype=torch.float16, device="cuda")
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(10):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * nbytes / best
+def copy_bandwidth() -> float:
+    """The roofline's copy rate in bytes/s (bench_timing.copy_gbs, best of ten)."""
+    return bench_timing.copy_gbs(best=True) * 1e9
 
 
 def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float:

@@ -38,13 +38,6 @@ def graphed(fns) -> Callable[[], None]:
     return bench_timing.capture(fns).replay
 
 
-def copy_bandwidth() -> float:
-    """Bytes/s of a 2 GiB device-to-device copy, read + write counted."""
-    x = torch.randn(2**29, device="cuda")
-    y = torch.empty_like(x)
-    return 2 * x.numel() * 4 / (time_ms(lambda: y.copy_(x), reps=10, inner=3) / 1e3)
-
-
 def _qkv(n, hk, hv, d, gen):
     fused = torch.randn(n, (2 * hk + hv) * d, device="cuda", generator=gen).half()
     q = fused[:, : hk * d].view(n, hk, d)
@@ -270,7 +263,7 @@ def main() -> None:
                     "moe_block_batch1, moe_chain); default all")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    bw = copy_bandwidth()
+    bw = bench_timing.copy_gbs() * 1e9  # bytes/s
     result: dict = {"gpu": torch.cuda.get_device_name(), "native": revolta_kernels.native_status(),
                     "copy_bandwidth_GBps": bw / 1e9}
     for name, fn in (("gdn_decode", lambda: gdn_decode(bw, gen)), ("gdn_prefill_8k", lambda: gdn_prefill(gen)),

@@ -18,27 +18,9 @@ from pathlib import Path
 
 import bench_timing
 import torch
-from gpu_e2e import decode_rate
+from gpu_e2e import copy_bandwidth, decode_rate
 
 from revolta_engine import LLM, SamplingParams
-
-
-def copy_bandwidth() -> float:
-    """Bytes/s of a 2 GiB device-to-device copy (read + write counted), best of 10."""
-    src = torch.empty(2**30, dtype=torch.float16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    best = float("inf")
-    for i in range(13):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        if i >= 3:
-            best = min(best, start.elapsed_time(end) / 1e3)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * 2**31 / best
 
 
 def active_bytes(model, config) -> tuple[int, int]:

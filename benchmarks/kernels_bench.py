@@ -25,23 +25,6 @@ from revolta_kernels import ops
 time_ms = functools.partial(bench_timing.time_ms, reps=20, inner=5, warmup=3)  # this benchmark's defaults
 
 
-def copy_bandwidth() -> float:
-    x = torch.randn(2**29, device="cuda")  # 2 GiB
-    y = torch.empty_like(x)
-    ms = time_ms(lambda: y.copy_(x), reps=10, inner=3)
-    return 2 * x.numel() * 4 / ms / 1e6  # GB/s
-
-
-def matmul_rate() -> float:
-    n = 8192
-    a, b = (
-        torch.randn(n, n, device="cuda", dtype=torch.float16),
-        torch.randn(n, n, device="cuda", dtype=torch.float16),
-    )
-    ms = time_ms(lambda: a @ b, reps=10, inner=3)
-    return 2 * n**3 / ms / 1e9  # TFLOP/s
-
-
 def make_cache(num_blocks, hkv, bs, d, kv_dtype):
     shape = (num_blocks, hkv, bs, d)
     if kv_dtype == torch.int8:
@@ -329,7 +312,7 @@ def main() -> None:
     torch.manual_seed(0)
     status = revolta_kernels.native_status()
     print(status, flush=True)
-    copy_bw, mm = copy_bandwidth(), matmul_rate()
+    copy_bw, mm = bench_timing.copy_gbs(), bench_timing.matmul_tflops()
     print(f"ceilings: copy {copy_bw:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
     results = {
         "device": torch.cuda.get_device_name(),

@@ -49,18 +49,6 @@ def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
     return us
 
 
-def copy_bandwidth() -> float:
-    x = torch.randn(2**29, device="cuda")
-    y = torch.empty_like(x)
-    return 2 * x.numel() * 4 / time_ms(lambda: y.copy_(x), reps=10, inner=3) / 1e6
-
-
-def matmul_rate() -> float:
-    n = 8192
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
-    return 2 * n**3 / time_ms(lambda: a @ b, reps=10, inner=5) / 1e9
-
-
 def weights(k: int, n: int, group: int = 128):
     qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
     qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n // 8), dtype=torch.int32, device="cuda")
@@ -166,7 +154,7 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="time every launch variant and use the best")
     args = parser.parse_args()
     assert revolta_kernels.native_available(), revolta_kernels.native_status()
-    copy_gbs, mm = copy_bandwidth(), matmul_rate()
+    copy_gbs, mm = bench_timing.copy_gbs(), bench_timing.matmul_tflops()
     result: dict = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "fp16_matmul_tflops": mm,
                     "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "shapes": []}
     print(f"copy bandwidth {copy_gbs:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
