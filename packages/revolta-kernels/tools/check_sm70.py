@@ -169,29 +169,32 @@ def _prefill_frag(
     )
 
 
-def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
+ATTENTION_SOURCE = (
+    b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
+    b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
+    b'#include "norm.cuh"\n'
+    b'#include "decode_light.cuh"\n'
+    b'#include "rotary.cuh"\n'
+    b'#include "sampling.cuh"\n'
+)
+
+
+def nvrtc_compile(ks: list[Kernel], arch: str, src: bytes = ATTENTION_SOURCE, program: str = "revolta_sm70.cu",
+                  tool: str = "check_sm70") -> str:
+    """PTX of ``src`` (includes of csrc/) with every kernel of ``ks`` instantiated, compiled by NVRTC 12.9 for
+    ``arch``; sets each kernel's lowered name and, where it has a ``smem_expr``, its dynamic shared memory from
+    the PTX. ``tool`` names the check in its error messages."""
     nvrtc_dir = _pkg_dir("nvidia.cuda_nvrtc")
     lib = ctypes.CDLL(str(next((nvrtc_dir / "lib").glob("libnvrtc.so.12*"))))
     includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
-    src = (
-        b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
-        b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
-        b'#include "norm.cuh"\n'
-        b'#include "decode_light.cuh"\n'
-        b'#include "rotary.cuh"\n'
-        b'#include "sampling.cuh"\n'
-    )
     prog = ctypes.c_void_p()
 
     def ok(rc: int, what: str) -> None:
         if rc != 0:
             lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-            raise SystemExit(f"check_sm70: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
+            raise SystemExit(f"{tool}: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
 
-    ok(
-        lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"revolta_sm70.cu", 0, None, None),
-        "nvrtcCreateProgram",
-    )
+    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, program.encode(), 0, None, None), "nvrtcCreateProgram")
     exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
     for e in exprs:
         ok(lib.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
@@ -199,10 +202,10 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
     copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
     size = ctypes.c_size_t()
-    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    lib.nvrtcGetProgramLog(prog, log)
     if rc != 0:
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
         print(log.value.decode(), file=sys.stderr)
         ok(rc, "nvrtcCompileProgram")
     lowered = {}
@@ -220,7 +223,7 @@ def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
         if k.smem_expr:
             m = re.search(re.escape(lowered[k.smem_expr]) + r"\s*=\s*(\d+)", text)
             if not m:
-                raise SystemExit(f"check_sm70: shared memory size of {k.name} not found in the PTX")
+                raise SystemExit(f"{tool}: shared memory size of {k.name} not found in the PTX")
             k.smem_dynamic = int(m.group(1))
     return text
 

@@ -10,7 +10,6 @@ Usage: ``python tools/check_sm70_hybrid.py [--out DIR]``.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_sm70 import VOLTA_SMEM, Kernel, _pkg_dir, assemble  # noqa: E402
+from check_sm70 import VOLTA_SMEM, Kernel, _pkg_dir, assemble, nvrtc_compile  # noqa: E402
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 TYPES = {"__half": "fp16", "__nv_bfloat16": "bf16", "float": "fp32"}
@@ -65,37 +64,7 @@ def kernels() -> list[Kernel]:
     return ks
 
 
-def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
-    lib = ctypes.CDLL(str(next((_pkg_dir("nvidia.cuda_nvrtc") / "lib").glob("libnvrtc.so.12*"))))
-    includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
-    prog = ctypes.c_void_p()
-
-    def ok(rc: int, what: str) -> None:
-        if rc != 0:
-            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-            raise SystemExit(f"check_sm70_hybrid: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
-
-    src = b'#include "gdn_decode.cuh"\n#include "conv1d.cuh"\n#include "moe.cuh"\n'
-    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"hybrid_sm70.cu", 0, None, None), "nvrtcCreateProgram")
-    for k in ks:
-        ok(lib.nvrtcAddNameExpression(prog, k.expr.encode()), f"nvrtcAddNameExpression({k.expr})")
-    opts = [f"-arch={arch}", "-std=c++17", "-default-device", "-lineinfo"] + [f"-I{p}" for p in includes]
-    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
-    size = ctypes.c_size_t()
-    if rc != 0:
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        lib.nvrtcGetProgramLog(prog, log)
-        print(log.value.decode(), file=sys.stderr)
-        ok(rc, "nvrtcCompileProgram")
-    for k in ks:
-        name = ctypes.c_char_p()
-        ok(lib.nvrtcGetLoweredName(prog, k.expr.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({k.expr})")
-        k.lowered = name.value.decode()
-    lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
-    ptx = ctypes.create_string_buffer(size.value)
-    ok(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-    return ptx.value.decode()
+SOURCE = b'#include "gdn_decode.cuh"\n#include "conv1d.cuh"\n#include "moe.cuh"\n'
 
 
 def bf16_math(cubin: Path, ks: list[Kernel]) -> dict[str, int]:
@@ -123,7 +92,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.out or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        cubin = assemble(nvrtc_compile(ks, "compute_70"), ks, work)
+        cubin = assemble(nvrtc_compile(ks, "compute_70", SOURCE, "hybrid_sm70.cu", "check_sm70_hybrid"), ks, work)
         bf16 = bf16_math(cubin, ks)
     rows, failures = [], []
     for k in ks:

@@ -10,14 +10,12 @@ Usage: ``python tools/check_sm70_quant.py [--out DIR]``.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import re
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_sm70 import VOLTA_SMEM, Kernel, _pkg_dir, assemble, count_hmma  # noqa: E402
+from check_sm70 import VOLTA_SMEM, Kernel, assemble, count_hmma, nvrtc_compile  # noqa: E402
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 
@@ -65,49 +63,7 @@ def kernels() -> list[Kernel]:
     return ks
 
 
-def nvrtc_compile(ks: list[Kernel], arch: str) -> str:
-    lib = ctypes.CDLL(str(next((_pkg_dir("nvidia.cuda_nvrtc") / "lib").glob("libnvrtc.so.12*"))))
-    includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
-    prog = ctypes.c_void_p()
-
-    def ok(rc: int, what: str) -> None:
-        if rc != 0:
-            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-            raise SystemExit(f"check_sm70_quant: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
-
-    src = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n'
-    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"quant_sm70.cu", 0, None, None),
-       "nvrtcCreateProgram")
-    exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
-    for e in exprs:
-        ok(lib.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
-    opts = [f"-arch={arch}", "-std=c++17", "-default-device", "-lineinfo"] + [f"-I{p}" for p in includes]
-    rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
-    size = ctypes.c_size_t()
-    if rc != 0:
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        lib.nvrtcGetProgramLog(prog, log)
-        print(log.value.decode(), file=sys.stderr)
-        ok(rc, "nvrtcCompileProgram")
-    lowered = {}
-    for e in exprs:
-        name = ctypes.c_char_p()
-        ok(lib.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({e})")
-        lowered[e] = name.value.decode()
-    for k in ks:
-        k.lowered = lowered[k.expr]
-    lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
-    ptx = ctypes.create_string_buffer(size.value)
-    ok(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-    text = ptx.value.decode()
-    for k in ks:
-        if k.smem_expr:
-            m = re.search(re.escape(lowered[k.smem_expr]) + r"\s*=\s*(\d+)", text)
-            if not m:
-                raise SystemExit(f"check_sm70_quant: shared memory size of {k.name} not found in the PTX")
-            k.smem_dynamic = int(m.group(1))
-    return text
+SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n'
 
 
 def main() -> int:
@@ -118,7 +74,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.out or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        cubin = assemble(nvrtc_compile(ks, "compute_70"), ks, work)
+        cubin = assemble(nvrtc_compile(ks, "compute_70", SOURCE, "quant_sm70.cu", "check_sm70_quant"), ks, work)
         count_hmma(cubin, ks)
     rows, failures = [], []
     for k in ks:
