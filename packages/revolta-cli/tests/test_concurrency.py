@@ -54,8 +54,11 @@ def test_64_concurrent_streaming_clients_all_finish_with_the_same_greedy_answer(
 def test_disconnect_mid_stream_aborts_and_frees_kv(smol_server):
     body = {"model": SMOL_NAME, "messages": PROMPT, "max_tokens": 400, "stream": True, "ignore_eos": True}
     with httpx.stream("POST", smol_server.url + "/v1/chat/completions", json=body, timeout=300) as response:
+        # Hold the line iterator: a dropped one is closed at once, and closing it closes the connection, which
+        # would abort the request before the gauge is read.
+        lines = response.iter_lines()
         chunks = 0
-        for line in response.iter_lines():
+        for line in lines:
             if line.startswith("data: ") and '"content":"' in line and '"content":""' not in line:
                 chunks += 1
             if chunks >= 2:
