@@ -68,15 +68,22 @@ cudaError_t decode_light_nt(const AttnParams& p, const DecodeRope& r, int num_se
 }
 
 // The wide variant (256 threads, tiles of twice the keys) for head_dim <= 128 without the fused rotary: by default
-// where its grid is at most one block per SM (batch 1 of 8 KV heads with <= 16 splits on 132 SMs). There a split
-// of 128 keys is one tile whose K/V all load before the PDL wait, at the same work per thread, and nothing waits
-// for a second wave: H200, Llama-3.1-8B AWQ batch 1 (512-767 keys), 508.8 / 509.3 -> 513.4 / 513.0 tok/s
-// (benchmarks/results/h200_session10/run2). REVOLTA_DECODE_LIGHT_WIDE=1 / 0 takes it always / never.
+// where its splits that can get keys are at most one block per SM (batch 1 of 8 KV heads with <= 16 of them on
+// 132 SMs). There a split of 128 keys is one tile whose K/V all load before the PDL wait, at the same work per
+// thread, and nothing waits for a second wave: H200, Llama-3.1-8B AWQ batch 1 (512-767 keys), 508.8 / 509.3 ->
+// 513.4 / 513.0 tok/s (benchmarks/results/h200_session10/run2). REVOLTA_DECODE_LIGHT_WIDE=1 / 0 takes it always /
+// never.
 template <int D, int GC, bool ROPE>
 cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
   if constexpr (!ROPE && D <= 128) {
     const int mode = decode_light_wide_mode();
-    if (mode == 1 || (mode == 2 && num_seqs * p.num_kv_heads * p.num_splits <= sm_count()))
+    // Splits past the context exit at once, so count those the table could fill with this variant's 128-key
+    // splits: a table wider than the context (the CUDA graphs' buckets) kept batch 1 off it (H200, AWQ
+    // Llama-3.1-8B batch 1, 1024-1280 keys in a 2048-key table: 499.0 -> 513.3 tok/s forced wide, session 15).
+    constexpr int kt = LightDecodeCfg<D, GC, 256>::KT;
+    const int fillable = (p.max_blocks * p.block_size + kt - 1) / kt;
+    const int fill = p.split_tokens > 0 || fillable > p.num_splits ? p.num_splits : fillable;
+    if (mode == 1 || (mode == 2 && num_seqs * p.num_kv_heads * fill <= sm_count()))
       return decode_light_nt<D, GC, ROPE, 256>(p, r, num_seqs, stream);
   }
   return decode_light_nt<D, GC, ROPE, 128>(p, r, num_seqs, stream);
