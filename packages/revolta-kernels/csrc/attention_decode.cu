@@ -77,9 +77,10 @@ template <int D, int GC, bool ROPE>
 cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
   if constexpr (!ROPE && D <= 128) {
     const int mode = decode_light_wide_mode();
-    // Splits past the context exit at once, so count those the table could fill with this variant's 128-key
-    // splits: a table wider than the context (the CUDA graphs' buckets) kept batch 1 off it (H200, AWQ
-    // Llama-3.1-8B batch 1, 1024-1280 keys in a 2048-key table: 499.0 -> 513.3 tok/s forced wide, session 15).
+    // Splits past the context exit at once, so count those the table could fill with this variant's one-tile
+    // splits (KT keys: 128, or 64 for GQA groups of 8): a table wider than the context (the CUDA graphs' buckets)
+    // kept batch 1 off it (H200, AWQ Llama-3.1-8B batch 1, 1024-1280 keys in a 2048-key table: 499.0 -> 513.3
+    // tok/s forced wide, session 15).
     constexpr int kt = LightDecodeCfg<D, GC, 256>::KT;
     const int fillable = (p.max_blocks * p.block_size + kt - 1) / kt;
     const int fill = p.split_tokens > 0 || fillable > p.num_splits ? p.num_splits : fillable;
