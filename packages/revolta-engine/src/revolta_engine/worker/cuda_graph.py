@@ -7,9 +7,12 @@ attend to one token of the null block; their outputs are discarded. Hybrid model
 buffer of state slots: padding rows use a spare ``pad_slot`` of the state pool that no request owns.
 
 The context bucket is the width of the block table. The decode attention plans its context splits
-from that width when the graph is captured, so a graph sized for the longest possible context would
-split short contexts into mostly empty pieces; a few widths (1K, 4K, 16K, ... tokens and the maximum)
-keep the split plan within 4x of the batch's real longest context.
+and picks its kernel variant from that width when the graph is captured (the host cannot see the real
+context lengths then), so a graph sized for the longest possible context would split short contexts
+into mostly empty pieces. Widths doubling from 64 blocks (1K tokens) up to the maximum
+(``context_buckets``) keep the plan within about 2x of the batch's real longest context. At batch 1-2
+the light decode attention's 256-thread variant is only chosen where the table's keys fit one wave of
+its splits, which a 1-2K-token context in a 4K-token table (the next width of a x4 ladder) missed.
 """
 
 from __future__ import annotations
@@ -33,11 +36,15 @@ from revolta_engine.worker.input_buffers import Layout, StepBuffers
 logger = logging.getLogger(__name__)
 
 
-def context_buckets(max_blocks: int, smallest: int = 64, factor: int = 4) -> list[int]:
-    """Block-table widths to capture: ``smallest`` blocks, then x``factor`` each, and ``max_blocks``."""
+def context_buckets(max_blocks: int, smallest: int = 64, factor: int = 2) -> list[int]:
+    """Block-table widths to capture: ``smallest`` blocks, then x``factor`` each, and ``max_blocks``.
+
+    A rung within 1.25x of ``max_blocks`` is left out (512 beside 516 would double the graphs for a 1%
+    narrower table), so a context's table is at most 2.5x its blocks at ``factor`` 2.
+    """
     widths = []
     w = smallest
-    while w < max_blocks:
+    while 5 * w <= 4 * max_blocks:
         widths.append(w)
         w *= factor
     return widths + [max_blocks]
