@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 from revolta_engine.layers.quant import parse_quant_config
-from revolta_engine.quantize import QuantizedMatrix, quantize_checkpoint, to_awq, to_gptq
+from revolta_engine.quantize import QuantizedMatrix, quantize_checkpoint, rtn_quantize, to_awq, to_gptq
 
 SIZES = dict(hidden_size=128, intermediate_size=256, head_dim=32)
 
@@ -94,10 +94,58 @@ def test_malformed_checkpoints_name_the_tensor(base, tmp_path, method, edit, mat
         LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64)
 
 
-def test_act_order_gptq_is_rejected_with_a_clear_message(base, tmp_path):
+def test_act_order_quantizer_groups_permuted_channels():
+    w = torch.randn(16, 64, generator=torch.Generator().manual_seed(1))
+    order = torch.randperm(64, generator=torch.Generator().manual_seed(2))
+    m = rtn_quantize(w, 4, 16, sym=False, order=order)
+    plain = rtn_quantize(w[:, order], 4, 16, sym=False)
+    assert torch.equal(torch.bincount(m.groups()), torch.full((4,), 16))
+    assert torch.equal(m.groups()[order], torch.arange(64) // 16)  # group j holds channels order[16 j: 16 j + 16]
+    torch.testing.assert_close(m.dequantized()[:, order], plain.dequantized(), rtol=0, atol=0)
+    assert torch.equal(to_gptq(m, 4)["g_idx"], m.groups().to(torch.int32))
+
+
+def _set_g_idx(name: str, g_idx: torch.Tensor):
+    return lambda t: t.update({name: g_idx.to(torch.int32)})
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (_set_g_idx("model.layers.0.self_attn.o_proj.g_idx", torch.arange(128) % 3),
+         r"'model\.layers\.0\.self_attn\.o_proj\.g_idx'.*groups of 0-43 input channels; act-order checkpoints "
+         r"have exactly 32"),
+        (_set_g_idx("model.layers.1.mlp.down_proj.g_idx", torch.arange(256) // 16),
+         r"'model\.layers\.1\.mlp\.down_proj\.g_idx'.*groups outside 0\.\.7"),
+        (_set_g_idx("model.layers.0.self_attn.k_proj.g_idx", torch.arange(128).flip(0) // 32),
+         r"'model\.layers\.0\.self_attn\.[kqv]_proj\.g_idx'.*differs between the parts of this merged projection"),
+    ],
+)
+def test_malformed_act_order_g_idx_is_rejected_naming_the_tensor(base, tmp_path, edit, match):
     quantize_checkpoint(base, tmp_path / "q", "gptq", 4, 32, act_order=True)
-    with pytest.raises(ModelLoadError, match=r"g_idx'.*act-order \(desc_act=true"):
+    _edit(tmp_path / "q", edit)
+    with pytest.raises(ModelLoadError, match=match):
         LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64)
+
+
+def test_act_order_layers_sort_their_rows_and_gather_the_input(base, tmp_path):
+    quantize_checkpoint(base, tmp_path / "q", "gptq", 4, 32, act_order=True, dequantized_dst=tmp_path / "dense")
+    quant = LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64).llm_engine.model
+    dense = LLM(str(tmp_path / "dense"), dtype="float32", max_model_len=64).llm_engine.model
+    qkv = quant.model.layers[0].self_attn.qkv_proj
+    ckpt_g_idx = load_file(str(tmp_path / "q" / "model.safetensors"))["model.layers.0.self_attn.q_proj.g_idx"]
+    assert not torch.equal(qkv.act_perm, torch.arange(128))
+    assert torch.equal(ckpt_g_idx.long()[qkv.act_perm], torch.arange(128) // 32)
+    assert torch.equal(qkv.g_idx.long(), torch.arange(128) // 32)  # the sorted rows' groups
+    qkv.quant.finish_loading(qkv)  # nothing left to sort
+    assert torch.equal(qkv.g_idx.long(), torch.arange(128) // 32)
+    assert "act_perm" not in dict(quant.named_parameters()) and "act_perm" not in quant.state_dict()
+    for name in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"):
+        q, d = quant.model.layers[1].get_submodule(name), dense.model.layers[1].get_submodule(name)
+        x = torch.randn(3, q.in_features, generator=torch.Generator().manual_seed(4))
+        torch.testing.assert_close(q(x), d(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="only in GPTQ"):
+        quantize_checkpoint(base, tmp_path / "awq", "awq", 4, 32, act_order=True)
 
 
 def test_group_that_does_not_divide_the_layer_is_rejected(base, tmp_path):
@@ -110,9 +158,9 @@ def test_group_that_does_not_divide_the_layer_is_rejected(base, tmp_path):
         LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64)
 
 
-@pytest.mark.parametrize(("method", "bits"), [("awq", 4), ("gptq", 8)])
-def test_dummy_weights_work_for_quantized_configs(base, tmp_path, method, bits):
-    quantize_checkpoint(base, tmp_path / "q", method, bits, 64)
+@pytest.mark.parametrize(("method", "bits", "act_order"), [("awq", 4, False), ("gptq", 8, False), ("gptq", 4, True)])
+def test_dummy_weights_work_for_quantized_configs(base, tmp_path, method, bits, act_order):
+    quantize_checkpoint(base, tmp_path / "q", method, bits, 64, act_order=act_order)
     llm = LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64, load_format="dummy")
     params = dict(llm.llm_engine.model.named_parameters())
     assert params["model.layers.0.mlp.down_proj.qweight"].dtype == torch.int32
@@ -120,3 +168,8 @@ def test_dummy_weights_work_for_quantized_configs(base, tmp_path, method, bits):
     out = llm.generate({"prompt_token_ids": [5, 6, 7]}, SamplingParams(temperature=0.0, max_tokens=4,
                                                                       ignore_eos=True))[0]
     assert len(out.outputs[0].token_ids) == 4
+    modules = dict(llm.llm_engine.model.named_modules())
+    perm = getattr(modules["model.layers.0.mlp.gate_up_proj"], "act_perm", None)
+    assert (perm is not None) == act_order  # act-order dummies are repacked and gather like loaded ones
+    if act_order:
+        assert torch.equal(torch.sort(perm).values, torch.arange(128))

@@ -4,13 +4,16 @@ It exists so the quantized path is tested end to end without downloading a check
 linear projections of an HF safetensors checkpoint group-wise, writes them in the chosen format (AutoAWQ's
 column-interleaved packing, or GPTQ's K-packed weights with ``zero - 1`` zero points and ``g_idx``), and can
 write the same model with the dequantized float weights, which a correct loader must reproduce exactly.
-RTN is not GPTQ's error-compensating algorithm; only the file format is the same.
+RTN is not GPTQ's error-compensating algorithm; only the file format is the same. With ``act_order`` the GPTQ
+writer groups the input channels in a random order, as desc_act checkpoints do (one order per input: q/k/v
+share theirs, as do gate/up), and stores the rows in their original order with ``g_idx`` naming each row's group.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,25 +31,39 @@ _COPIED = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", 
 
 @dataclass
 class QuantizedMatrix:
-    """Integer weights ``q`` ``[K, N]``, zero points ``z`` and fp16 scales ``s`` ``[K / G, N]``."""
+    """Integer weights ``q`` ``[K, N]``, zero points ``z`` and fp16 scales ``s`` ``[K / G, N]``; ``g_idx`` ``[K]``:
+    each row's group (None: row k is in group k // G)."""
 
     q: torch.Tensor
     z: torch.Tensor
     s: torch.Tensor
     group_size: int
+    g_idx: torch.Tensor | None = None
+
+    def groups(self) -> torch.Tensor:
+        """Each row's group as int64 ``[K]``."""
+        if self.g_idx is not None:
+            return self.g_idx.long()
+        return torch.arange(self.q.shape[0]) // self.group_size
 
     def dequantized(self) -> torch.Tensor:
         """The float32 weight in torch's ``[N, K]`` layout (exact: small integers times fp16 scales)."""
-        z = self.z.repeat_interleave(self.group_size, 0)
-        s = self.s.float().repeat_interleave(self.group_size, 0)
-        return ((self.q - z).float() * s).t().contiguous()
+        g = self.groups()
+        return ((self.q - self.z[g]).float() * self.s.float()[g]).t().contiguous()
 
 
-def rtn_quantize(weight: torch.Tensor, bits: int, group_size: int, sym: bool, min_zero: int = 0) -> QuantizedMatrix:
+def rtn_quantize(weight: torch.Tensor, bits: int, group_size: int, sym: bool, min_zero: int = 0,
+                 order: torch.Tensor | None = None) -> QuantizedMatrix:
     """Quantize a ``[N, K]`` weight group-wise along K (``group_size`` -1: one group per row).
 
-    ``min_zero`` keeps zero points at or above it (GPTQ v1 stores ``zero - 1``, so 1 there).
+    ``min_zero`` keeps zero points at or above it (GPTQ v1 stores ``zero - 1``, so 1 there). ``order`` (a
+    permutation of K, act-order) forms the groups from the input channels taken in that order; the rows stay in
+    their original order and ``g_idx`` names each one's group.
     """
+    if order is not None:
+        m = rtn_quantize(weight[:, order], bits, group_size, sym, min_zero)
+        inverse = torch.argsort(order)
+        return QuantizedMatrix(m.q[inverse], m.z, m.s, m.group_size, m.groups()[inverse].to(torch.int32))
     w = weight.detach().float().t()  # [K, N]
     k, n = w.shape
     group = k if group_size == -1 else group_size
@@ -75,17 +92,18 @@ def to_awq(m: QuantizedMatrix) -> dict[str, torch.Tensor]:
     return {"qweight": interleave(m.q), "qzeros": interleave(m.z), "scales": m.s}
 
 
-def to_gptq(m: QuantizedMatrix, bits: int, act_order: bool = False) -> dict[str, torch.Tensor]:
-    """GPTQ (v1) tensors: ``qweight`` ``[K / pack, N]``, ``qzeros`` (``zero - 1``), ``scales``, ``g_idx``.
-
-    ``act_order`` writes a shuffled ``g_idx`` the way desc_act checkpoints have one (for rejection tests).
-    """
-    k = m.q.shape[0]
-    g_idx = torch.arange(k, dtype=torch.int32) // m.group_size
-    if act_order:
-        g_idx = g_idx[torch.randperm(k, generator=torch.Generator().manual_seed(0))]
+def to_gptq(m: QuantizedMatrix, bits: int) -> dict[str, torch.Tensor]:
+    """GPTQ (v1) tensors: ``qweight`` ``[K / pack, N]``, ``qzeros`` (``zero - 1``), ``scales``, ``g_idx``."""
     return {"qweight": pack_int32(m.q, bits, 0), "qzeros": pack_int32(m.z - 1, bits, 1), "scales": m.s,
-            "g_idx": g_idx}
+            "g_idx": m.groups().to(torch.int32)}
+
+
+def _act_order(prefix: str, k: int) -> torch.Tensor:
+    """The channel order of projection ``prefix``'s input: one per input (q/k/v share one, gate/up another)."""
+    owner, _, leaf = prefix.rpartition(".")
+    key = f"{owner}.qkv" if leaf in ("q_proj", "k_proj", "v_proj") else (
+        f"{owner}.gate_up" if leaf in ("gate_proj", "up_proj") else prefix)
+    return torch.randperm(k, generator=torch.Generator().manual_seed(zlib.crc32(key.encode())))
 
 
 def _read_all(src: Path) -> dict[str, torch.Tensor]:
@@ -106,6 +124,8 @@ def quantize_checkpoint(src: str | Path, dst: str | Path, method: str, bits: int
     """
     if method not in ("awq", "gptq") or (method == "awq" and bits != 4) or bits not in (4, 8):
         raise ValueError(f"cannot write {method} with {bits} bits (AWQ: 4; GPTQ: 4 or 8)")
+    if act_order and method != "gptq":
+        raise ValueError("act-order (desc_act) exists only in GPTQ checkpoints")
     src, dst = Path(src), Path(dst)
     config = json.loads((src / "config.json").read_text())
     out: dict[str, torch.Tensor] = {}
@@ -115,8 +135,9 @@ def quantize_checkpoint(src: str | Path, dst: str | Path, method: str, bits: int
         if leaf != "weight" or prefix.rpartition(".")[2] not in PROJECTIONS:
             out[name] = dense[name] = tensor
             continue
-        m = rtn_quantize(tensor, bits, group_size, sym, min_zero=int(method == "gptq"))
-        packed = to_awq(m) if method == "awq" else to_gptq(m, bits, act_order)
+        order = _act_order(prefix, tensor.shape[1]) if act_order else None
+        m = rtn_quantize(tensor, bits, group_size, sym, min_zero=int(method == "gptq"), order=order)
+        packed = to_awq(m) if method == "awq" else to_gptq(m, bits)
         out.update({f"{prefix}.{k}": v.contiguous() for k, v in packed.items()})
         dense[name] = m.dequantized().to(tensor.dtype)
     qc: dict = {"quant_method": method, "bits": bits, "group_size": group_size}

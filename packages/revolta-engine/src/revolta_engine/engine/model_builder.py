@@ -13,6 +13,7 @@ from transformers import PretrainedConfig
 
 from revolta_engine.layers.cpu_layout import use_cpu_decode_layout
 from revolta_engine.models.registry import resolve_model_class
+from revolta_engine.models.weights import finish_quantized_layers
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +40,17 @@ def fill_dummy_weights(model: nn.Module, seed: int) -> None:
     """Random weights (normal, std 0.02; norms at 1) so speed can be measured without a checkpoint.
 
     Quantized layers get random packed integers and zero points, and scales in [1e-3, 3e-3], so that
-    (q - z) * scale has about the dense weights' spread and activations stay finite through the layers.
+    (q - z) * scale has about the dense weights' spread and activations stay finite through the layers;
+    GPTQ's ``g_idx`` groups the input channels in order, or in a random order for act-order (desc_act)
+    configs, which are then repacked as a loaded checkpoint is.
     """
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     for name, param in model.named_parameters():
-        if name.endswith("norm.weight"):
+        if name.endswith(".g_idx"):
+            module: Any = model.get_submodule(name.rpartition(".")[0])
+            module.quant.fill_dummy_g_idx(module, gen)
+        elif name.endswith("norm.weight"):
             param.data.fill_(1.0)
         elif not param.dtype.is_floating_point:  # packed quantized weights and zero points: random bits
             param.data.copy_(torch.randint(-(2**31), 2**31 - 1, param.shape, dtype=torch.int32, generator=gen,
@@ -53,6 +59,7 @@ def fill_dummy_weights(model: nn.Module, seed: int) -> None:
             param.data.uniform_(1e-3, 3e-3, generator=gen)
         else:
             param.data.normal_(0.0, 0.02, generator=gen)
+    finish_quantized_layers(model)
 
 
 def load_model(config: PretrainedConfig, weights, max_position: int, dtype: torch.dtype,

@@ -30,6 +30,7 @@ class WeightLoader:
                 continue
             self._load_one(name, tensor)
         self._check_complete()
+        finish_quantized_layers(self.model)
 
     def _load_one(self, name: str, tensor: torch.Tensor) -> None:
         for ckpt_part, merged_part, shard in self.stacked:
@@ -84,3 +85,15 @@ class WeightLoader:
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise ModelLoadError(f"checkpoint is missing tensor(s): {shown}")
+
+
+def finish_quantized_layers(model: nn.Module) -> None:
+    """Let each quantized layer repack what needs all of its tensors (GPTQ act-order), once they are loaded."""
+    for name, module in model.named_modules():
+        quant: Any = getattr(module, "quant", None)
+        if quant is None:
+            continue
+        try:
+            quant.finish_loading(module)
+        except ValueError as e:
+            raise ModelLoadError(f"tensor {name + '.g_idx'!r}: {e}") from None

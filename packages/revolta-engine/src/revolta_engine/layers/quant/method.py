@@ -4,6 +4,14 @@ Every method stores the kernel layout of :mod:`revolta_kernels.reference.quant` 
 ``[K / pack, N]`` packed along K, ``scales`` ``[K / G, N]``, int32 ``qzeros`` ``[K / G, N / pack]`` packed
 along N, still 4 or 8 bits wide), so merged projections (q/k/v, gate/up) are one GEMM over their concatenated
 columns. AWQ's column-interleaved packing is converted once at load; GPTQ is already packed along K.
+
+GPTQ act-order (``desc_act``) checkpoints quantize the input channels in a permuted order, so the rows of one
+group are scattered over K (``g_idx[k]`` is row k's group). Once every tensor of a layer is in
+(:meth:`QuantLinearMethod.finish_loading`), its packed rows are sorted by group - stably, so ``act_perm`` =
+``argsort(g_idx)`` - and the layer gathers ``x[..., act_perm]`` before the GEMM: ``x @ W`` is the same sum over
+the permuted channels. The parts of a merged projection share their input, so they must share ``g_idx``. Such
+layers skip the kernels that stage ``x`` themselves (the fused residual add + RMSNorm, rotary and SiLU-and-mul),
+which would need the permutation inside their staging.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.errors import ModelLoadError
 from revolta_engine.layers.quant.config import QuantConfig
-from revolta_kernels import ops_quant
+from revolta_kernels import ops, ops_quant
 from revolta_kernels.reference.quant import pack_int32, unpack_int32
 
 if TYPE_CHECKING:
@@ -73,7 +81,7 @@ class QuantLinearMethod:
         if name != "scales" and tensor.dtype not in (torch.int32, torch.uint32):
             raise ValueError(f"{name} must be int32, got {tensor.dtype}")
         if name == "g_idx":
-            self._check_g_idx(tensor, in_features, group)
+            self._load_g_idx(layer, tensor)
             return
         if start % self.pack or size % self.pack:
             raise ValueError(f"part of {size} columns at {start} is not a multiple of {self.pack} columns")
@@ -83,18 +91,60 @@ class QuantLinearMethod:
         else:
             getattr(layer, name).data[:, start:start + size].copy_(value)
 
-    def _check_g_idx(self, g_idx: torch.Tensor, in_features: int, group: int) -> None:
-        trivial = torch.arange(in_features, dtype=torch.int64) // group
-        if not torch.equal(g_idx.to(torch.int64).cpu(), trivial):
-            raise ValueError(
-                "this GPTQ checkpoint uses act-order (desc_act=true: input channels are reordered by g_idx), "
-                "which ReVolta does not support; quantize with desc_act=false (or static_groups=true)"
-            )
+    def _load_g_idx(self, layer: Any, g_idx: torch.Tensor) -> None:
+        """Keep a part's ``g_idx`` (checked: groups in range, the same for every part of a merged layer)."""
+        groups = layer.in_features // layer.group_size
+        g = g_idx.to(torch.int64).cpu()
+        if g.numel() and (int(g.min()) < 0 or int(g.max()) >= groups):
+            raise ValueError(f"g_idx holds groups outside 0..{groups - 1} ({groups} groups of {layer.group_size} "
+                             f"input channels)")
+        if getattr(layer, "g_idx_loaded", False):
+            if not torch.equal(layer.g_idx.data.to(torch.int64).cpu(), g):
+                raise ValueError("g_idx differs between the parts of this merged projection (q/k/v or gate/up); "
+                                 "they share one input, so act-order must order its channels the same way for all")
+            return
+        layer.g_idx.data.copy_(g.to(torch.int32))
+        layer.g_idx_loaded = True
+
+    def fill_dummy_g_idx(self, layer: Any, gen: torch.Generator) -> None:
+        """``load_format="dummy"``: the input channels' groups in order, or shuffled as act-order checkpoints
+        have them when the config says ``desc_act``."""
+        k, device = layer.in_features, layer.g_idx.device
+        g = torch.arange(k, device=device) // layer.group_size
+        if self.config.desc_act:
+            g = g[torch.randperm(k, generator=gen, device=device)]
+        layer.g_idx.data.copy_(g.to(torch.int32))
+        layer.g_idx_loaded = True
+
+    def finish_loading(self, layer: Any) -> None:
+        """Called once every tensor of ``layer`` is loaded: act-order GPTQ's packed rows sorted by group (see the
+        module docstring; ``layer.act_perm``). Raises ValueError if ``g_idx`` does not give every group exactly
+        ``group_size`` input channels."""
+        if not getattr(layer, "g_idx_loaded", False):
+            return
+        g = layer.g_idx.data.to(torch.int64)
+        k, group = layer.in_features, layer.group_size
+        if torch.equal(g, torch.arange(k, device=g.device) // group):
+            return
+        counts = torch.bincount(g, minlength=k // group)
+        if not bool((counts == group).all()):
+            raise ValueError(f"g_idx gives groups of {int(counts.min())}-{int(counts.max())} input channels; "
+                             f"act-order checkpoints have exactly {group} (the group size) in each")
+        perm = torch.argsort(g, stable=True)
+        rows = unpack_int32(layer.qweight.data, self.bits, 0)
+        layer.qweight.data.copy_(pack_int32(rows.index_select(0, perm), self.bits, 0))
+        layer.register_buffer("act_perm", perm, persistent=False)
+        layer.g_idx.data.copy_(g[perm].to(torch.int32))  # now the groups of the sorted rows: a second call keeps them
+
+    def _input(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
+        """``x`` in the order of the packed rows (act-order layers gather it)."""
+        perm = getattr(layer, "act_perm", None)
+        return x if perm is None else x.index_select(-1, perm)
 
     def apply(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``x @ W`` for the layer's quantized ``W``."""
-        return ops_quant.quant_matmul(x, layer.qweight, layer.scales, layer.qzeros, self.bits, layer.group_size,
-                                      self.config.zero_offset)
+        return ops_quant.quant_matmul(self._input(layer, x), layer.qweight, layer.scales, layer.qzeros, self.bits,
+                                      layer.group_size, self.config.zero_offset)
 
     def fuses_norm(self, layer: Any, inp: AddNorm) -> bool:
         """Whether :meth:`apply_prenorm` computes ``inp``'s add + norm inside the quantized kernel: CUDA fp16
@@ -105,7 +155,7 @@ class QuantLinearMethod:
         k = x.shape[-1]
         rows = x.numel() // k if k else 0
         return (
-            revolta_kernels.native_available() and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
+            getattr(layer, "act_perm", None) is None and revolta_kernels.native_available() and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
             and x.is_cuda and x.dtype == torch.float16 and w.dtype == torch.float16 and w.device == x.device
             and (inp.residual is None or (inp.residual.dtype == torch.float16 and inp.residual.shape == x.shape))
         )
@@ -138,6 +188,8 @@ class QuantLinearMethod:
 
     def apply_silu(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``silu_and_mul(x) @ W`` for ``x = [gate, up]`` (one fused kernel at decode sizes on CUDA)."""
+        if getattr(layer, "act_perm", None) is not None:
+            return self.apply(layer, ops.silu_and_mul(x))
         return ops_quant.quant_matmul_silu(x, layer.qweight, layer.scales, layer.qzeros, self.bits,
                                            layer.group_size, self.config.zero_offset)
 
@@ -164,7 +216,7 @@ class GPTQLinearMethod(QuantLinearMethod):
 
     def create_weights(self, layer: Any, in_features: int, out_features: int) -> None:
         super().create_weights(layer, in_features, out_features)
-        # Checked at load (act-order is rejected) and kept only so the loader can account for it.
+        # The groups of the packed rows (an act-order checkpoint's are sorted at load: see finish_loading).
         layer.g_idx = _int32_param(in_features)
 
     def expected_shape(self, name: str, in_features: int, out: int, group: int) -> tuple[int, ...]:
