@@ -140,10 +140,15 @@ def test_act_order_layers_sort_their_rows_and_gather_the_input(base, tmp_path):
     qkv.quant.finish_loading(qkv)  # nothing left to sort
     assert torch.equal(qkv.g_idx.long(), torch.arange(128) // 32)
     assert "act_perm" not in dict(quant.named_parameters()) and "act_perm" not in quant.state_dict()
-    for name in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"):
+    for name in ("self_attn.qkv_proj", "self_attn.o_proj"):
         q, d = quant.model.layers[1].get_submodule(name), dense.model.layers[1].get_submodule(name)
         x = torch.randn(3, q.in_features, generator=torch.Generator().manual_seed(4))
         torch.testing.assert_close(q(x), d(x), rtol=1e-5, atol=1e-5)
+    # the down projection's order lives in gate/up's output columns: only the whole MLP matches its twin
+    mlp, dense_mlp = quant.model.layers[1].mlp, dense.model.layers[1].mlp
+    assert getattr(mlp.down_proj, "act_perm", None) is None and mlp.gate_up_proj.act_perm is not None
+    x = torch.randn(3, 128, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(mlp(x), dense_mlp(x), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="only in GPTQ"):
         quantize_checkpoint(base, tmp_path / "awq", "awq", 4, 32, act_order=True)
 

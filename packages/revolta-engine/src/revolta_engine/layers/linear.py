@@ -162,6 +162,15 @@ class Linear(nn.Module):
         y = self.quant.apply_silu(self, x)
         return y if self.bias is None else y + self.bias
 
+    def permute_outputs(self, order: torch.Tensor) -> None:
+        """Reorder the output features at load: output ``j`` becomes what output ``order[j]`` was."""
+        if self.quant is None:
+            self.weight.data.copy_(self.weight.data.index_select(0, order))
+        else:
+            self.quant.permute_outputs(self, order)
+        if self.bias is not None:
+            self.bias.data.copy_(self.bias.data.index_select(0, order))
+
     def load_quantized(self, param_name: str, tensor: torch.Tensor, start: int = 0, size: int | None = None) -> None:
         """Repack a checkpoint's quantized tensor (qweight, qzeros, scales, g_idx) into output slice ``start``."""
         assert self.quant is not None

@@ -78,6 +78,16 @@ class LlamaMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._down(self.gate_up_proj(x))
 
+    def finish_loading(self) -> None:
+        """An act-order down projection's input order folded into gate/up's output columns (the same order for
+        both halves: SiLU-and-mul is elementwise), so the down projection neither gathers nor loses its fused
+        SiLU-and-mul kernel."""
+        quant = self.down_proj.quant
+        order = quant.take_input_order(self.down_proj) if quant is not None else None
+        if order is not None:
+            inter = self.down_proj.in_features
+            self.gate_up_proj.permute_outputs(torch.cat([order, order + inter]))
+
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """The MLP of ``norm(h)`` (norm fused into gate/up where it can be), and ``h``."""
         y, residual = self.gate_up_proj.forward_prenorm(inp)

@@ -88,7 +88,9 @@ class WeightLoader:
 
 
 def finish_quantized_layers(model: nn.Module) -> None:
-    """Let each quantized layer repack what needs all of its tensors (GPTQ act-order), once they are loaded."""
+    """Once every tensor is loaded: each quantized layer repacks what needs all of its tensors (GPTQ act-order),
+    then each block with a ``finish_loading`` method (an MLP folding its down projection's input order into
+    gate/up) runs it."""
     for name, module in model.named_modules():
         quant: Any = getattr(module, "quant", None)
         if quant is None:
@@ -97,3 +99,7 @@ def finish_quantized_layers(model: nn.Module) -> None:
             quant.finish_loading(module)
         except ValueError as e:
             raise ModelLoadError(f"tensor {name + '.g_idx'!r}: {e}") from None
+    for module in model.modules():
+        finish = getattr(module, "finish_loading", None)
+        if callable(finish):
+            finish()

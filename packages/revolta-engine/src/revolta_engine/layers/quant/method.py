@@ -11,7 +11,9 @@ group are scattered over K (``g_idx[k]`` is row k's group). Once every tensor of
 ``argsort(g_idx)`` - and the layer gathers ``x[..., act_perm]`` before the GEMM: ``x @ W`` is the same sum over
 the permuted channels. The parts of a merged projection share their input, so they must share ``g_idx``. Such
 layers skip the kernels that stage ``x`` themselves (the fused residual add + RMSNorm, rotary and SiLU-and-mul),
-which would need the permutation inside their staging.
+which would need the permutation inside their staging. Where the input comes straight from another projection
+(a Llama MLP's down projection), the model folds the order into that projection's output columns instead
+(:meth:`QuantLinearMethod.take_input_order`), and neither the gather nor the fusion is lost.
 """
 
 from __future__ import annotations
@@ -135,6 +137,21 @@ class QuantLinearMethod:
         layer.qweight.data.copy_(pack_int32(rows.index_select(0, perm), self.bits, 0))
         layer.register_buffer("act_perm", perm, persistent=False)
         layer.g_idx.data.copy_(g[perm].to(torch.int32))  # now the groups of the sorted rows: a second call keeps them
+
+    def take_input_order(self, layer: Any) -> torch.Tensor | None:
+        """The layer's input order (act-order), handed to a caller that delivers its input already in that order
+        (:meth:`permute_outputs` on the layer before); the layer stops gathering."""
+        perm = getattr(layer, "act_perm", None)
+        if perm is not None:
+            layer.register_buffer("act_perm", None, persistent=False)
+        return perm
+
+    def permute_outputs(self, layer: Any, order: torch.Tensor) -> None:
+        """Reorder the layer's output columns: output ``j`` becomes what output ``order[j]`` was."""
+        layer.qweight.data.copy_(layer.qweight.data.index_select(1, order))
+        layer.scales.data.copy_(layer.scales.data.index_select(1, order))
+        zeros = unpack_int32(layer.qzeros.data, self.bits, 1).index_select(1, order)
+        layer.qzeros.data.copy_(pack_int32(zeros, self.bits, 1))
 
     def _input(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the order of the packed rows (act-order layers gather it)."""
