@@ -38,6 +38,10 @@ AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 AWQ_UNDO = (0, 4, 1, 5, 2, 6, 3, 7)
 
 
+# Output columns per slice when act-order rows are sorted at load (bounds the unpacked copy's memory)
+_REPACK_COLUMNS = 2048
+
+
 def _int32_param(*shape: int) -> nn.Parameter:
     return nn.Parameter(torch.zeros(shape, dtype=torch.int32), requires_grad=False)
 
@@ -133,8 +137,10 @@ class QuantLinearMethod:
             raise ValueError(f"g_idx gives groups of {int(counts.min())}-{int(counts.max())} input channels; "
                              f"act-order checkpoints have exactly {group} (the group size) in each")
         perm = torch.argsort(g, stable=True)
-        rows = unpack_int32(layer.qweight.data, self.bits, 0)
-        layer.qweight.data.copy_(pack_int32(rows.index_select(0, perm), self.bits, 0))
+        qweight = layer.qweight.data
+        for c in range(0, qweight.shape[1], _REPACK_COLUMNS):  # in slices: unpacked rows take 8-16x the bytes
+            part = qweight[:, c:c + _REPACK_COLUMNS]
+            part.copy_(pack_int32(unpack_int32(part, self.bits, 0).index_select(0, perm), self.bits, 0))
         layer.register_buffer("act_perm", perm, persistent=False)
         layer.g_idx.data.copy_(g[perm].to(torch.int32))  # now the groups of the sorted rows: a second call keeps them
 
@@ -172,7 +178,8 @@ class QuantLinearMethod:
         k = x.shape[-1]
         rows = x.numel() // k if k else 0
         return (
-            getattr(layer, "act_perm", None) is None and revolta_kernels.native_available() and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
+            getattr(layer, "act_perm", None) is None and revolta_kernels.native_available()
+            and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
             and x.is_cuda and x.dtype == torch.float16 and w.dtype == torch.float16 and w.device == x.device
             and (inp.residual is None or (inp.residual.dtype == torch.float16 and inp.residual.shape == x.shape))
         )
