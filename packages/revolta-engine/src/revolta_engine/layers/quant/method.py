@@ -26,7 +26,7 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.errors import ModelLoadError
 from revolta_engine.layers.quant.config import QuantConfig
-from revolta_kernels import ops, ops_quant
+from revolta_kernels import ops_quant
 from revolta_kernels.reference.quant import pack_int32, unpack_int32
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class QuantLinearMethod:
         layer.qweight = _int32_param(in_features // self.pack, out_features)
         layer.scales = nn.Parameter(torch.empty(in_features // group, out_features), requires_grad=False)
         layer.qzeros = _int32_param(in_features // group, out_features // self.pack)
+        layer.register_buffer("act_perm", None, persistent=False)  # act-order: set by finish_loading
 
     def expected_shape(self, name: str, in_features: int, out: int, group: int) -> tuple[int, ...]:
         """Shape of checkpoint tensor ``name`` for a part with ``out`` output features."""
@@ -147,9 +148,8 @@ class QuantLinearMethod:
     def take_input_order(self, layer: Any) -> torch.Tensor | None:
         """The layer's input order (act-order), handed to a caller that delivers its input already in that order
         (:meth:`permute_outputs` on the layer before); the layer stops gathering."""
-        perm = getattr(layer, "act_perm", None)
-        if perm is not None:
-            layer.register_buffer("act_perm", None, persistent=False)
+        perm = layer.act_perm
+        layer.act_perm = None
         return perm
 
     def permute_outputs(self, layer: Any, order: torch.Tensor) -> None:
@@ -161,13 +161,17 @@ class QuantLinearMethod:
 
     def _input(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``x`` in the order of the packed rows (act-order layers gather it)."""
-        perm = getattr(layer, "act_perm", None)
-        return x if perm is None else x.index_select(-1, perm)
+        return x if layer.act_perm is None else x.index_select(-1, layer.act_perm)
 
     def apply(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``x @ W`` for the layer's quantized ``W``."""
         return ops_quant.quant_matmul(self._input(layer, x), layer.qweight, layer.scales, layer.qzeros, self.bits,
                                       layer.group_size, self.config.zero_offset)
+
+    def stages_own_input(self, layer: Any) -> bool:
+        """Whether the kernels that load ``x`` themselves (fused add + RMSNorm, rotary, SiLU-and-mul) may take this
+        layer: not where it gathers its input (act-order)."""
+        return layer.act_perm is None
 
     def fuses_norm(self, layer: Any, inp: AddNorm) -> bool:
         """Whether :meth:`apply_prenorm` computes ``inp``'s add + norm inside the quantized kernel: CUDA fp16
@@ -178,7 +182,7 @@ class QuantLinearMethod:
         k = x.shape[-1]
         rows = x.numel() // k if k else 0
         return (
-            getattr(layer, "act_perm", None) is None and revolta_kernels.native_available()
+            self.stages_own_input(layer) and revolta_kernels.native_available()
             and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
             and x.is_cuda and x.dtype == torch.float16 and w.dtype == torch.float16 and w.device == x.device
             and (inp.residual is None or (inp.residual.dtype == torch.float16 and inp.residual.shape == x.shape))
@@ -212,8 +216,6 @@ class QuantLinearMethod:
 
     def apply_silu(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``silu_and_mul(x) @ W`` for ``x = [gate, up]`` (one fused kernel at decode sizes on CUDA)."""
-        if getattr(layer, "act_perm", None) is not None:
-            return self.apply(layer, ops.silu_and_mul(x))
         return ops_quant.quant_matmul_silu(x, layer.qweight, layer.scales, layer.qzeros, self.bits,
                                            layer.group_size, self.config.zero_offset)
 
