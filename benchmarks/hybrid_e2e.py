@@ -1,10 +1,11 @@
-"""Batch-1 decode of a hybrid MoE model with dummy weights against the roofline of its active parameters.
+"""Batch-1 decode of a hybrid model (MoE or dense) with dummy weights against the roofline of its active parameters.
 
 Active bytes per token: every weight except the embedding table (one row is read), with the routed experts
 counted at top_k / num_experts of their size (the shared expert in full). The roofline is the copy bandwidth
 measured in the same run over those bytes. Reports the engine's decode rate (``LLM.generate``, CUDA graphs
 and eager), and the parts of a step: the captured forward (graph replay), the LM head, and the rest (host).
-Usage: ``python benchmarks/hybrid_e2e.py --config benchmarks/configs/qwen3.5-35b-a3b --out $OUT/e2e.json``.
+Usage: ``python benchmarks/hybrid_e2e.py --config benchmarks/configs/qwen3.5-35b-a3b --out $OUT/e2e.json``
+(``benchmarks/configs/qwen3.5-27b`` and ``qwen3.5-27b-awq``: the dense 27B, fp16 and AWQ int4 g128).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from revolta_engine import LLM, SamplingParams
 
 def active_bytes(model, config) -> tuple[int, int]:
     """(bytes read per decoded token by the weights, all weight bytes)."""
-    frac = config.num_experts_per_tok / config.num_experts
+    experts = getattr(config, "num_experts", 0) or 0  # dense hybrids (Qwen3.5-27B) have none
+    frac = config.num_experts_per_tok / experts if experts else 1.0
     active = total = 0
     for name, p in model.named_parameters():
         nbytes = p.numel() * p.element_size()

@@ -16,15 +16,20 @@ import shutil
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from revolta_engine.layers.quant.config import parse_quant_config
 from revolta_engine.layers.quant.method import AWQ_ORDER
 from revolta_kernels.reference.quant import pack_int32
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Llama-family attention and MLP projections, and the Gated DeltaNet ones that AWQ/GPTQ quantizers quantize (its
+# small in_proj_b / in_proj_a stay in fp16, as theirs leave them)
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+               "in_proj_qkv", "in_proj_z", "out_proj")
 _COPIED = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
            "chat_template.jinja")
 
@@ -101,8 +106,9 @@ def to_gptq(m: QuantizedMatrix, bits: int) -> dict[str, torch.Tensor]:
 def _act_order(prefix: str, k: int) -> torch.Tensor:
     """The channel order of projection ``prefix``'s input: one per input (q/k/v share one, gate/up another)."""
     owner, _, leaf = prefix.rpartition(".")
-    key = f"{owner}.qkv" if leaf in ("q_proj", "k_proj", "v_proj") else (
-        f"{owner}.gate_up" if leaf in ("gate_proj", "up_proj") else prefix)
+    shared = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up",
+              "in_proj_qkv": "in_proj", "in_proj_z": "in_proj"}
+    key = f"{owner}.{shared[leaf]}" if leaf in shared else prefix
     return torch.randperm(k, generator=torch.Generator().manual_seed(zlib.crc32(key.encode())))
 
 
@@ -116,35 +122,44 @@ def _read_all(src: Path) -> dict[str, torch.Tensor]:
 
 def quantize_checkpoint(src: str | Path, dst: str | Path, method: str, bits: int = 4, group_size: int = 128,
                         sym: bool = False, act_order: bool = False,
-                        dequantized_dst: str | Path | None = None) -> Path:
+                        dequantized_dst: str | Path | None = None, dynamic: dict | None = None) -> Path:
     """Write ``src`` (an HF safetensors checkpoint) quantized with RTN as ``method`` ("awq" or "gptq") to ``dst``.
 
-    Projections (q/k/v/o, gate/up/down) are quantized; embeddings, norms and lm_head are copied. With
-    ``dequantized_dst`` the same model with the dequantized weights is written there too.
+    Projections (q/k/v/o, gate/up/down, the Gated DeltaNet's in_proj_qkv / in_proj_z / out_proj) are quantized;
+    embeddings, norms and lm_head are copied. With ``dequantized_dst`` the same model with the dequantized weights
+    is written there too. ``dynamic`` (GPTQ only): GPTQModel's per-module rules, written to the config and obeyed
+    (``-:pattern`` keeps matching projections unquantized, ``+:pattern`` changes their bits / group size).
     """
     if method not in ("awq", "gptq") or (method == "awq" and bits != 4) or bits not in (4, 8):
         raise ValueError(f"cannot write {method} with {bits} bits (AWQ: 4; GPTQ: 4 or 8)")
     if act_order and method != "gptq":
         raise ValueError("act-order (desc_act) exists only in GPTQ checkpoints")
+    if dynamic and method != "gptq":
+        raise ValueError("per-module rules (dynamic) exist only in GPTQ checkpoints")
+    qc: dict = {"quant_method": method, "bits": bits, "group_size": group_size}
+    if method == "awq":
+        qc.update(zero_point=True, version="gemm")
+    else:
+        qc.update(sym=sym, desc_act=act_order, checkpoint_format="gptq")
+    if dynamic:
+        qc["dynamic"] = dynamic
+    rules = parse_quant_config(SimpleNamespace(quantization_config=qc))
+    assert rules is not None
     src, dst = Path(src), Path(dst)
     config = json.loads((src / "config.json").read_text())
     out: dict[str, torch.Tensor] = {}
     dense: dict[str, torch.Tensor] = {}
     for name, tensor in _read_all(src).items():
         prefix, _, leaf = name.rpartition(".")
-        if leaf != "weight" or prefix.rpartition(".")[2] not in PROJECTIONS:
+        module = rules.for_module(prefix)
+        if leaf != "weight" or prefix.rpartition(".")[2] not in PROJECTIONS or module is None:
             out[name] = dense[name] = tensor
             continue
         order = _act_order(prefix, tensor.shape[1]) if act_order else None
-        m = rtn_quantize(tensor, bits, group_size, sym, min_zero=int(method == "gptq"), order=order)
-        packed = to_awq(m) if method == "awq" else to_gptq(m, bits)
+        m = rtn_quantize(tensor, module.bits, module.group_size, sym, min_zero=int(method == "gptq"), order=order)
+        packed = to_awq(m) if method == "awq" else to_gptq(m, module.bits)
         out.update({f"{prefix}.{k}": v.contiguous() for k, v in packed.items()})
         dense[name] = m.dequantized().to(tensor.dtype)
-    qc: dict = {"quant_method": method, "bits": bits, "group_size": group_size}
-    if method == "awq":
-        qc.update(zero_point=True, version="gemm")
-    else:
-        qc.update(sym=sym, desc_act=act_order, checkpoint_format="gptq")
     for path, tensors, quant in ((dst, out, qc), (dequantized_dst, dense, None)):
         if path is None:
             continue

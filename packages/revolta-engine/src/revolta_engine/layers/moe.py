@@ -9,9 +9,11 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.layers.activation import SiluAndMul
-from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.errors import UnsupportedModelError
+from revolta_engine.layers.linear import Linear
+from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm
+from revolta_engine.layers.quant import QuantConfig, parse_quant_config
 from revolta_kernels import ops_hybrid
 
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
@@ -59,37 +61,32 @@ class FusedExperts(nn.Module):
         return ops_hybrid.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
 
 
-class GatedMLP(nn.Module):
-    """SwiGLU MLP with fused gate/up (also the shared expert of Qwen3-Next / Qwen3.5-MoE)."""
-
-    def __init__(self, hidden: int, inter: int) -> None:
-        super().__init__()
-        self.gate_up_proj = MergedLinear(hidden, [inter, inter])
-        self.down_proj = Linear(inter, hidden)
-        self.act = SiluAndMul()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_up_proj(x)))
-
-    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
-        """The MLP of ``norm(h)`` (norm fused into gate/up where it can be), and ``h``."""
-        y, residual = self.gate_up_proj.forward_prenorm(inp)
-        return self.down_proj(self.act(y)), residual
+def reject_quantized_experts(quant: QuantConfig | None, prefix: str) -> None:
+    """Fail at model construction, before any weight is read, where the checkpoint quantizes this block's experts:
+    the MoE kernels take fp16/bf16 expert weights only."""
+    if quant is not None and quant.applies_to(f"{prefix}.experts.0.gate_proj"):
+        raise UnsupportedModelError(
+            f"{quant.method.upper()} {quant.bits}-bit mixture-of-experts checkpoints are not supported yet: the expert "
+            f"layers ({prefix}.experts) would be quantized, and ReVolta's MoE kernels take fp16/bf16 experts only. "
+            "Use the model's unquantized checkpoint, or a dense (non-MoE) quantized model.")
 
 
 class SparseMoeBlock(nn.Module):
     """Router ``gate`` + ``experts``; with ``shared_expert`` added under a sigmoid ``shared_expert_gate``."""
 
-    def __init__(self, config: PretrainedConfig, *, renormalize: bool, shared_expert: bool) -> None:
+    def __init__(self, config: PretrainedConfig, *, renormalize: bool, shared_expert: bool, prefix: str = "mlp") -> None:
+        """``prefix``: the block's checkpoint name (``model.layers.3.mlp``), for the quantization config's rules."""
         super().__init__()
+        reject_quantized_experts(parse_quant_config(config), prefix)
         hidden = config.hidden_size
         self.top_k = config.num_experts_per_tok
         self.renormalize = renormalize
         self.gate = Linear(hidden, config.num_experts)
         self.experts = FusedExperts(config.num_experts, hidden, config.moe_intermediate_size)
-        self.shared_expert: GatedMLP | None = None
+        self.shared_expert: SwiGLUMLP | None = None
         if shared_expert:
-            self.shared_expert = GatedMLP(hidden, config.shared_expert_intermediate_size)
+            self.shared_expert = SwiGLUMLP(hidden, config.shared_expert_intermediate_size,
+                                           quant=parse_quant_config(config), prefix=f"{prefix}.shared_expert")
             self.shared_expert_gate = Linear(hidden, 1)
 
     def _fused_ok(self, x: torch.Tensor) -> bool:

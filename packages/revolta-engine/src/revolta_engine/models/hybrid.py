@@ -18,8 +18,10 @@ from transformers import PretrainedConfig
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.gated_deltanet import GatedDeltaNet
 from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
-from revolta_engine.layers.moe import GatedMLP, SparseMoeBlock
+from revolta_engine.layers.mlp import SwiGLUMLP
+from revolta_engine.layers.moe import SparseMoeBlock
 from revolta_engine.layers.norm import AddNorm, RMSNorm
+from revolta_engine.layers.quant import QuantConfig, make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.models.moe_weights import MoeWeightLoader
 from revolta_engine.worker.state_cache import StateCacheSpec
@@ -31,15 +33,18 @@ LINEAR, FULL = "linear_attention", "full_attention"
 class GatedAttention(nn.Module):
     """Full attention with zero-centred q/k norms, partial rotary and a sigmoid gate on the output."""
 
-    def __init__(self, config: PretrainedConfig, attn_idx: int, rotary: RotaryEmbedding) -> None:
+    def __init__(self, config: PretrainedConfig, attn_idx: int, rotary: RotaryEmbedding,
+                 quant: QuantConfig | None = None, name: str = "self_attn") -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
         bias = bool(getattr(config, "attention_bias", False))
         q2, kv = 2 * self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.qkv_proj = MergedLinear(config.hidden_size, [q2, kv, kv], bias=bias)
-        self.o_proj = Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        self.qkv_proj = MergedLinear(config.hidden_size, [q2, kv, kv], bias=bias, quant=make_linear_method(
+            quant, f"{name}.qkv_proj", tuple(f"{name}.{p}_proj" for p in "qkv")))
+        self.o_proj = Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias,
+                             quant=make_linear_method(quant, f"{name}.o_proj"))
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, zero_centered=True)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, zero_centered=True)
         self.rotary = rotary
@@ -63,13 +68,14 @@ class HybridDecoderLayer(nn.Module):
     """Pre-norm mixer (Gated DeltaNet or attention) + feed-forward, with the residual carried along."""
 
     def __init__(self, config: PretrainedConfig, layer_type: str, mixer_idx: int, rotary: RotaryEmbedding,
-                 mlp: GatedMLP | SparseMoeBlock) -> None:
+                 mlp: SwiGLUMLP | SparseMoeBlock, quant: QuantConfig | None = None, name: str = "model.layers.0"
+                 ) -> None:
         super().__init__()
         self.is_linear = layer_type == LINEAR
         if self.is_linear:
-            self.linear_attn = GatedDeltaNet(config, mixer_idx)
+            self.linear_attn = GatedDeltaNet(config, mixer_idx, quant, f"{name}.linear_attn")
         else:
-            self.self_attn = GatedAttention(config, mixer_idx, rotary)
+            self.self_attn = GatedAttention(config, mixer_idx, rotary, quant, f"{name}.self_attn")
         self.mlp = mlp
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
@@ -85,9 +91,11 @@ class HybridDecoderLayer(nn.Module):
 
 
 class HybridModel(nn.Module):
-    """Embedding, hybrid layers, final zero-centred norm. ``make_mlp(config, layer_idx)`` picks each MLP."""
+    """Embedding, hybrid layers, final zero-centred norm. ``make_mlp(config, layer_idx)`` picks each MLP;
+    ``quant`` is the checkpoint's quantization and ``prefix`` the checkpoint's name of the layers' parent."""
 
-    def __init__(self, config: PretrainedConfig, max_position: int, make_mlp) -> None:
+    def __init__(self, config: PretrainedConfig, max_position: int, make_mlp, quant: QuantConfig | None = None,
+                 prefix: str = "model") -> None:
         super().__init__()
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.rotary = RotaryEmbedding(config, head_dim, max_position)
@@ -97,7 +105,8 @@ class HybridModel(nn.Module):
         if any(t not in (LINEAR, FULL) for t in types):
             raise ValueError(f"unsupported layer types {sorted(set(types) - {LINEAR, FULL})}")
         self.layers = nn.ModuleList(
-            HybridDecoderLayer(config, t, types[:i].count(t), self.rotary, make_mlp(config, i))
+            HybridDecoderLayer(config, t, types[:i].count(t), self.rotary, make_mlp(config, i), quant,
+                               f"{prefix}.layers.{i}")
             for i, t in enumerate(types[: config.num_hidden_layers])
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
@@ -112,7 +121,11 @@ class HybridModel(nn.Module):
 
 
 class HybridForCausalLM(nn.Module):
-    """LM head over :class:`HybridModel`; subclasses give ``make_mlp`` and the checkpoint renames."""
+    """LM head over :class:`HybridModel`; subclasses give ``make_mlp`` and the checkpoint renames.
+
+    A quantized checkpoint's Gated DeltaNet layers hold two input projections, ``in_proj`` (q/k/v and z,
+    quantized) and ``in_proj_ba`` (b and a, kept in fp16 by the quantizers), instead of one merged ``in_proj``.
+    """
 
     stacked_params = [
         (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
@@ -121,17 +134,28 @@ class HybridForCausalLM(nn.Module):
         (".in_proj_b.", ".in_proj.", 2), (".in_proj_a.", ".in_proj.", 3),
     ]
 
-    def __init__(self, config: PretrainedConfig, max_position: int) -> None:
+    def __init__(self, config: PretrainedConfig, max_position: int, checkpoint_prefix: str = "model") -> None:
+        """``checkpoint_prefix``: where the checkpoint keeps the decoder (``model.language_model`` in the multimodal
+        Qwen3.5 checkpoints); the quantization config's per-module rules name modules under it."""
         super().__init__()
         self.config = config
-        self.model = HybridModel(config, max_position, self.make_mlp)
+        self.quant_config = parse_quant_config(config)
+        self.checkpoint_prefix = checkpoint_prefix
+        if self.quant_config is not None:  # b and a load into their own fp16 projection
+            ba = {".in_proj_b.": 0, ".in_proj_a.": 1}
+            self.stacked_params = [(old, ".in_proj_ba.", ba[old]) if old in ba else (old, new, i)
+                                   for old, new, i in type(self).stacked_params]
+        self.model = HybridModel(config, max_position, self.make_mlp, self.quant_config, self.checkpoint_prefix)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         if not self.tie_word_embeddings:
             self.lm_head = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
 
-    @staticmethod
-    def make_mlp(config: PretrainedConfig, layer_idx: int) -> nn.Module:
+    def make_mlp(self, config: PretrainedConfig, layer_idx: int) -> nn.Module:
         raise NotImplementedError
+
+    def mlp_name(self, layer_idx: int) -> str:
+        """The checkpoint's name of layer ``layer_idx``'s feed-forward block."""
+        return f"{self.checkpoint_prefix}.layers.{layer_idx}.mlp"
 
     def _layers(self, linear: bool) -> list[Any]:
         return [layer for layer in self.model.layers if layer.is_linear == linear]  # type: ignore[union-attr]

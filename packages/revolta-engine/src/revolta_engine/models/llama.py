@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.layers.activation import SiluAndMul
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
+from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
@@ -32,11 +32,11 @@ class LlamaAttention(nn.Module):
         self.head_dim = getattr(config, "head_dim", None) or hidden // self.num_heads
         bias = getattr(config, "attention_bias", self.qkv_bias_default)
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        quant = parse_quant_config(config)
-        self.qkv_proj = MergedLinear(hidden, [q_size, kv_size, kv_size], bias=bias,
-                                     quant=make_linear_method(quant, f"layers.{layer_idx}.self_attn.qkv_proj"))
+        quant, name = parse_quant_config(config), f"model.layers.{layer_idx}.self_attn"
+        self.qkv_proj = MergedLinear(hidden, [q_size, kv_size, kv_size], bias=bias, quant=make_linear_method(
+            quant, f"{name}.qkv_proj", tuple(f"{name}.{p}_proj" for p in "qkv")))
         self.o_proj = Linear(q_size, hidden, bias=getattr(config, "attention_out_bias", False) and bias,
-                             quant=make_linear_method(quant, f"layers.{layer_idx}.self_attn.o_proj"))
+                             quant=make_linear_method(quant, f"{name}.o_proj"))
         if self.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -62,41 +62,12 @@ class LlamaAttention(nn.Module):
         return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim)), residual
 
 
-class LlamaMLP(nn.Module):
-    """SwiGLU feed-forward with fused gate/up projection."""
+class LlamaMLP(SwiGLUMLP):
+    """The Llama-family MLP: sizes, bias and quantization from the config; ``prefix`` is its checkpoint name."""
 
-    def __init__(self, config: PretrainedConfig) -> None:
-        super().__init__()
-        bias = getattr(config, "mlp_bias", False)
-        inter = config.intermediate_size
-        quant = parse_quant_config(config)
-        self.gate_up_proj = MergedLinear(config.hidden_size, [inter, inter], bias=bias,
-                                         quant=make_linear_method(quant, "mlp.gate_up_proj"))
-        self.down_proj = Linear(inter, config.hidden_size, bias=bias, quant=make_linear_method(quant, "mlp.down_proj"))
-        self.act = SiluAndMul()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._down(self.gate_up_proj(x))
-
-    def finish_loading(self) -> None:
-        """An act-order down projection's input order folded into gate/up's output columns (the same order for
-        both halves: SiLU-and-mul is elementwise), so the down projection neither gathers nor loses its fused
-        SiLU-and-mul kernel."""
-        quant = self.down_proj.quant
-        order = quant.take_input_order(self.down_proj) if quant is not None else None
-        if order is not None:
-            inter = self.down_proj.in_features
-            self.gate_up_proj.permute_outputs(torch.cat([order, order + inter]))
-
-    def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
-        """The MLP of ``norm(h)`` (norm fused into gate/up where it can be), and ``h``."""
-        y, residual = self.gate_up_proj.forward_prenorm(inp)
-        return self._down(y), residual
-
-    def _down(self, y: torch.Tensor) -> torch.Tensor:
-        if self.down_proj.fuses_silu(y):  # decode on CUDA: SiLU-and-mul inside the down projection's kernel
-            return self.down_proj.forward_silu(y)
-        return self.down_proj(self.act(y))
+    def __init__(self, config: PretrainedConfig, prefix: str = "mlp") -> None:
+        super().__init__(config.hidden_size, config.intermediate_size, bool(getattr(config, "mlp_bias", False)),
+                         parse_quant_config(config), prefix)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -107,7 +78,7 @@ class LlamaDecoderLayer(nn.Module):
     def __init__(self, config: PretrainedConfig, layer_idx: int, rotary: RotaryEmbedding) -> None:
         super().__init__()
         self.self_attn = self.attention_cls(config, layer_idx, rotary)
-        self.mlp = LlamaMLP(config)
+        self.mlp = LlamaMLP(config, f"model.layers.{layer_idx}.mlp")
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 

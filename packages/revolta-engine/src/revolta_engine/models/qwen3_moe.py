@@ -31,8 +31,9 @@ class Qwen3MoeDecoderLayer(LlamaDecoderLayer):
         nn.Module.__init__(self)
         self.self_attn = Qwen3Attention(config, layer_idx, rotary)
         mlp: nn.Module = (
-            SparseMoeBlock(config, renormalize=bool(config.norm_topk_prob), shared_expert=False)
-            if is_moe_layer(config, layer_idx) else LlamaMLP(config)
+            SparseMoeBlock(config, renormalize=bool(config.norm_topk_prob), shared_expert=False,
+                           prefix=f"model.layers.{layer_idx}.mlp")
+            if is_moe_layer(config, layer_idx) else LlamaMLP(config, f"model.layers.{layer_idx}.mlp")
         )
         self.mlp = mlp  # type: ignore[assignment]
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)

@@ -13,7 +13,9 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.layers.moe import GatedMLP, SparseMoeBlock
+from revolta_engine.errors import UnsupportedModelError
+from revolta_engine.layers.mlp import SwiGLUMLP
+from revolta_engine.layers.moe import SparseMoeBlock
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.qwen3_moe import is_moe_layer
 
@@ -39,14 +41,18 @@ def split_ba(w: torch.Tensor, config: PretrainedConfig) -> tuple[torch.Tensor, t
 class Qwen3NextForCausalLM(HybridForCausalLM):
     """Qwen3NextForCausalLM (Qwen3-Next-80B-A3B)."""
 
-    @staticmethod
-    def make_mlp(config: PretrainedConfig, layer_idx: int) -> nn.Module:
+    def make_mlp(self, config: PretrainedConfig, layer_idx: int) -> nn.Module:
         if is_moe_layer(config, layer_idx):
-            return SparseMoeBlock(config, renormalize=bool(config.norm_topk_prob), shared_expert=True)
-        return GatedMLP(config.hidden_size, config.intermediate_size)
+            return SparseMoeBlock(config, renormalize=bool(config.norm_topk_prob), shared_expert=True,
+                                  prefix=self.mlp_name(layer_idx))
+        return SwiGLUMLP(config.hidden_size, config.intermediate_size, quant=self.quant_config, prefix=self.mlp_name(layer_idx))
 
     def rename(self, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
         for name, tensor in weights:
+            if (".in_proj_qkvz." in name or ".in_proj_ba." in name) and not name.endswith(".weight"):
+                raise UnsupportedModelError(
+                    f"checkpoint tensor {name!r}: quantized Qwen3-Next input projections are not supported (their "
+                    "per-head interleaved columns are reordered at load, which packed weights do not allow)")
             if ".in_proj_qkvz." in name:
                 qkv, z = split_qkvz(tensor, self.config)
                 yield name.replace(".in_proj_qkvz.", ".in_proj_qkv."), qkv

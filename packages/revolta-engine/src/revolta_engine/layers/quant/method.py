@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 import revolta_kernels
-from revolta_engine.errors import ModelLoadError
+from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 from revolta_engine.layers.quant.config import QuantConfig
 from revolta_kernels import ops_quant
 from revolta_kernels.reference.quant import pack_int32, unpack_int32
@@ -257,8 +257,25 @@ class GPTQLinearMethod(QuantLinearMethod):
         return tensor
 
 
-def make_linear_method(config: QuantConfig | None, module_name: str) -> QuantLinearMethod | None:
-    """The quantized-linear method for ``module_name`` (None where the checkpoint keeps it unquantized)."""
-    if config is None or not config.applies_to(module_name):
+def make_linear_method(config: QuantConfig | None, module_name: str,
+                       parts: tuple[str, ...] = ()) -> QuantLinearMethod | None:
+    """The quantized-linear method of ``module_name`` (the checkpoint's name of the module, such as
+    ``model.layers.3.mlp.down_proj``), or None where the checkpoint keeps it unquantized.
+
+    ``parts``: the checkpoint names of the projections a merged module stacks (``q_proj``, ``k_proj``, ``v_proj``).
+    They run as one GEMM, so per-module rules must treat them alike; a rule on the merged name itself (as vLLM
+    names it, ``qkv_proj``) applies to the whole module."""
+    if config is None:
         return None
-    return AWQLinearMethod(config) if config.method == "awq" else GPTQLinearMethod(config)
+    resolved = {config.for_module(name) for name in parts or (module_name,)}
+    if len(resolved) > 1:
+        raise UnsupportedModelError(
+            f"quantization_config treats the parts of {module_name} ({', '.join(parts)}) differently; ReVolta runs "
+            "them as one merged layer, so they must share one quantization (or all stay unquantized)")
+    chosen = resolved.pop()
+    merged = config.for_module(module_name) if parts else chosen
+    if merged != config:
+        chosen = merged
+    if chosen is None:
+        return None
+    return AWQLinearMethod(chosen) if chosen.method == "awq" else GPTQLinearMethod(chosen)
