@@ -100,15 +100,18 @@ cudaError_t decode_light_groups(const AttnParams& p, const DecodeRope& r, int nu
 }
 
 // The light kernel where it applies: fp16 KV, one query token per sequence, GQA group <= 8; mode 1 (the
-// default) also asks for head_dim <= 128, a block table of <= 8192 keys and at most half as many (sequence,
-// KV head) pairs as SMs: where latency rather than bandwidth bounds the call (H200: batch 1 x 600 keys
-// 7.7 -> 6.4 us, batch 8 11.6 -> 11.2; batch 16, 32K keys and head_dim 256 measured slower). Mode 2 takes
-// every case it can (tests), 0 none. The generic-kernels variant (1) never takes it.
+// default) also asks for a block table of <= 8192 keys and at most half as many (sequence, KV head) pairs as
+// SMs: where latency rather than bandwidth bounds the call (H200: batch 1 x 600 keys 7.7 -> 6.4 us, batch 8
+// 11.6 -> 11.2; batch 16 and 32K keys measured slower), and head_dim <= 128, or 256 for one sequence (H200 session
+// 17, Qwen3.5-27B / 35B-A3B shapes at batch 1: 16 layers 306 -> 267 us, 10 layers 204 -> 166 us on the step's
+// path at 512 keys, 441 -> 432 / 311 -> 291 us at 1900 keys; larger batches of head_dim 256 were measured slower
+// before and not since). Mode 2 takes every case it can (tests), 0 none. The generic-kernels variant (1) never
+// takes it.
 bool light_takes(const AttnParams& p, int head_dim, int kv_kind, int num_seqs, int max_query_len) {
   const int group = p.num_heads / p.num_kv_heads, mode = decode_light_mode();
   if (mode == 0 || decode_variant() == 1 || kv_kind != KV_F16 || max_query_len != 1 || group > 8) return false;
-  return mode == 2 || (head_dim <= 128 && p.max_blocks * p.block_size <= 8192 &&
-                       2 * num_seqs * p.num_kv_heads <= sm_count());
+  return mode == 2 || ((head_dim <= 128 || (head_dim == 256 && num_seqs == 1)) &&
+                       p.max_blocks * p.block_size <= 8192 && 2 * num_seqs * p.num_kv_heads <= sm_count());
 }
 
 // 16 packed rows per block with 16x16x16 WMMA and 64-key tiles by default. One-byte KV (int8/fp8), d128, with
