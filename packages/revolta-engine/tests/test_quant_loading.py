@@ -134,7 +134,8 @@ def test_act_order_layers_sort_their_rows_and_gather_the_input(base, tmp_path):
     dense = LLM(str(tmp_path / "dense"), dtype="float32", max_model_len=64).llm_engine.model
     qkv = quant.model.layers[0].self_attn.qkv_proj
     ckpt_g_idx = load_file(str(tmp_path / "q" / "model.safetensors"))["model.layers.0.self_attn.q_proj.g_idx"]
-    assert not torch.equal(qkv.act_perm, torch.arange(128))
+    assert qkv.act_perm.dtype == torch.int32  # as the kernels read it
+    assert not torch.equal(qkv.act_perm.long(), torch.arange(128))
     assert torch.equal(ckpt_g_idx.long()[qkv.act_perm], torch.arange(128) // 32)
     assert torch.equal(qkv.g_idx.long(), torch.arange(128) // 32)  # the sorted rows' groups
     qkv.quant.finish_loading(qkv)  # nothing left to sort
@@ -177,4 +178,4 @@ def test_dummy_weights_work_for_quantized_configs(base, tmp_path, method, bits, 
     perm = getattr(modules["model.layers.0.mlp.gate_up_proj"], "act_perm", None)
     assert (perm is not None) == act_order  # act-order dummies are repacked and gather like loaded ones
     if act_order:
-        assert torch.equal(torch.sort(perm).values, torch.arange(128))
+        assert torch.equal(torch.sort(perm).values.long(), torch.arange(128))

@@ -30,12 +30,20 @@ template <int BITS>
 cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   if (pl.full) {
     const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
+    const bool g = p.x_order != nullptr;
+    const int gs = gemv_full_gather_smem_bytes(pl.mt, p.K);
     if (pl.minb == 3) {
-      if (pl.mt == 1) return launch(quant_gemv_full_kernel<1, 16>, grid, block, pl.smem, stream, p);
-      return launch(quant_gemv_full_kernel<2, 16>, grid, block, pl.smem, stream, p);
+      if (pl.mt == 1)
+        return g ? launch(quant_gemv_full_kernel<1, 16, false, true>, grid, block, gs, stream, p)
+                 : launch(quant_gemv_full_kernel<1, 16>, grid, block, pl.smem, stream, p);
+      return g ? launch(quant_gemv_full_kernel<2, 16, false, true>, grid, block, gs, stream, p)
+               : launch(quant_gemv_full_kernel<2, 16>, grid, block, pl.smem, stream, p);
     }
-    if (pl.mt == 1) return launch(quant_gemv_full_kernel<1>, grid, block, pl.smem, stream, p);
-    return launch(quant_gemv_full_kernel<2>, grid, block, pl.smem, stream, p);
+    if (pl.mt == 1)
+      return g ? launch(quant_gemv_full_kernel<1, 32, false, true>, grid, block, gs, stream, p)
+               : launch(quant_gemv_full_kernel<1>, grid, block, pl.smem, stream, p);
+    return g ? launch(quant_gemv_full_kernel<2, 32, false, true>, grid, block, gs, stream, p)
+             : launch(quant_gemv_full_kernel<2>, grid, block, pl.smem, stream, p);
   }
   switch (pl.mt) {
     case 1: return launch_gemv_wu<BITS, 1>(p, pl, stream);
@@ -97,13 +105,25 @@ bool bad_norm_call(const void* h_out, const void* x, const void* residual, const
 // The act = 2 (residual add + RMSNorm) parameters of a skinny call, before its plan.
 QuantGemmParams norm_params(void* out, void* h_out, const void* x, const void* residual, const void* norm_weight,
                             float eps, int zero_centered, const void* qweight, const void* scales, const void* qzeros,
-                            int M, int N, int K, int group_size, int zero_offset) {
-  return QuantGemmParams{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
-                         static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
-                         static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0,
-                         K, 2, 0, static_cast<const __half*>(residual), static_cast<const __half*>(norm_weight),
-                         static_cast<__half*>(h_out), eps, zero_centered ? 1 : 0};
+                            int M, int N, int K, int group_size, int zero_offset, const void* x_order) {
+  QuantGemmParams p{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
+                    static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
+                    static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0,
+                    K, 2, 0, static_cast<const __half*>(residual), static_cast<const __half*>(norm_weight),
+                    static_cast<__half*>(h_out), eps, zero_centered ? 1 : 0};
+  p.x_order = static_cast<const int*>(x_order);
+  return p;
 }
+
+// An act-order input order for a skinny call (null: none): 16-byte aligned (its rows are read as int4), K <= 65536
+// (the kernels keep the indices as 16-bit values in shared memory).
+bool bad_order(const void* x_order, int M, int K) {
+  return x_order != nullptr && (M > kSkinnyMaxM || K > 65536 || reinterpret_cast<uintptr_t>(x_order) % 16 != 0);
+}
+
+// The skinny call's schedule flags; a gathered input needs the per-warp staging (gemv_stage_warp), which the
+// split-K-free kernel takes only with kGemvFlagOnePass (the split-K kernel always does).
+int call_flags(const QuantGemmParams& p) { return gemv_flags() | (p.x_order != nullptr ? kGemvFlagOnePass : 0); }
 
 }  // namespace
 
@@ -165,17 +185,21 @@ int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_v
 // out[M, N] (fp16) = a[M, K] (fp16) @ W, where a = x (act 0: x is [M, K]) or a = silu(gate) * up (act 1,
 // M <= 8 only: x is [M, 2K] = [gate, up], the gate_up projection's output). Needs K % 32 == 0, N % 8 == 0,
 // group_size % 32 == 0 dividing K, 16-byte aligned x, qweight and scales; `workspace` of
-// revolta_quant_gemm_workspace() bytes.
+// revolta_quant_gemm_workspace() bytes. x_order (act-order GPTQ, M <= 8 only; null = none): int32 [K],
+// 16-byte aligned; element k of a is channel x_order[k] (of x, or of gate and up).
 int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
                            void* workspace, long long workspace_bytes, int M, int N, int K, int bits,
-                           int group_size, int zero_offset, int num_sms, int act, cudaStream_t stream) {
+                           int group_size, int zero_offset, int num_sms, int act, const void* x_order,
+                           cudaStream_t stream) {
   if (M == 0 || N == 0) return cudaSuccess;
-  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0 || (act != 0 && act != 1)) return cudaErrorInvalidValue;
+  if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0 || (act != 0 && act != 1) || bad_order(x_order, M, K))
+    return cudaErrorInvalidValue;
   if (act && M > kSkinnyMaxM) return cudaErrorInvalidValue;
   QuantGemmParams p{static_cast<const __half*>(x), static_cast<const uint32_t*>(qweight),
                     static_cast<const __half*>(scales), static_cast<const uint32_t*>(qzeros),
                     static_cast<__half*>(out), nullptr, nullptr, M, N, K, group_size, zero_offset, 0,
                     act ? 2 * K : K, act, 0};
+  p.x_order = static_cast<const int*>(x_order);
   if (M <= kSkinnyMaxM) {
     const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, act);
     const long long need = gemv_workspace_bytes(pl, M, N);
@@ -186,7 +210,7 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
     }
     p.rows_per_split = pl.rows_per_split;
     p.prefetch_rows = pl.prefetch_rows;
-    p.flags = gemv_flags();
+    p.flags = call_flags(p);
     const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
     return e != cudaSuccess ? e : cudaGetLastError();
   }
@@ -197,15 +221,18 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
 // out[M, N] = rms_norm(h) @ W and h_out[M, K] = h for h = x + residual (residual may be null: h = x), M <= 8
 // (the skinny kernel's act = 2 staging; the rounding of revolta_fused_add_rms_norm / revolta_rms_norm, then
 // the GEMM). norm_weight [K] fp16, zero_centered: weight (1 + w). h_out must not alias x or residual.
-// Alignment as revolta_quant_gemm_act, plus 16-byte aligned residual, norm_weight and h_out.
+// Alignment as revolta_quant_gemm_act, plus 16-byte aligned residual, norm_weight and h_out. x_order as there:
+// the GEMM sees channel x_order[k] of rms_norm(h) as element k; h_out stays in channel order.
 int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* residual, const void* norm_weight,
                             float eps, int zero_centered, const void* qweight, const void* scales,
                             const void* qzeros, void* workspace, long long workspace_bytes, int M, int N, int K,
-                            int bits, int group_size, int zero_offset, int num_sms, cudaStream_t stream) {
+                            int bits, int group_size, int zero_offset, int num_sms, const void* x_order,
+                            cudaStream_t stream) {
   if (M == 0) return cudaSuccess;
-  if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms)) return cudaErrorInvalidValue;
+  if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms) || bad_order(x_order, M, K))
+    return cudaErrorInvalidValue;
   QuantGemmParams p = norm_params(out, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, M,
-                                  N, K, group_size, zero_offset);
+                                  N, K, group_size, zero_offset, x_order);
   const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2);
   const long long need = gemv_workspace_bytes(pl, M, N);
   if (need > 0) {
@@ -215,7 +242,7 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
   }
   p.rows_per_split = pl.rows_per_split;
   p.prefetch_rows = pl.prefetch_rows;
-  p.flags = gemv_flags();
+  p.flags = call_flags(p);
   const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
@@ -229,10 +256,11 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
 int revolta_quant_gemm_norm_rope(void* h_out, const void* x, const void* residual, const void* norm_weight, float eps,
                                  int zero_centered, const void* qweight, const void* scales, const void* qzeros,
                                  int M, int N, int K, int bits, int group_size, int zero_offset, int num_sms,
-                                 const GemvRope* rope, int* taken, cudaStream_t stream) {
+                                 const void* x_order, const GemvRope* rope, int* taken, cudaStream_t stream) {
   *taken = 0;
   if (M == 0) return cudaSuccess;
-  if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms) || rope == nullptr)
+  if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms) || rope == nullptr ||
+      bad_order(x_order, M, K))
     return cudaErrorInvalidValue;
   const GemvRope& r = *rope;
   const bool rope_ok = r.head_dim > 0 && r.head_dim % 16 == 0 && r.num_heads > 0 && r.num_kv_heads > 0 &&
@@ -242,14 +270,19 @@ int revolta_quant_gemm_norm_rope(void* h_out, const void* x, const void* residua
   const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2);
   if (!rope_ok || !pl.full || pl.minb != 3) return cudaSuccess;
   QuantGemmParams p = norm_params(nullptr, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales,
-                                  qzeros, M, N, K, group_size, zero_offset);
+                                  qzeros, M, N, K, group_size, zero_offset, x_order);
   p.rows_per_split = pl.rows_per_split;
-  p.flags = gemv_flags();
+  p.flags = call_flags(p);
   p.rope = r;
   *taken = 1;
   const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
-  const cudaError_t e = pl.mt == 1 ? launch(quant_gemv_full_kernel<1, 16, true>, grid, block, pl.smem, stream, p)
-                                   : launch(quant_gemv_full_kernel<2, 16, true>, grid, block, pl.smem, stream, p);
+  const bool g = p.x_order != nullptr;
+  const int gs = gemv_full_gather_smem_bytes(pl.mt, K);
+  const cudaError_t e =
+      pl.mt == 1 ? (g ? launch(quant_gemv_full_kernel<1, 16, true, true>, grid, block, gs, stream, p)
+                      : launch(quant_gemv_full_kernel<1, 16, true>, grid, block, pl.smem, stream, p))
+                 : (g ? launch(quant_gemv_full_kernel<2, 16, true, true>, grid, block, gs, stream, p)
+                      : launch(quant_gemv_full_kernel<2, 16, true>, grid, block, pl.smem, stream, p));
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -257,7 +290,7 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
                        void* workspace, long long workspace_bytes, int M, int N, int K, int bits, int group_size,
                        int zero_offset, int num_sms, cudaStream_t stream) {
   return revolta_quant_gemm_act(out, x, qweight, scales, qzeros, workspace, workspace_bytes, M, N, K, bits,
-                                group_size, zero_offset, num_sms, 0, stream);
+                                group_size, zero_offset, num_sms, 0, nullptr, stream);
 }
 
 #if defined(REVOLTA_GEMV_PROBE)

@@ -69,6 +69,14 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   const int steps = nrows / U;
   const int group_rows = p.group_size / PACK;
 
+  // Each warp stages the rows of its own steps (warp w: steps w, w + WARPS, ...) and starts once they are in;
+  // act-order calls first copy those rows' channel indices into shared memory (read-only, so before the wait;
+  // before the weight loads, whose registers it would otherwise add to).
+  const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
+  auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
+  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
+  if (p.x_order != nullptr) gemv_order_prefetch<PAIRS>(p, xs, r0, wsteps * U, row_of);
+
   uint4 wnext[U];
   uint2 snext = make_uint2(0, 0);
   uint32_t znext = 0;
@@ -115,15 +123,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   GEMV_PROBE(2);
   // (The schedule flags stay out of this kernel: with their branches in it, its share of the AWQ decode step
   // grew from 979 to 1068 us on the H200.)
-  // Each warp stages the rows of its own steps (warp w: steps w, w + WARPS, ...) and starts once they are in.
   const bool norm = p.act == 2;
-  XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
   WarpNorm<MT> wn;
-  {
-    const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
-    auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
-    gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER>(p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
-  }
+  gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER>(p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
   __syncwarp();
   GEMV_PROBE(3);
 

@@ -30,6 +30,47 @@ __host__ __device__ constexpr int gemv_full_smem_bytes(int mt, int k) {
 template <int MT>
 __device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
 
+// The act-order instantiation's shared memory: the staged rows, then x (or h) of every row in channel order and
+// the norm weight (gemv_full_gather_copy).
+__host__ __device__ constexpr int gemv_full_gather_smem_bytes(int mt, int k) {
+  const int copies = 2 * mt * k * 2 + k * 2;
+  const int base = gemv_full_smem_bytes(mt, k);
+  return copies > base ? copies : base;
+}
+template <int MT>
+__device__ const int quant_gemv_full_gather_max_smem = gemv_full_gather_smem_bytes(MT, 4096);
+
+// After the PDL wait, the act-order kernel's copies (whole block, one barrier): x[m, :] (act 2: h = x + residual,
+// rounded as the contiguous staging rounds it, and stored to h_out by block 0) for m < MT (zeros past M) and the
+// norm weight, in channel order behind the staged rows. Returns p pointing at them (residual none, h written),
+// for gemv_stage_warp's kGatherShared staging.
+template <int MT>
+__device__ __forceinline__ QuantGemmParams gemv_full_gather_copy(const QuantGemmParams& p, unsigned char* smem) {
+  const int chunks = p.K / 8;  // 16-byte chunks of a row
+  uint4* hs = reinterpret_cast<uint4*>(smem) + MT * chunks;  // after the staged rows (MT x K halves)
+  uint4* ws = hs + MT * chunks;
+  for (int idx = threadIdx.x; idx < MT * chunks; idx += blockDim.x) {
+    const int m = idx / chunks, c = idx - m * chunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (m < p.M) {
+      v = p.act == 2 ? gemv_h8(p, m, c)
+                     : __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m) * p.x_stride) + c);
+      if (p.act == 2 && blockIdx.x == 0) reinterpret_cast<uint4*>(p.h_out + static_cast<size_t>(m) * p.K)[c] = v;
+    }
+    hs[idx] = v;
+  }
+  if (p.act == 2) {
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) ws[c] = __ldg(reinterpret_cast<const uint4*>(p.norm_weight) + c);
+  }
+  __syncthreads();
+  QuantGemmParams q = p;
+  q.x = reinterpret_cast<const __half*>(hs);
+  q.x_stride = p.K;
+  q.residual = nullptr;
+  q.norm_weight = reinterpret_cast<const __half*>(ws);
+  return q;
+}
+
 // COLS = 32 (the original shape, <= 128 registers: 2 blocks per SM) or 16 (kGemvFlagFull16: lanes of 4 columns,
 // 8 row groups per warp, 8 loads per lane, <= 80 registers: 3 blocks per SM). The narrower block halves each
 // lane's serial dequantize-and-dot chain after the wait (H200 probe: the 32-column block's compute phase took
@@ -37,7 +78,9 @@ __device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
 // over 384 blocks instead of 192 on 132 SMs.
 // ROPE (16 columns only): the q/k/v projection's rotary + KV-cache epilogue (quant_gemv_rope.cuh) instead of
 // the plain store; the block's columns follow gemv_rope_col.
-template <int MT, int COLS = quant_gemv_full_cols, bool ROPE = false>
+// GATHER: the act-order instantiation (p.x_order set; gemv_stage_gather). A separate kernel because the gather's
+// registers, beside every weight of the lane held since before the PDL wait, cost the plain kernel spills.
+template <int MT, int COLS = quant_gemv_full_cols, bool ROPE = false, bool GATHER = false>
 __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_full_kernel(QuantGemmParams p) {
   static_assert(COLS == 16 || COLS == 32, "16 or 32 columns per block");
   static_assert(!ROPE || COLS == 16, "the rotary epilogue pairs the channels of 16-column blocks");
@@ -58,6 +101,11 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   const int rows = p.K / PACK, rpw = rows / WARPS;  // rpw: a multiple of GR (K % 1024 == 0)
   const int nl = rpw / RG;                           // loads per lane (<= L)
   const int row0 = warp * rpw + rg;                  // row of load i: row0 + i * RG
+
+  // Act-order: first the channel indices of the warp's rows into shared memory (read-only, so before the wait;
+  // before the weight loads, whose registers it would otherwise add to).
+  auto row_of = [&](int li) { return warp * rpw + li; };
+  if constexpr (GATHER) gemv_order_prefetch<4>(p, reinterpret_cast<uint4*>(gemv_smem), 0, rpw, row_of);
 
   // Before the PDL wait: every weight, scale and zero this lane needs (read-only data).
   uint4 w[L];
@@ -91,17 +139,22 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   const bool onepass = p.flags & kGemvFlagOnePass;
   const bool deferred_norm = onepass && p.act == 2;  // 1 / rms applied to the sums (gemv_stage_warp)
   WarpNorm<MT> wn;
-  if (onepass) {
+  if constexpr (GATHER) {
+    // Act-order (always one pass): x (act 2: h = x + residual, written to h_out by block 0) and the norm weight
+    // copied once per block into shared memory in channel order, then each warp gathers its rows from there.
+    gemv_stage_warp<4, MT, 1, true, kGatherShared>(gemv_full_gather_copy<MT>(p, gemv_smem), xs, rows, 0, rpw, row_of,
+                                                   false, wn);
+    __syncwarp();
+  } else if (onepass) {
     // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane), no block barrier.
-    auto row_of = [&](int li) { return warp * rpw + li; };
-    gemv_stage_warp<4, MT, MT == 1 ? 2 : 1, true>(p, xs, rows, 0, rpw, row_of, blockIdx.x == 0, wn);
+    gemv_stage_warp<4, MT, MT == 1 ? 2 : 1, true, kGatherNone>(p, xs, rows, 0, rpw, row_of, blockIdx.x == 0, wn);
     __syncwarp();
   } else if (p.act == 2) {
     gemv_norm_rows<MT, WARPS>(p, norm_inv, reinterpret_cast<float*>(gemv_smem));
   }
 
   // Stage x[m, :] (rows past M are zero) as permuted half2 pairs divided by the deferred-scale factor.
-  for (int idx = onepass ? MT * rows : tid; idx < MT * rows; idx += WARPS * 32) {
+  for (int idx = onepass || GATHER ? MT * rows : tid; idx < MT * rows; idx += WARPS * 32) {
     const int m = idx / rows, r = idx - m * rows;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (m < p.M) {

@@ -153,6 +153,115 @@ struct WarpNorm {
   int e[MT];
 };
 
+// Act-order (p.x_order): element i of packed row r of the activation is channel x_order[PACK r + i]. Before the
+// PDL wait (x_order is read-only) each warp copies the indices of its own rows, as 16-bit values, into the m = 0
+// slots of its staged rows (xs[row_of(li)]: PACK indices fill exactly one staged row), so after the wait a row's
+// gather costs one L2 round trip, as the contiguous load does, instead of two dependent ones. The same lane stages
+// the row later (gemv_stage_gather), so no barrier is needed. Needs K <= 65536.
+template <int PAIRS, class RowOf>
+__device__ __forceinline__ void gemv_order_prefetch(const QuantGemmParams& p, typename XRowOf<PAIRS>::type* xs, int r0,
+                                                    int n, RowOf row_of) {
+  using XRow = typename XRowOf<PAIRS>::type;
+  for (int li = threadIdx.x & 31; li < n; li += 32) {
+    const int local = row_of(li);
+    const int4* src = reinterpret_cast<const int4*>(p.x_order + static_cast<size_t>(r0 + local) * 2 * PAIRS);
+    XRow packed;
+    uint32_t* pp = reinterpret_cast<uint32_t*>(&packed);
+#pragma unroll
+    for (int q = 0; q < PAIRS / 2; ++q) {
+      const int4 v = __ldg(src + q);
+      pp[2 * q] = (static_cast<uint32_t>(v.x) & 0xffffu) | (static_cast<uint32_t>(v.y) << 16);
+      pp[2 * q + 1] = (static_cast<uint32_t>(v.z) & 0xffffu) | (static_cast<uint32_t>(v.w) << 16);
+    }
+    xs[local] = packed;
+  }
+}
+
+// Channel i of a row's indices as gemv_order_prefetch packed them.
+template <class XRow>
+__device__ __forceinline__ int gemv_order_at(const XRow& packed, int i) {
+  return (reinterpret_cast<const uint32_t*>(&packed)[i / 2] >> (16 * (i % 2))) & 0xffff;
+}
+
+// Where the act-order staging reads the channels: global memory (through L2), or copies the block made in shared
+// memory first (quant_gemv_full_kernel: each of its blocks gathers the whole K, which from L2 costs a 32-byte
+// sector per 2-byte element).
+enum GatherFrom { kGatherNone = 0, kGatherGlobal = 1, kGatherShared = 2 };
+
+// The elements src[c_0], src[c_1], ... of one packed row (one 2-byte load each).
+template <int FROM, class XRow>
+__device__ __forceinline__ XRow gemv_gather(const __half* src, const XRow& packed) {
+  XRow v;
+  __half* h = reinterpret_cast<__half*>(&v);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(XRow) / 2); ++i) {
+    const __half* e = src + gemv_order_at(packed, i);
+    h[i] = FROM == kGatherShared ? *e : __ldg(e);
+  }
+  return v;
+}
+
+// gemv_stage_warp's staging for act-order: the contiguous path's arithmetic on rows gathered from their channels
+// (indices from gemv_order_prefetch), h scattered back to channel order by the writer. Rows m run from the last to
+// 0, whose slots hold the indices until their own row is staged. Kept apart from the contiguous loop (not one
+// loop with two kinds of loads): sharing it cost the default kernels registers and spills (sm_90 ptxas -v).
+// Adds the rows' sums of h^2 to ss.
+template <int PAIRS, int MT, bool DEFER, int FROM, class RowOf>
+__device__ __forceinline__ void gemv_stage_gather(const QuantGemmParams& p, typename XRowOf<PAIRS>::type* xs, int ld,
+                                                  int n, RowOf row_of, bool writer, float (&ss)[MT]) {
+  using XRow = typename XRowOf<PAIRS>::type;
+  const bool norm = p.act == 2;
+  const float wz = p.zero_centered ? 1.f : 0.f;
+#pragma unroll
+  for (int m = MT - 1; m >= 0; --m) {
+    const bool live = m < p.M;
+    const __half* xm = p.x + static_cast<size_t>(m) * p.x_stride;
+#pragma unroll 1
+    for (int li = threadIdx.x & 31; li < n; li += 32) {
+      const int local = row_of(li);
+      const XRow order = xs[local];
+      XRow a{}, b{}, g{};
+      if (live) {
+        a = gemv_gather<FROM>(xm, order);
+        if (p.act == 1) {
+          b = gemv_gather<FROM>(xm + p.K, order);
+        } else if (norm) {
+          g = gemv_gather<FROM>(p.norm_weight, order);
+          if (p.residual != nullptr) b = gemv_gather<FROM>(p.residual + static_cast<size_t>(m) * p.K, order);
+        }
+      }
+      uint32_t* ap = reinterpret_cast<uint32_t*>(&a);
+      const uint32_t* bp = reinterpret_cast<const uint32_t*>(&b);
+      const uint32_t* gp = reinterpret_cast<const uint32_t*>(&g);
+      if (live && p.act == 1) {
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) ap[i] = silu_mul_h2(ap[i], bp[i]);
+      } else if (live && norm) {
+        if (p.residual != nullptr) {
+#pragma unroll
+          for (int i = 0; i < PAIRS; ++i) ap[i] = add_round_h2(ap[i], bp[i]);
+        }
+        if (writer && p.h_out != nullptr) {
+          const __half* hv = reinterpret_cast<const __half*>(&a);
+#pragma unroll
+          for (int i = 0; i < 2 * PAIRS; ++i) p.h_out[static_cast<size_t>(m) * p.K + gemv_order_at(order, i)] = hv[i];
+        }
+#pragma unroll
+        for (int i = 0; i < PAIRS; ++i) {
+          const float2 h = __half22float2(u2h(ap[i]));
+          const float2 w = __half22float2(u2h(gp[i]));
+          ss[m] = fmaf(h.x, h.x, ss[m]);
+          ss[m] = fmaf(h.y, h.y, ss[m]);
+          ap[i] = h2u(__floats2half2_rn(h.x * (w.x + wz), h.y * (w.y + wz)));
+        }
+      }
+      XRow v = gemv_perm<PAIRS>(a);
+      if (DEFER && !norm) gemv_scale_h2<PAIRS>(v, __float2half2_rn(1.f / kGemvDeferScale));
+      xs[m * ld + local] = v;
+    }
+  }
+}
+
 // Warp-local staging of x: local row li < n of this warp is packed row r0 + row_of(li), stored at
 // xs[m * ld + row_of(li)] for every m < MT (zeros past M), permuted for the dequantizer. A lane takes rows
 // lane, lane + 32, ... in batches of CB whose loads are all issued before any is used; no block barrier, so
@@ -164,7 +273,10 @@ struct WarpNorm {
 // is reduced, its staged values are scaled in place by 2^e (exact) with 2^e ~ 1 / rms over the warp's rows,
 // so a small or large residual stream sits where fp16 is precise, as the normalized activation does (DEFER's
 // division is folded into the same power of two); the caller multiplies the warp's sums by 2^-e.
-template <int PAIRS, int MT, int CB, bool DEFER, class RowOf>
+// With p.x_order (act-order) the rows are gathered from their channels (gemv_stage_gather; the caller ran
+// gemv_order_prefetch before its PDL wait) - from global memory, or (kGatherShared) from the shared-memory copies
+// p points to; kGatherNone compiles that path out.
+template <int PAIRS, int MT, int CB, bool DEFER, int GATHER = kGatherGlobal, class RowOf>
 __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typename XRowOf<PAIRS>::type* xs, int ld,
                                                 int r0, int n, RowOf row_of, bool writer, WarpNorm<MT>& wn) {
   using XRow = typename XRowOf<PAIRS>::type;
@@ -175,57 +287,61 @@ __device__ __forceinline__ void gemv_stage_warp(const QuantGemmParams& p, typena
   float ss[MT];
 #pragma unroll
   for (int m = 0; m < MT; ++m) ss[m] = 0.f;
-  // One row m at a time (its loads and at most 3 x CB live registers per batch, whatever MT is).
+  if (GATHER != kGatherNone && p.x_order != nullptr) {
+    gemv_stage_gather<PAIRS, MT, DEFER, GATHER>(p, xs, ld, n, row_of, writer, ss);
+  } else {
+    // One row m at a time (its loads and at most 3 x CB live registers per batch, whatever MT is).
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    const bool live = m < p.M;
-    const __half* xm = p.x + static_cast<size_t>(m) * p.x_stride;
-    for (int base = 0; base < n; base += 32 * CB) {
-      XRow a[CB], b[CB], g[CB];
+    for (int m = 0; m < MT; ++m) {
+      const bool live = m < p.M;
+      const __half* xm = p.x + static_cast<size_t>(m) * p.x_stride;
+      for (int base = 0; base < n; base += 32 * CB) {
+        XRow a[CB], b[CB], g[CB];
 #pragma unroll
-      for (int j = 0; j < CB; ++j) {
-        const int li = base + j * 32 + lane;
-        const int row = li < n ? r0 + row_of(li) : 0;
-        a[j] = b[j] = g[j] = XRow{};
-        if (li >= n || !live) continue;
-        a[j] = __ldg(reinterpret_cast<const XRow*>(xm) + row);
-        if (p.act == 1) {
-          b[j] = __ldg(reinterpret_cast<const XRow*>(xm + p.K) + row);
-        } else if (norm) {
-          g[j] = __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + row);
-          if (p.residual != nullptr)
-            b[j] = __ldg(reinterpret_cast<const XRow*>(p.residual + static_cast<size_t>(m) * p.K) + row);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < CB; ++j) {
-        const int li = base + j * 32 + lane;
-        if (li >= n) continue;
-        const int local = row_of(li);
-        uint32_t* ap = reinterpret_cast<uint32_t*>(&a[j]);
-        const uint32_t* bp = reinterpret_cast<const uint32_t*>(&b[j]);
-        const uint32_t* gp = reinterpret_cast<const uint32_t*>(&g[j]);
-        if (live && p.act == 1) {
-#pragma unroll
-          for (int i = 0; i < PAIRS; ++i) ap[i] = silu_mul_h2(ap[i], bp[i]);
-        } else if (live && norm) {
-          if (p.residual != nullptr) {
-#pragma unroll
-            for (int i = 0; i < PAIRS; ++i) ap[i] = add_round_h2(ap[i], bp[i]);
-          }
-          if (writer) reinterpret_cast<XRow*>(p.h_out + static_cast<size_t>(m) * p.K)[r0 + local] = a[j];
-#pragma unroll
-          for (int i = 0; i < PAIRS; ++i) {
-            const float2 h = __half22float2(u2h(ap[i]));
-            const float2 w = __half22float2(u2h(gp[i]));
-            ss[m] = fmaf(h.x, h.x, ss[m]);
-            ss[m] = fmaf(h.y, h.y, ss[m]);
-            ap[i] = h2u(__floats2half2_rn(h.x * (w.x + wz), h.y * (w.y + wz)));
+        for (int j = 0; j < CB; ++j) {
+          const int li = base + j * 32 + lane;
+          const int row = li < n ? r0 + row_of(li) : 0;
+          a[j] = b[j] = g[j] = XRow{};
+          if (li >= n || !live) continue;
+          a[j] = __ldg(reinterpret_cast<const XRow*>(xm) + row);
+          if (p.act == 1) {
+            b[j] = __ldg(reinterpret_cast<const XRow*>(xm + p.K) + row);
+          } else if (norm) {
+            g[j] = __ldg(reinterpret_cast<const XRow*>(p.norm_weight) + row);
+            if (p.residual != nullptr)
+              b[j] = __ldg(reinterpret_cast<const XRow*>(p.residual + static_cast<size_t>(m) * p.K) + row);
           }
         }
-        XRow v = gemv_perm<PAIRS>(a[j]);
-        if (DEFER && !norm) gemv_scale_h2<PAIRS>(v, defer);
-        xs[m * ld + local] = v;
+#pragma unroll
+        for (int j = 0; j < CB; ++j) {
+          const int li = base + j * 32 + lane;
+          if (li >= n) continue;
+          const int local = row_of(li);
+          uint32_t* ap = reinterpret_cast<uint32_t*>(&a[j]);
+          const uint32_t* bp = reinterpret_cast<const uint32_t*>(&b[j]);
+          const uint32_t* gp = reinterpret_cast<const uint32_t*>(&g[j]);
+          if (live && p.act == 1) {
+#pragma unroll
+            for (int i = 0; i < PAIRS; ++i) ap[i] = silu_mul_h2(ap[i], bp[i]);
+          } else if (live && norm) {
+            if (p.residual != nullptr) {
+#pragma unroll
+              for (int i = 0; i < PAIRS; ++i) ap[i] = add_round_h2(ap[i], bp[i]);
+            }
+            if (writer) reinterpret_cast<XRow*>(p.h_out + static_cast<size_t>(m) * p.K)[r0 + local] = a[j];
+#pragma unroll
+            for (int i = 0; i < PAIRS; ++i) {
+              const float2 h = __half22float2(u2h(ap[i]));
+              const float2 w = __half22float2(u2h(gp[i]));
+              ss[m] = fmaf(h.x, h.x, ss[m]);
+              ss[m] = fmaf(h.y, h.y, ss[m]);
+              ap[i] = h2u(__floats2half2_rn(h.x * (w.x + wz), h.y * (w.y + wz)));
+            }
+          }
+          XRow v = gemv_perm<PAIRS>(a[j]);
+          if (DEFER && !norm) gemv_scale_h2<PAIRS>(v, defer);
+          xs[m * ld + local] = v;
+        }
       }
     }
   }

@@ -47,10 +47,13 @@ def _rotate(t: torch.Tensor, cs: torch.Tensor, neox: bool) -> torch.Tensor:
     return out
 
 
-def oracle(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kv_heads, d):
-    """float64 (q [T, H, D], k [T, Hkv, D], v [T, Hkv, D]): dequantized W, the normed activation, rotary."""
+def oracle(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kv_heads, d, x_order=None):
+    """float64 (q [T, H, D], k [T, Hkv, D], v [T, Hkv, D]): dequantized W, the normed activation (its channels in
+    ``x_order`` when given), rotary."""
     normed = (ref_norm.fused_add_rms_norm(x, res, w, EPS, zc)[0] if res is not None
               else ref_norm.rms_norm(x, w, EPS, zc))
+    if x_order is not None:
+        normed = normed[..., x_order.long()]
     wd = rq.dequantize(qweight, scales, qzeros, 4, 128, 0).double()
     qkv = normed.double() @ wd
     q = qkv[:, : heads * d].view(-1, heads, d)

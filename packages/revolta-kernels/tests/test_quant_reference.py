@@ -108,3 +108,37 @@ def test_fake_impls_give_shapes():
         assert ops_quant.quant_matmul_silu(x, qw, s, qz, 4, 128, 0).shape == (3, 24)
         assert ops_quant.dense_linear(x, torch.empty(10, 128, dtype=torch.float16), True).shape == (3, 10)
         assert ops_quant.dense_linear(x, torch.empty(10, 256, dtype=torch.float16), False).shape == (3, 10)
+
+
+@pytest.mark.parametrize("op", ["plain", "silu", "norm"])
+def test_x_order_takes_the_activation_channels_in_that_order(op):
+    # Act-order GPTQ: row k of W multiplies channel x_order[k] of the activation, in float64 from the integers.
+    k, n, bits, group = 128, 24, 4, 32
+    q, z, s = _random_case(k, n, bits, group, seed=7)
+    qweight, qzeros = rq.pack_int32(q, bits, 0), rq.pack_int32(z, bits, 1)
+    w64 = (q.double() - z.double().repeat_interleave(group, 0)) * s.double().repeat_interleave(group, 0)
+    gen = torch.Generator().manual_seed(8)
+    order = torch.randperm(k, generator=gen).to(torch.int32)
+    x = torch.randn(3, 2 * k if op == "silu" else k, generator=gen)
+    if op == "plain":
+        got, a = ops_quant.quant_matmul(x, qweight, s.float(), qzeros, bits, group, 0, order), x.double()
+    elif op == "silu":
+        got = ops_quant.quant_matmul_silu(x, qweight, s.float(), qzeros, bits, group, 0, order)
+        a = torch.nn.functional.silu(x[:, :k].double()) * x[:, k:].double()
+    else:
+        res, w = torch.randn(3, k, generator=gen), torch.rand(k, generator=gen) + 0.5
+        got, h = ops_quant.quant_matmul_add_rms_norm(x, res, w, 1e-6, False, qweight, s.float(), qzeros, bits, group,
+                                                     0, order)
+        h64 = x.double() + res.double()
+        torch.testing.assert_close(h.double(), h64)  # h stays in channel order
+        a = h64 * torch.rsqrt(h64.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    want = a[:, order.long()] @ w64
+    torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4 * float((a.abs() @ w64.abs()).max()))
+    assert not torch.allclose(want, a @ w64, rtol=0.1)  # the order matters for this case
+
+
+def test_x_order_of_the_wrong_size_is_rejected():
+    q, z, s = _random_case(64, 8, 4, 32, seed=1)
+    with pytest.raises(ValueError, match="one index per input channel"):
+        ops_quant.quant_matmul(torch.randn(2, 64), rq.pack_int32(q, 4, 0), s.float(), rq.pack_int32(z, 4, 1), 4, 32,
+                               0, torch.arange(32))

@@ -50,6 +50,10 @@ def kernels() -> list[Kernel]:
                          False, f"&revolta::quant_gemv_full_max_smem<{mt}>"))
         ks.append(Kernel(f"quant gemv full int4 m<={mt} 16 columns rope", f"&revolta::quant_gemv_full_kernel<{mt}, 16, true>",
                          False, f"&revolta::quant_gemv_full_max_smem<{mt}>"))
+        for cols, rope in ((32, "false"), (16, "false"), (16, "true")):  # the act-order (gathering) instantiations
+            ks.append(Kernel(f"quant gemv full int4 m<={mt} {cols} columns{' rope' * (rope == 'true')} act-order",
+                             f"&revolta::quant_gemv_full_kernel<{mt}, {cols}, {rope}, true>", False,
+                             f"&revolta::quant_gemv_full_gather_max_smem<{mt}>"))
     for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
         for rows in (4,) if mt >= 8 else (4, 8):
             for warps in (4, 8):

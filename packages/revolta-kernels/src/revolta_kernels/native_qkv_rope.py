@@ -41,7 +41,7 @@ class GemvRope(ctypes.Structure):
 
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_norm_rope": [_ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _c_int, _c_int,
-                                     _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(GemvRope),
+                                     _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, ctypes.POINTER(GemvRope),
                                      ctypes.POINTER(_c_int), _ptr],
 }
 
@@ -66,7 +66,7 @@ def _fusable(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size
 
 def fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset,
                  positions, cos_sin_cache, is_neox, num_heads, key_cache,
-                 value_cache, slot_mapping) -> tuple[torch.Tensor, torch.Tensor] | None:
+                 value_cache, slot_mapping, x_order=None) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(q, h)`` from the one fused kernel, or None (nothing ran) where it does not take the call."""
     if not _fusable(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size, positions, cos_sin_cache,
                     num_heads, key_cache, value_cache, slot_mapping):
@@ -76,6 +76,7 @@ def fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, 
     x2 = native_quant.rows_2d(x, k)
     r2 = native_quant.rows_2d(residual, k) if residual is not None else None
     m = x2.shape[0]
+    order = native_quant.skinny_order(x_order, k, x.device)
     d = key_cache.shape[-1]
     q = torch.empty((m, num_heads, d), dtype=x.dtype, device=x.device)
     h = torch.empty((m, k), dtype=x.dtype, device=x.device)
@@ -90,22 +91,23 @@ def fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, 
     check(native.LIB.revolta_quant_gemm_norm_rope(
         h.data_ptr(), x2.data_ptr(), r2.data_ptr() if r2 is not None else None, norm_weight.data_ptr(), float(eps),
         int(bool(zero_centered)), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), m, qweight.shape[1], k,
-        bits, group_size, zero_offset, native_quant.sm_count(index), ctypes.byref(rope), ctypes.byref(taken),
+        bits, group_size, zero_offset, native_quant.sm_count(index), order.data_ptr() if order is not None else None,
+        ctypes.byref(rope), ctypes.byref(taken),
         torch.cuda.current_stream(x.device).cuda_stream))
     return (q, h.view(x.shape)) if taken.value else None
 
 
 def quant_qkv_rope_cache(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                          zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
-                         slot_mapping, k_scales, v_scales):
+                         slot_mapping, k_scales, v_scales, x_order=None):
     fused = fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                          zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
-                         slot_mapping)
+                         slot_mapping, x_order)
     if fused is not None:
         return fused
     return ops_quant.qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
                                         group_size, zero_offset, positions, cos_sin_cache, is_neox, num_heads,
-                                        key_cache, value_cache, slot_mapping, k_scales, v_scales)
+                                        key_cache, value_cache, slot_mapping, k_scales, v_scales, x_order)
 
 
 def register() -> bool:

@@ -31,9 +31,9 @@ _SIGNATURES: dict[str, list] = {
     "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
     "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
-                               _c_int, _c_int, _c_int, _ptr],
+                               _c_int, _c_int, _c_int, _ptr, _ptr],
     "revolta_quant_gemm_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _ptr, _c_ll,
-                                _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
+                                _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, _ptr],
     "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_dense_gemv_tune": [_c_int, _c_int, _c_int],
     "revolta_dense_gemv_plan": [_c_int, ctypes.POINTER(_c_int)],
@@ -181,7 +181,19 @@ def rows_2d(x: torch.Tensor, width: int) -> torch.Tensor:
     return x2
 
 
-def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k: int, act: int) -> torch.Tensor:
+def skinny_order(x_order: torch.Tensor | None, k: int, device: torch.device) -> torch.Tensor | None:
+    """``x_order`` as the skinny kernels read it: int32 ``[K]`` on ``device``, contiguous, 16-byte aligned (a copy
+    only where it is not already so: the engine keeps its orders that way). Raises ValueError on a wrong size."""
+    if x_order is None:
+        return None
+    if x_order.dim() != 1 or x_order.numel() != k:
+        raise ValueError(f"x_order must hold one index per input channel ({k}), got shape {tuple(x_order.shape)}")
+    order = x_order.to(device=device, dtype=torch.int32).contiguous()
+    return order if order.data_ptr() % 16 == 0 else order.clone()
+
+
+def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k: int, act: int,
+                  order: torch.Tensor | None = None) -> torch.Tensor:
     assert native.LIB is not None
     n, m = qweight.shape[1], x2.shape[0]
     out = torch.empty((m, n), dtype=x2.dtype, device=x2.device)
@@ -193,26 +205,33 @@ def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k:
         check(native.LIB.revolta_quant_gemm_act(
             out.data_ptr(), x2.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
             ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
-            m, n, k, bits, group_size, zero_offset, sm_count(index), act, stream))
+            m, n, k, bits, group_size, zero_offset, sm_count(index), act,
+            order.data_ptr() if order is not None else None, stream))
     return out
 
 
-def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset):
+def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
     if not native_supports(x, qweight, scales, qzeros, bits, group_size):
-        return ref_quant.quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset)
+        return ref_quant.quant_matmul(ops_quant.in_order(x, x_order), qweight, scales, qzeros, bits, group_size,
+                                      zero_offset)
     k, n = x.shape[-1], qweight.shape[1]
-    out = _quant_launch(rows_2d(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, 0)
+    if x_order is not None and x.numel() // k > SKINNY_MAX_M:  # the tensor-core GEMM: gather first
+        x, x_order = ops_quant.in_order(x, x_order), None
+    order = skinny_order(x_order, k, x.device)
+    out = _quant_launch(rows_2d(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, 0, order)
     return out.view(*x.shape[:-1], n)
 
 
-def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset):
+def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
     k2 = x.shape[-1]
     k, n = k2 // 2, qweight.shape[1]
     rows = x.numel() // k2 if k2 else 0
     if k2 % 2 or rows > SKINNY_MAX_M or not native_supports(x[..., :k], qweight, scales, qzeros, bits, group_size):
         # Larger M (the tensor-core GEMM) or an unsupported call: the two ops one after the other.
-        return ops_quant.quant_matmul(ops.silu_and_mul(x), qweight, scales, qzeros, bits, group_size, zero_offset)
-    out = _quant_launch(rows_2d(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, 1)
+        return ops_quant.quant_matmul(ops.silu_and_mul(x), qweight, scales, qzeros, bits, group_size, zero_offset,
+                                      x_order)
+    order = skinny_order(x_order, k, x.device)
+    out = _quant_launch(rows_2d(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, 1, order)
     return out.view(*x.shape[:-1], n)
 
 
@@ -231,19 +250,20 @@ def norm_supports(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
 
 
 def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
-                              group_size, zero_offset):
+                              group_size, zero_offset, x_order=None):
     if not norm_supports(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size):
         if residual is None:
             normed, h = ops.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
         else:
             normed, h = ops.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
-        return ops_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset), h
+        return ops_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset, x_order), h
     assert native.LIB is not None
     k, n = x.shape[-1], qweight.shape[1]
     x2 = rows_2d(x, k)
     r2 = rows_2d(residual, k) if residual is not None else None
     w1 = rows_2d(norm_weight, k)
     m = x2.shape[0]
+    order = skinny_order(x_order, k, x.device)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     h = torch.empty((m, k), dtype=x.dtype, device=x.device)
     index = device_index(x.device)
@@ -254,7 +274,8 @@ def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qwei
         out.data_ptr(), h.data_ptr(), x2.data_ptr(), r2.data_ptr() if r2 is not None else None, w1.data_ptr(),
         float(eps), int(bool(zero_centered)), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
         ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
-        m, n, k, bits, group_size, zero_offset, sm_count(index), stream))
+        m, n, k, bits, group_size, zero_offset, sm_count(index), order.data_ptr() if order is not None else None,
+        stream))
     return out.view(*x.shape[:-1], n), h.view(x.shape)
 
 

@@ -6,6 +6,12 @@ The default implementation is the reference (dequantize, float32 matmul; the CPU
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
 The weight layout is documented in :mod:`revolta_kernels.reference.quant`. Several projections of the same
 input (q/k/v, gate/up) are one call: their columns are concatenated along N.
+
+``x_order`` (every quantized op; None = channel order): GPTQ act-order checkpoints whose packed rows were sorted
+by group, so row ``k`` of ``W`` multiplies channel ``x_order[k]`` of the activation (``x``, ``silu(gate) * up``
+or ``rms_norm(h)``): the op computes ``a[..., x_order] @ W``. An int32 (or int64) permutation of ``0..K-1``; the
+skinny CUDA kernels gather while staging their activations, so no separate gather runs. ``h`` outputs stay in
+channel order.
 """
 
 from __future__ import annotations
@@ -19,15 +25,27 @@ SKINNY_MAX_M = 8  # rows the skinny CUDA kernels (quantized and dense) take; abo
 QKV_ROPE_MAX_M = 2  # rows (tokens) the q/k/v kernel with the rotary + cache epilogue takes (int4, group 128)
 
 
+def in_order(a: torch.Tensor, x_order: torch.Tensor | None) -> torch.Tensor:
+    """``a[..., x_order]`` (``a`` itself without an order). Raises ValueError unless ``x_order`` holds one index per
+    channel of ``a``."""
+    if x_order is None:
+        return a
+    if x_order.dim() != 1 or x_order.numel() != a.shape[-1]:
+        raise ValueError(f"x_order must hold one index per input channel ({a.shape[-1]}), got shape "
+                         f"{tuple(x_order.shape)}")
+    return a.index_select(-1, x_order.to(a.device))
+
+
 @torch.library.custom_op(f"{LIB}::quant_matmul", mutates_args=())
 def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
-                 group_size: int, zero_offset: int) -> torch.Tensor:
-    """``x[..., K] @ W[K, N]`` where ``W`` is the int4/int8 group-quantized matrix (kernel layout)."""
-    return ref_quant.quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset)
+                 group_size: int, zero_offset: int, x_order: torch.Tensor | None = None) -> torch.Tensor:
+    """``x[..., K] @ W[K, N]`` where ``W`` is the int4/int8 group-quantized matrix (kernel layout); with
+    ``x_order``, ``x[..., x_order] @ W`` (module docstring)."""
+    return ref_quant.quant_matmul(in_order(x, x_order), qweight, scales, qzeros, bits, group_size, zero_offset)
 
 
 @quant_matmul.register_fake
-def _(x, qweight, scales, qzeros, bits, group_size, zero_offset):
+def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
 
 
@@ -51,17 +69,19 @@ def _silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op(f"{LIB}::quant_matmul_silu", mutates_args=())
 def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
-                      group_size: int, zero_offset: int) -> torch.Tensor:
+                      group_size: int, zero_offset: int, x_order: torch.Tensor | None = None) -> torch.Tensor:
     """``silu_and_mul(x) @ W``: the MLP's down projection straight from the gate_up output ``x[..., 2K]``.
 
-    Reference = ``revolta::silu_and_mul`` (fp32 math, rounded to x's dtype) then :func:`quant_matmul`; the
-    native skinny kernel (M <= 8) applies the activation while staging x, so no separate kernel runs.
+    Reference = ``revolta::silu_and_mul`` (fp32 math, rounded to x's dtype), ``x_order`` applied, then
+    :func:`quant_matmul`; the native skinny kernel (M <= 8) applies the activation while staging x, so no
+    separate kernel runs.
     """
-    return ref_quant.quant_matmul(_silu_and_mul_ref(x), qweight, scales, qzeros, bits, group_size, zero_offset)
+    return ref_quant.quant_matmul(in_order(_silu_and_mul_ref(x), x_order), qweight, scales, qzeros, bits, group_size,
+                                  zero_offset)
 
 
 @quant_matmul_silu.register_fake
-def _(x, qweight, scales, qzeros, bits, group_size, zero_offset):
+def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
 
 
@@ -80,9 +100,11 @@ def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weigh
 @torch.library.custom_op(f"{LIB}::quant_matmul_add_rms_norm", mutates_args=())
 def quant_matmul_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
                               zero_centered: bool, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
-                              bits: int, group_size: int, zero_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+                              bits: int, group_size: int, zero_offset: int,
+                              x_order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rms_norm(h) @ W, h)`` for ``h = x + residual`` (or ``h = x`` when ``residual`` is None): the first
-    projection of a pre-norm block with the residual add + RMSNorm before it (``zero_centered``: weight 1 + w).
+    projection of a pre-norm block with the residual add + RMSNorm before it (``zero_centered``: weight 1 + w;
+    ``x_order``: ``rms_norm(h)[..., x_order] @ W``, h in channel order).
 
     Reference = ``revolta::fused_add_rms_norm`` (``revolta::rms_norm`` without a residual) then
     :func:`quant_matmul`; ``h`` is always a new tensor. The native skinny kernel (M <= 8) computes the norm
@@ -90,11 +112,12 @@ def quant_matmul_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, no
     separate norm kernel runs.
     """
     normed, h = _add_rms_norm_ref(x, residual, norm_weight, eps, zero_centered)
-    return ref_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset), h
+    return ref_quant.quant_matmul(in_order(normed, x_order), qweight, scales, qzeros, bits, group_size, zero_offset), h
 
 
 @quant_matmul_add_rms_norm.register_fake
-def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset):
+def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset,
+      x_order=None):
     return x.new_empty((*x.shape[:-1], qweight.shape[1])), torch.empty_like(x)
 
 
@@ -104,11 +127,12 @@ def quant_qkv_rope_cache(x: torch.Tensor, residual: torch.Tensor | None, norm_we
                          bits: int, group_size: int, zero_offset: int, positions: torch.Tensor,
                          cos_sin_cache: torch.Tensor, is_neox: bool, num_heads: int, key_cache: torch.Tensor,
                          value_cache: torch.Tensor, slot_mapping: torch.Tensor, k_scales: torch.Tensor | None,
-                         v_scales: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                         v_scales: torch.Tensor | None,
+                         x_order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A pre-norm attention block's start: ``(q, h)`` where ``h = x + residual``, ``[q | k | v] = rms_norm(h) @ W``
     (W's columns: ``num_heads`` query heads, then the cache's KV heads of keys and of values), q and k rotated, and
     the rotated k and v written into the paged cache at ``slot_mapping`` (``revolta::rotary_and_cache``'s rules);
-    q is ``[T, num_heads, head_dim]``.
+    q is ``[T, num_heads, head_dim]``. ``x_order``: as :func:`quant_matmul_add_rms_norm`'s.
 
     Reference = :func:`quant_matmul_add_rms_norm` then ``revolta::rotary_and_cache``. The native CUDA kernel
     (int4 group 128, up to ``QKV_ROPE_MAX_M`` tokens, fp16 cache) rotates and stores in the projection's own
@@ -116,25 +140,25 @@ def quant_qkv_rope_cache(x: torch.Tensor, residual: torch.Tensor | None, norm_we
     """
     return qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                               zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
-                              slot_mapping, k_scales, v_scales)
+                              slot_mapping, k_scales, v_scales, x_order)
 
 
 @quant_qkv_rope_cache.register_fake
 def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset, positions,
-      cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+      cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping, k_scales, v_scales, x_order=None):
     tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return x.new_empty((tokens, num_heads, key_cache.shape[-1])), torch.empty_like(x)
 
 
 def qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                        zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping,
-                       k_scales, v_scales) -> tuple[torch.Tensor, torch.Tensor]:
+                       k_scales, v_scales, x_order=None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`quant_qkv_rope_cache` as two ops: :func:`quant_matmul_add_rms_norm`, then ``revolta::rotary_and_cache``
     on its q/k/v (the reference, and the CUDA implementation's path where the fused kernel does not apply)."""
     from revolta_kernels.ops_attention import rotary_and_cache
 
     qkv, h = quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
-                                       group_size, zero_offset)
+                                       group_size, zero_offset, x_order)
     q, k, v = split_qkv(qkv, num_heads, key_cache.shape[1], key_cache.shape[-1])
     return rotary_and_cache(positions, q, k, v, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
                             k_scales, v_scales), h

@@ -151,7 +151,7 @@ class Linear(nn.Module):
             return False
         if self.quant is None:
             return FUSED_SILU_DENSE and self.bias is None and _uses_dense_gemv(x, self.weight)
-        return _rows(x) <= SKINNY_MAX_M and self.quant.stages_own_input(self)
+        return _rows(x) <= SKINNY_MAX_M
 
     def forward_silu(self, x: torch.Tensor) -> torch.Tensor:
         """``forward(silu_and_mul(x))`` for ``x = [gate, up]``, fused where :meth:`fuses_silu` says so."""

@@ -8,12 +8,12 @@ columns. AWQ's column-interleaved packing is converted once at load; GPTQ is alr
 GPTQ act-order (``desc_act``) checkpoints quantize the input channels in a permuted order, so the rows of one
 group are scattered over K (``g_idx[k]`` is row k's group). Once every tensor of a layer is in
 (:meth:`QuantLinearMethod.finish_loading`), its packed rows are sorted by group - stably, so ``act_perm`` =
-``argsort(g_idx)`` - and the layer gathers ``x[..., act_perm]`` before the GEMM: ``x @ W`` is the same sum over
-the permuted channels. The parts of a merged projection share their input, so they must share ``g_idx``. Such
-layers skip the kernels that stage ``x`` themselves (the fused residual add + RMSNorm, rotary and SiLU-and-mul),
-which would need the permutation inside their staging. Where the input comes straight from another projection
-(a Llama MLP's down projection), the model folds the order into that projection's output columns instead
-(:meth:`QuantLinearMethod.take_input_order`), and neither the gather nor the fusion is lost.
+``argsort(g_idx)`` (int32, as the kernels read it) - and the layer's ops take it as ``x_order``: ``x[..., act_perm]
+@ W`` is the same sum over the permuted channels. The skinny CUDA kernels gather the channels while staging their
+activations, inside the fused residual add + RMSNorm, rotary and SiLU-and-mul kernels too, so an act-order layer
+keeps every fusion. The parts of a merged projection share their input, so they must share ``g_idx``. Where the
+input comes straight from another projection (a Llama MLP's down projection), the model folds the order into that
+projection's output columns instead (:meth:`QuantLinearMethod.take_input_order`), and no gather runs at all.
 """
 
 from __future__ import annotations
@@ -137,13 +137,13 @@ class QuantLinearMethod:
         if not bool((counts == group).all()):
             raise ValueError(f"g_idx gives groups of {int(counts.min())}-{int(counts.max())} input channels; "
                              f"act-order checkpoints have exactly {group} (the group size) in each")
-        perm = torch.argsort(g, stable=True)
+        perm = torch.argsort(g, stable=True).to(torch.int32)
         qweight = layer.qweight.data
         for c in range(0, qweight.shape[1], _REPACK_COLUMNS):  # in slices: unpacked rows take 8-16x the bytes
             part = qweight[:, c:c + _REPACK_COLUMNS]
             part.copy_(pack_int32(unpack_int32(part, self.bits, 0).index_select(0, perm), self.bits, 0))
         layer.register_buffer("act_perm", perm, persistent=False)
-        layer.g_idx.data.copy_(g[perm].to(torch.int32))  # now the groups of the sorted rows: a second call keeps them
+        layer.g_idx.data.copy_(g.index_select(0, perm).to(torch.int32))  # now the groups of the sorted rows: a second call keeps them
 
     def take_input_order(self, layer: Any) -> torch.Tensor | None:
         """The layer's input order (act-order), handed to a caller that delivers its input already in that order
@@ -159,19 +159,10 @@ class QuantLinearMethod:
         zeros = unpack_int32(layer.qzeros.data, self.bits, 1).index_select(1, order)
         layer.qzeros.data.copy_(pack_int32(zeros, self.bits, 1))
 
-    def _input(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
-        """``x`` in the order of the packed rows (act-order layers gather it)."""
-        return x if layer.act_perm is None else x.index_select(-1, layer.act_perm)
-
     def apply(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
-        """``x @ W`` for the layer's quantized ``W``."""
-        return ops_quant.quant_matmul(self._input(layer, x), layer.qweight, layer.scales, layer.qzeros, self.bits,
-                                      layer.group_size, self.config.zero_offset)
-
-    def stages_own_input(self, layer: Any) -> bool:
-        """Whether the kernels that load ``x`` themselves (fused add + RMSNorm, rotary, SiLU-and-mul) may take this
-        layer: not where it gathers its input (act-order)."""
-        return layer.act_perm is None
+        """``x @ W`` for the layer's quantized ``W`` (act-order: in the order of its packed rows)."""
+        return ops_quant.quant_matmul(x, layer.qweight, layer.scales, layer.qzeros, self.bits, layer.group_size,
+                                      self.config.zero_offset, layer.act_perm)
 
     def fuses_norm(self, layer: Any, inp: AddNorm) -> bool:
         """Whether :meth:`apply_prenorm` computes ``inp``'s add + norm inside the quantized kernel: CUDA fp16
@@ -182,7 +173,7 @@ class QuantLinearMethod:
         k = x.shape[-1]
         rows = x.numel() // k if k else 0
         return (
-            self.stages_own_input(layer) and revolta_kernels.native_available()
+            revolta_kernels.native_available()
             and 0 < rows <= ops_quant.SKINNY_MAX_M and k == layer.in_features
             and x.is_cuda and x.dtype == torch.float16 and w.dtype == torch.float16 and w.device == x.device
             and (inp.residual is None or (inp.residual.dtype == torch.float16 and inp.residual.shape == x.shape))
@@ -194,7 +185,7 @@ class QuantLinearMethod:
         norm = inp.norm
         return ops_quant.quant_matmul_add_rms_norm(inp.x, inp.residual, norm.weight, norm.eps, norm.zero_centered,
                                                    layer.qweight, layer.scales, layer.qzeros, self.bits,
-                                                   layer.group_size, self.config.zero_offset)
+                                                   layer.group_size, self.config.zero_offset, layer.act_perm)
 
     def fuses_rope(self, layer: Any, inp: AddNorm, key_cache: torch.Tensor) -> bool:
         """Whether :meth:`apply_prenorm_rope` runs the one kernel with the rotary + cache epilogue: int4 group 128,
@@ -212,12 +203,13 @@ class QuantLinearMethod:
             inp.x, inp.residual, norm.weight, norm.eps, norm.zero_centered, layer.qweight, layer.scales, layer.qzeros,
             self.bits, layer.group_size, self.config.zero_offset, rope.positions, rope.cos_sin_cache, rope.is_neox,
             rope.num_heads, rope.key_cache, rope.value_cache, rope.slot_mapping, rope.k_scales, rope.v_scales,
+            layer.act_perm,
         )
 
     def apply_silu(self, layer: Any, x: torch.Tensor) -> torch.Tensor:
         """``silu_and_mul(x) @ W`` for ``x = [gate, up]`` (one fused kernel at decode sizes on CUDA)."""
         return ops_quant.quant_matmul_silu(x, layer.qweight, layer.scales, layer.qzeros, self.bits,
-                                           layer.group_size, self.config.zero_offset)
+                                           layer.group_size, self.config.zero_offset, layer.act_perm)
 
 
 class AWQLinearMethod(QuantLinearMethod):
