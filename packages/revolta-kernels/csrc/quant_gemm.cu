@@ -26,8 +26,22 @@ cudaError_t launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStr
   }
   return pl.rows_step == 8 ? launch_gemv<BITS, MT, 4, 8>(p, pl, stream) : launch_gemv<BITS, MT, 4, 4>(p, pl, stream);
 }
+template <int BITS, int MT>
+cudaError_t launch_gemv_gather(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+  const dim3 grid(pl.tiles, pl.splits), block(8 * 32);
+  return pl.rows_step == 8 ? launch(quant_gemv_gather_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
+                           : launch(quant_gemv_gather_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
+}
 template <int BITS>
 cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+  if (p.x_order != nullptr && !pl.full) {  // plan_gemv(..., gather = true): 8 warps, deferred scale
+    switch (pl.mt) {
+      case 1: return launch_gemv_gather<BITS, 1>(p, pl, stream);
+      case 2: return launch_gemv_gather<BITS, 2>(p, pl, stream);
+      case 4: return launch_gemv_gather<BITS, 4>(p, pl, stream);
+      default: return launch_gemv_gather<BITS, 8>(p, pl, stream);
+    }
+  }
   if (pl.full) {
     const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
     const bool g = p.x_order != nullptr;
@@ -133,8 +147,10 @@ extern "C" {
 // stream) that a call with these sizes needs; 0 = none.
 int revolta_quant_gemm_workspace(int M, int N, int K, int bits, int group_size, int num_sms, long long* bytes) {
   if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
+  // the larger of the plain and the act-order plan (they differ only under launch overrides)
   *bytes = M > 0 && M <= kSkinnyMaxM
-               ? gemv_workspace_bytes(plan_gemv(M, N, K, bits, group_size, num_sms, 0, false), M, N)
+               ? std::max(gemv_workspace_bytes(plan_gemv(M, N, K, bits, group_size, num_sms, 0, false), M, N),
+                          gemv_workspace_bytes(plan_gemv(M, N, K, bits, group_size, num_sms, 0, false, true), M, N))
                : 0;
   return cudaSuccess;
 }
@@ -201,7 +217,7 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
                     act ? 2 * K : K, act, 0};
   p.x_order = static_cast<const int*>(x_order);
   if (M <= kSkinnyMaxM) {
-    const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, act);
+    const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, act, true, x_order != nullptr);
     const long long need = gemv_workspace_bytes(pl, M, N);
     if (need > 0) {
       if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
@@ -233,7 +249,7 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
     return cudaErrorInvalidValue;
   QuantGemmParams p = norm_params(out, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, M,
                                   N, K, group_size, zero_offset, x_order);
-  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2);
+  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2, true, x_order != nullptr);
   const long long need = gemv_workspace_bytes(pl, M, N);
   if (need > 0) {
     if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;

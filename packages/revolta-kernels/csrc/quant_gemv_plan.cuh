@@ -140,7 +140,10 @@ int split_rows(int rows, int splits, int u, int cap) {
 // slots without starting a partial extra wave (fewest splits). gemv_waves == 0 ("balanced"): the fewest
 // splits whose blocks fill whole waves to >= 95% (a grid of 216 tiles on 264 slots leaves 18% idle; 6 splits
 // make 1296 blocks, 98% of 5 waves), keeping at least one step per warp in a split.
-GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, int act = 0, bool allow_full = true) {
+// gather (act-order calls): the split-K kernel's shape is the default one (quant_gemv_gather_kernel), whatever the
+// warps / deferred-scale / co-resident overrides say.
+GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, int act = 0, bool allow_full = true,
+                   bool gather = false) {
   GemvPlan pl{};
   pl.mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
   if (allow_full && gemv_full_legal(M, N, K, bits, group_size, act) &&
@@ -161,12 +164,13 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     return pl;
   }
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
-  pl.warps = g_tune.gemv_warps == 8 || g_tune.gemv_warps == 4 ? g_tune.gemv_warps : kGemvDefaultWarps;
-  pl.defer = g_tune.gemv_defer == 0 || g_tune.gemv_defer == 1 ? g_tune.gemv_defer : kGemvDefaultDefer;
+  pl.warps = !gather && (g_tune.gemv_warps == 8 || g_tune.gemv_warps == 4) ? g_tune.gemv_warps : kGemvDefaultWarps;
+  pl.defer = !gather && (g_tune.gemv_defer == 0 || g_tune.gemv_defer == 1) ? g_tune.gemv_defer : kGemvDefaultDefer;
   pl.rows_step = g_tune.gemv_rows == 4 || g_tune.gemv_rows == 8 ? g_tune.gemv_rows : 8;
   if (rows % 8 || group_rows % 8) pl.rows_step = 4;
   const int u = pl.rows_step;
-  pl.minb = g_tune.gemv_minb == kGemvCoMinb && gemv_has_minb(pl.mt, pl.warps, u, pl.defer != 0) ? kGemvCoMinb : 1;
+  pl.minb = !gather && g_tune.gemv_minb == kGemvCoMinb && gemv_has_minb(pl.mt, pl.warps, u, pl.defer != 0) ? kGemvCoMinb
+                                                                                                            : 1;
   pl.tiles = (N + kGemvTile - 1) / kGemvTile;
   const int x_row = pl.mt * pack * 2;
   int cap = kGemvXSmemCap / x_row / u * u;
