@@ -186,8 +186,7 @@ def skinny_order(x_order: torch.Tensor | None, k: int, device: torch.device) -> 
     only where it is not already so: the engine keeps its orders that way). Raises ValueError on a wrong size."""
     if x_order is None:
         return None
-    if x_order.dim() != 1 or x_order.numel() != k:
-        raise ValueError(f"x_order must hold one index per input channel ({k}), got shape {tuple(x_order.shape)}")
+    ops_quant.check_order(x_order, k)
     order = x_order.to(device=device, dtype=torch.int32).contiguous()
     return order if order.data_ptr() % 16 == 0 else order.clone()
 

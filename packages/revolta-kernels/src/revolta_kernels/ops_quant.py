@@ -25,14 +25,18 @@ SKINNY_MAX_M = 8  # rows the skinny CUDA kernels (quantized and dense) take; abo
 QKV_ROPE_MAX_M = 2  # rows (tokens) the q/k/v kernel with the rotary + cache epilogue takes (int4, group 128)
 
 
+def check_order(x_order: torch.Tensor, channels: int) -> None:
+    """Raise ValueError unless ``x_order`` holds one index per input channel."""
+    if x_order.dim() != 1 or x_order.numel() != channels:
+        raise ValueError(f"x_order must hold one index per input channel ({channels}), got shape "
+                         f"{tuple(x_order.shape)}")
+
+
 def in_order(a: torch.Tensor, x_order: torch.Tensor | None) -> torch.Tensor:
-    """``a[..., x_order]`` (``a`` itself without an order). Raises ValueError unless ``x_order`` holds one index per
-    channel of ``a``."""
+    """``a[..., x_order]`` (``a`` itself without an order); see :func:`check_order`."""
     if x_order is None:
         return a
-    if x_order.dim() != 1 or x_order.numel() != a.shape[-1]:
-        raise ValueError(f"x_order must hold one index per input channel ({a.shape[-1]}), got shape "
-                         f"{tuple(x_order.shape)}")
+    check_order(x_order, a.shape[-1])
     return a.index_select(-1, x_order.to(a.device))
 
 
