@@ -32,6 +32,16 @@ cudaError_t launch_gemv_gather(const QuantGemmParams& p, const GemvPlan& pl, cud
   return pl.rows_step == 8 ? launch(quant_gemv_gather_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
                            : launch(quant_gemv_gather_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
 }
+// The split-K-free kernel of the plan; act-order calls (p.x_order) take its gathering instantiation, whose shared
+// memory also holds the block's copies of x and the norm weight.
+template <int MT, int COLS, bool ROPE = false>
+cudaError_t launch_full(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
+  const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
+  if (p.x_order != nullptr)
+    return launch(quant_gemv_full_kernel<MT, COLS, ROPE, true>, grid, block, gemv_full_gather_smem_bytes(MT, p.K),
+                  stream, p);
+  return launch(quant_gemv_full_kernel<MT, COLS, ROPE>, grid, block, pl.smem, stream, p);
+}
 template <int BITS>
 cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   if (p.x_order != nullptr && !pl.full) {  // plan_gemv(..., gather = true): 8 warps, deferred scale
@@ -43,21 +53,8 @@ cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStr
     }
   }
   if (pl.full) {
-    const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
-    const bool g = p.x_order != nullptr;
-    const int gs = gemv_full_gather_smem_bytes(pl.mt, p.K);
-    if (pl.minb == 3) {
-      if (pl.mt == 1)
-        return g ? launch(quant_gemv_full_kernel<1, 16, false, true>, grid, block, gs, stream, p)
-                 : launch(quant_gemv_full_kernel<1, 16>, grid, block, pl.smem, stream, p);
-      return g ? launch(quant_gemv_full_kernel<2, 16, false, true>, grid, block, gs, stream, p)
-               : launch(quant_gemv_full_kernel<2, 16>, grid, block, pl.smem, stream, p);
-    }
-    if (pl.mt == 1)
-      return g ? launch(quant_gemv_full_kernel<1, 32, false, true>, grid, block, gs, stream, p)
-               : launch(quant_gemv_full_kernel<1>, grid, block, pl.smem, stream, p);
-    return g ? launch(quant_gemv_full_kernel<2, 32, false, true>, grid, block, gs, stream, p)
-             : launch(quant_gemv_full_kernel<2>, grid, block, pl.smem, stream, p);
+    if (pl.minb == 3) return pl.mt == 1 ? launch_full<1, 16>(p, pl, stream) : launch_full<2, 16>(p, pl, stream);
+    return pl.mt == 1 ? launch_full<1, 32>(p, pl, stream) : launch_full<2, 32>(p, pl, stream);
   }
   switch (pl.mt) {
     case 1: return launch_gemv_wu<BITS, 1>(p, pl, stream);
@@ -134,10 +131,6 @@ QuantGemmParams norm_params(void* out, void* h_out, const void* x, const void* r
 bool bad_order(const void* x_order, int M, int K) {
   return x_order != nullptr && (M > kSkinnyMaxM || K > 65536 || reinterpret_cast<uintptr_t>(x_order) % 16 != 0);
 }
-
-// The skinny call's schedule flags; a gathered input needs the per-warp staging (gemv_stage_warp), which the
-// split-K-free kernel takes only with kGemvFlagOnePass (the split-K kernel always does).
-int call_flags(const QuantGemmParams& p) { return gemv_flags() | (p.x_order != nullptr ? kGemvFlagOnePass : 0); }
 
 }  // namespace
 
@@ -226,7 +219,7 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
     }
     p.rows_per_split = pl.rows_per_split;
     p.prefetch_rows = pl.prefetch_rows;
-    p.flags = call_flags(p);
+    p.flags = gemv_flags();
     const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
     return e != cudaSuccess ? e : cudaGetLastError();
   }
@@ -258,7 +251,7 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
   }
   p.rows_per_split = pl.rows_per_split;
   p.prefetch_rows = pl.prefetch_rows;
-  p.flags = call_flags(p);
+  p.flags = gemv_flags();
   const cudaError_t e = bits == 4 ? launch_gemv_mt<4>(p, pl, stream) : launch_gemv_mt<8>(p, pl, stream);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
@@ -288,17 +281,10 @@ int revolta_quant_gemm_norm_rope(void* h_out, const void* x, const void* residua
   QuantGemmParams p = norm_params(nullptr, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales,
                                   qzeros, M, N, K, group_size, zero_offset, x_order);
   p.rows_per_split = pl.rows_per_split;
-  p.flags = call_flags(p);
+  p.flags = gemv_flags();
   p.rope = r;
   *taken = 1;
-  const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
-  const bool g = p.x_order != nullptr;
-  const int gs = gemv_full_gather_smem_bytes(pl.mt, K);
-  const cudaError_t e =
-      pl.mt == 1 ? (g ? launch(quant_gemv_full_kernel<1, 16, true, true>, grid, block, gs, stream, p)
-                      : launch(quant_gemv_full_kernel<1, 16, true>, grid, block, pl.smem, stream, p))
-                 : (g ? launch(quant_gemv_full_kernel<2, 16, true, true>, grid, block, gs, stream, p)
-                      : launch(quant_gemv_full_kernel<2, 16, true>, grid, block, pl.smem, stream, p));
+  const cudaError_t e = pl.mt == 1 ? launch_full<1, 16, true>(p, pl, stream) : launch_full<2, 16, true>(p, pl, stream);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 

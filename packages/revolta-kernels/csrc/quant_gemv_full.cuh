@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   pdl_trigger();
   GEMV_PROBE(2);
   uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
-  const bool onepass = p.flags & kGemvFlagOnePass;
+  const bool onepass = GATHER || (p.flags & kGemvFlagOnePass) != 0;  // act-order always stages per warp
   const bool deferred_norm = onepass && p.act == 2;  // 1 / rms applied to the sums (gemv_stage_warp)
   WarpNorm<MT> wn;
   if constexpr (GATHER) {
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   }
 
   // Stage x[m, :] (rows past M are zero) as permuted half2 pairs divided by the deferred-scale factor.
-  for (int idx = onepass || GATHER ? MT * rows : tid; idx < MT * rows; idx += WARPS * 32) {
+  for (int idx = onepass ? MT * rows : tid; idx < MT * rows; idx += WARPS * 32) {
     const int m = idx / rows, r = idx - m * rows;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (m < p.M) {
