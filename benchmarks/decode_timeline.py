@@ -111,12 +111,16 @@ def main() -> None:
     t0 = min(e[1] for e in median_call)
     sequence = [{"kernel": n[:80], "start_us": round(s - t0, 2), "dur_us": round(e - s, 2)}
                 for n, s, e in sorted(median_call, key=lambda e: e[1])[:40]]
+    by_end = sorted(median_call, key=lambda e: e[2])
+    path_sequence = [{"kernel": n[:80], "path_us": round(e - (s if i == 0 else by_end[i - 1][2]), 2)}
+                     for i, (n, s, e) in enumerate(by_end)]  # every kernel in end order: per-layer comparisons
     result = {
         "config": args.config, "gpu": torch.cuda.get_device_name(), "batch1_decode_tok_s": rate,
         "step_ms": 1e3 / rate, "graph_forward_ms": forward_ms, "lm_head_ms": head_ms,
         "host_gap_ms": 1e3 / rate - forward_ms - head_ms,
         "profiled_span_us": statistics.median(spans), "kernels_per_step": len(median_call),
         "critical_path": table, "first_kernels": sequence,
+        "path_sequence": path_sequence,
     }
     print(f"{args.config}: {rate:.1f} tok/s = {1e3 / rate:.3f} ms/step; graph forward {forward_ms:.3f} ms, "
           f"LM head {head_ms:.3f} ms, profiled span {statistics.median(spans):.1f} us, {len(median_call)} kernels")
