@@ -34,7 +34,8 @@ PAIRS = {
 
 
 def chain_graph(k: int, n: int, pattern: str, tunes: dict[str, dict], links: int):
-    """A graph of ``links`` dependent calls alternating K x N and N x K, link i launched under tunes[pattern[i % 2]]."""
+    """A graph of ``links`` dependent calls alternating K x N and N x K, link i launched under
+    tunes[pattern[i % len(pattern)]]."""
     c = max(copies(awq_bytes(k, n)), links // 2)
     fwd = [awq_weights(k, n) for _ in range(c)]
     back = [awq_weights(n, k) for _ in range(c)]
@@ -64,7 +65,7 @@ def main() -> None:
     result = {}
     for name, (k, n, ta, tb) in PAIRS.items():
         tunes = {"A": ta, "B": tb}
-        plans = {key: None for key in tunes}
+        plans = {}
         for key, t in tunes.items():
             native_quant.tune(**t)
             plans[key] = [native_quant.plan(1, n, k, 4, 128, torch.device("cuda")),

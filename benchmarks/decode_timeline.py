@@ -53,16 +53,22 @@ def kernel_events(fn, reps: int) -> list[list[tuple[str, float, float]]]:
     return calls
 
 
-def critical_path(call: list[tuple[str, float, float]]) -> dict[str, dict[str, float]]:
-    """Per kernel name: the span it adds (end minus the previous end), its summed duration, its count."""
+def path_times(call: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    """(name, busy_us, path_us) of every kernel in end order: path = its end minus the previous kernel's end (a gap
+    before it is its launch latency), the first kernel's path its duration."""
+    by_end = sorted(call, key=lambda e: e[2])
+    return [(name, end - start, end - (start if i == 0 else by_end[i - 1][2]))
+            for i, (name, start, end) in enumerate(by_end)]
+
+
+def critical_path(path: list[tuple[str, float, float]]) -> dict[str, dict[str, float]]:
+    """Per kernel name of ``path_times``: the span it adds, its summed duration, its count."""
     rows: dict[str, dict[str, float]] = defaultdict(lambda: {"path_us": 0.0, "busy_us": 0.0, "count": 0.0})
-    prev_end = None
-    for name, start, end in sorted(call, key=lambda e: e[2]):
+    for name, busy, on_path in path:
         row = rows[name[:110]]
-        row["path_us"] += end - (start if prev_end is None else prev_end)  # a gap before it is its launch latency
-        row["busy_us"] += end - start
+        row["path_us"] += on_path
+        row["busy_us"] += busy
         row["count"] += 1
-        prev_end = end
     return dict(rows)
 
 
@@ -106,14 +112,13 @@ def main() -> None:
     calls = kernel_events(replay, args.reps)
     spans = [max(e[2] for e in c) - min(e[1] for e in c) for c in calls]
     median_call = calls[sorted(range(len(calls)), key=lambda i: spans[i])[len(calls) // 2]]
-    rows = critical_path(median_call)
+    path = path_times(median_call)
+    rows = critical_path(path)
     table = sorted(({"kernel": k, **v} for k, v in rows.items()), key=lambda r: -r["path_us"])
     t0 = min(e[1] for e in median_call)
     sequence = [{"kernel": n[:80], "start_us": round(s - t0, 2), "dur_us": round(e - s, 2)}
                 for n, s, e in sorted(median_call, key=lambda e: e[1])[:40]]
-    by_end = sorted(median_call, key=lambda e: e[2])
-    path_sequence = [{"kernel": n[:80], "path_us": round(e - (s if i == 0 else by_end[i - 1][2]), 2)}
-                     for i, (n, s, e) in enumerate(by_end)]  # every kernel in end order: per-layer comparisons
+    path_sequence = [{"kernel": n[:80], "path_us": round(p, 2)} for n, _busy, p in path]  # per-layer comparisons
     result = {
         "config": args.config, "gpu": torch.cuda.get_device_name(), "batch1_decode_tok_s": rate,
         "step_ms": 1e3 / rate, "graph_forward_ms": forward_ms, "lm_head_ms": head_ms,
