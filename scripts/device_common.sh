@@ -33,3 +33,26 @@ quant_tests() {
   gpu_tests tests "$1" packages/revolta-kernels/tests/test_quant_gpu.py packages/revolta-kernels/tests/test_quant_norm_gpu.py \
     packages/revolta-engine/tests/test_linear_quant_norm.py
 }
+
+# gptq_config DIR DESC_ACT: Llama-3.1-8B's shape with GPTQ int4 group-128 quantization (desc_act "True" or "False")
+# as DIR/config.json, for load_format="dummy" runs.
+gptq_config() {
+  mkdir -p "$1"
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+cfg = json.load(open("benchmarks/configs/llama-3.1-8b-awq/config.json"))
+cfg["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": False,
+                              "desc_act": sys.argv[2] == "True", "checkpoint_format": "gptq"}
+json.dump(cfg, open(f"{sys.argv[1]}/config.json", "w"), indent=2)
+PY
+}
+
+# e2e LABEL CONFIG [NAME=VALUE...]: gpu_e2e.py's batch-1 decode of CONFIG under those environment settings, into
+# /tmp/v/e2e_LABEL.json; prints its tok/s and fraction of the roofline.
+e2e() {
+  local label="$1" config="$2"
+  shift 2
+  env "$@" timeout 90 python3 benchmarks/gpu_e2e.py --config "$config" --decode-only --concurrency 1 \
+    --prefill-len 1024 --out "/tmp/v/e2e_$label.json" >"/tmp/v/e2e_$label.log" 2>&1
+  echo "[${SECONDS}s] $label rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/e2e_$label.json" | tr '\n' ' ')"
+}

@@ -148,6 +148,8 @@ def test_act_order_layers_sort_their_rows_and_gather_the_input(base, tmp_path):
     # the down projection's order lives in gate/up's output columns: only the whole MLP matches its twin
     mlp, dense_mlp = quant.model.layers[1].mlp, dense.model.layers[1].mlp
     assert getattr(mlp.down_proj, "act_perm", None) is None and mlp.gate_up_proj.act_perm is not None
+    assert mlp.down_proj.order_code  # ...and it runs the act-order kernel's code (a schedule hint) after gate/up
+    assert not quant.model.layers[1].self_attn.o_proj.order_code
     x = torch.randn(3, 128, generator=torch.Generator().manual_seed(5))
     torch.testing.assert_close(mlp(x), dense_mlp(x), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="only in GPTQ"):
@@ -177,5 +179,6 @@ def test_dummy_weights_work_for_quantized_configs(base, tmp_path, method, bits, 
     modules = dict(llm.llm_engine.model.named_modules())
     perm = getattr(modules["model.layers.0.mlp.gate_up_proj"], "act_perm", None)
     assert (perm is not None) == act_order  # act-order dummies are repacked and gather like loaded ones
+    assert modules["model.layers.0.mlp.down_proj"].order_code == act_order
     if act_order:
         assert torch.equal(torch.sort(perm).values.long(), torch.arange(128))

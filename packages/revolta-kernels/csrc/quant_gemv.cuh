@@ -70,8 +70,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   const int group_rows = p.group_size / PACK;
 
   // Act-order: the channel indices of the rows this warp will stage (below) into shared memory (read-only, so
-  // before the wait; before the weight loads, whose registers it would otherwise add to).
-  if constexpr (GATHER) {
+  // before the wait; before the weight loads, whose registers it would otherwise add to). The gathering kernel
+  // also runs calls without an order (kActOrderCode), which stage plainly.
+  if (GATHER && p.x_order != nullptr) {
     const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
     auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
     gemv_order_prefetch<PAIRS>(p, reinterpret_cast<XRow*>(gemv_smem), r0, wsteps * U, row_of);

@@ -14,6 +14,8 @@ using namespace revolta;
 namespace {
 
 constexpr int kSkinnyMaxM = 8;
+// A flag OR-ed into revolta_quant_gemm_act's act: run the act-order kernel's code without an order (quant_gemm.cu).
+constexpr int kActOrderCode = 0x100;
 constexpr int kMaxDevices = 16;
 
 // Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.

@@ -40,6 +40,7 @@ _SIGNATURES: dict[str, list] = {
     "revolta_set_pdl": [_c_int],
 }
 SKINNY_MAX_M = ops_quant.SKINNY_MAX_M
+ACT_ORDER_CODE = 0x100  # OR-ed into revolta_quant_gemm_act's act: the act-order kernel's code without an order
 _MIN_WORKSPACE = 4 << 20
 _workspaces: dict[int, torch.Tensor] = {}
 _outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier still point at them
@@ -221,7 +222,7 @@ def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_or
     return out.view(*x.shape[:-1], n)
 
 
-def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
+def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False):
     k2 = x.shape[-1]
     k, n = k2 // 2, qweight.shape[1]
     rows = x.numel() // k2 if k2 else 0
@@ -230,7 +231,8 @@ def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset,
         return ops_quant.quant_matmul(ops.silu_and_mul(x), qweight, scales, qzeros, bits, group_size, zero_offset,
                                       x_order)
     order = skinny_order(x_order, k, x.device)
-    out = _quant_launch(rows_2d(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, 1, order)
+    act = 1 | (ACT_ORDER_CODE if order_code else 0)
+    out = _quant_launch(rows_2d(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, act, order)
     return out.view(*x.shape[:-1], n)
 
 

@@ -73,19 +73,22 @@ def _silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op(f"{LIB}::quant_matmul_silu", mutates_args=())
 def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
-                      group_size: int, zero_offset: int, x_order: torch.Tensor | None = None) -> torch.Tensor:
+                      group_size: int, zero_offset: int, x_order: torch.Tensor | None = None,
+                      order_code: bool = False) -> torch.Tensor:
     """``silu_and_mul(x) @ W``: the MLP's down projection straight from the gate_up output ``x[..., 2K]``.
 
     Reference = ``revolta::silu_and_mul`` (fp32 math, rounded to x's dtype), ``x_order`` applied, then
     :func:`quant_matmul`; the native skinny kernel (M <= 8) applies the activation while staging x, so no
-    separate kernel runs.
+    separate kernel runs. ``order_code`` is a schedule hint that leaves the result as it is: the native split-K
+    call runs the act-order kernel's code even without ``x_order`` (a down projection after an act-order gate/up
+    projection is faster in that gate/up's kernel function).
     """
     return ref_quant.quant_matmul(in_order(_silu_and_mul_ref(x), x_order), qweight, scales, qzeros, bits, group_size,
                                   zero_offset)
 
 
 @quant_matmul_silu.register_fake
-def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
+def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
 
 

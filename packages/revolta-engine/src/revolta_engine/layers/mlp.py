@@ -33,9 +33,11 @@ class SwiGLUMLP(nn.Module):
     def finish_loading(self) -> None:
         """An act-order down projection's input order folded into gate/up's output columns (the same order for
         both halves: SiLU-and-mul is elementwise), so the down projection neither gathers nor loses its fused
-        SiLU-and-mul kernel."""
+        SiLU-and-mul kernel. After an act-order gate/up it keeps the act-order kernel's code, which is faster there
+        (:meth:`QuantLinearMethod.apply_silu`)."""
         quant = self.down_proj.quant
-        order = quant.take_input_order(self.down_proj) if quant is not None else None
+        gathers = getattr(self.gate_up_proj, "act_perm", None) is not None
+        order = quant.take_input_order(self.down_proj, gathers) if quant is not None else None
         if order is not None:
             inter = self.down_proj.in_features
             self.gate_up_proj.permute_outputs(torch.cat([order, order + inter]))
