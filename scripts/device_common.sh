@@ -56,3 +56,8 @@ e2e() {
     --prefill-len 1024 --out "/tmp/v/e2e_$label.json" >"/tmp/v/e2e_$label.log" 2>&1
   echo "[${SECONDS}s] $label rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/e2e_$label.json" | tr '\n' ' ')"
 }
+
+# pack_logs: every log and JSON under /tmp/v into $OUT/logs.tgz (the device returns at most 8 files).
+pack_logs() {
+  tar czf "$OUT/logs.tgz" -C /tmp/v . 2>/dev/null
+}
