@@ -26,18 +26,11 @@ cudaError_t launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStr
   }
   return pl.rows_step == 8 ? launch_gemv<BITS, MT, 4, 8>(p, pl, stream) : launch_gemv<BITS, MT, 4, 4>(p, pl, stream);
 }
-// Act-order calls whose activation copies fit (gemv_gather_copy: not act 1) gather from shared memory.
 template <int BITS, int MT>
-cudaError_t launch_gemv_gather(QuantGemmParams p, const GemvPlan& pl, cudaStream_t stream) {
+cudaError_t launch_gemv_gather(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   const dim3 grid(pl.tiles, pl.splits), block(8 * 32);
-  int smem = pl.smem;
-  const int shared = gemv_gather_copy_offset(BITS, MT, 8, pl.rows_per_split) + gemv_gather_copy_bytes(MT, p.K);
-  if (p.x_order != nullptr && p.act != 1 && shared <= kGemvGatherSharedCap) {
-    p.flags |= kGemvFlagGatherShared;
-    smem = shared;
-  }
-  return pl.rows_step == 8 ? launch(quant_gemv_gather_kernel<BITS, MT, 8>, grid, block, smem, stream, p)
-                           : launch(quant_gemv_gather_kernel<BITS, MT, 4>, grid, block, smem, stream, p);
+  return pl.rows_step == 8 ? launch(quant_gemv_gather_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
+                           : launch(quant_gemv_gather_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
 }
 // The split-K-free kernel of the plan; act-order calls (p.x_order) take its gathering instantiation, whose shared
 // memory also holds the block's copies of x and the norm weight.

@@ -39,7 +39,6 @@
 
 #include "pdl.cuh"
 #include "quant_common.cuh"
-#include "quant_gemv_gather.cuh"
 #include "quant_gemv_probe.cuh"
 #include "quant_gemv_stage.cuh"
 #include "split_arrive.cuh"
@@ -132,17 +131,8 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   {
     const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
     auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
-    if (GATHER && (p.flags & kGemvFlagGatherShared)) {
-      // Act-order where the copies fit (the launcher's flag): x (h) and the norm weight copied once per block, then
-      // each warp gathers its rows' channels from shared memory instead of a 32-byte L2 sector per element.
-      uint4* hs = reinterpret_cast<uint4*>(gemv_smem + gemv_gather_copy_offset(BITS, MT, WARPS, p.rows_per_split));
-      const QuantGemmParams q = gemv_gather_copy<MT>(p, hs, tile == 0 && split == 0);
-      gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER, kGatherShared>(q, xs, nrows, r0, wsteps * U, row_of, false,
-                                                                         wn);
-    } else {
-      gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER, GATHER ? kGatherGlobal : kGatherNone>(
-          p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
-    }
+    gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER, GATHER ? kGatherGlobal : kGatherNone>(
+        p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
   }
   __syncwarp();
   GEMV_PROBE(3);

@@ -14,7 +14,6 @@
 #pragma once
 
 #include "quant_gemv.cuh"
-#include "quant_gemv_gather.cuh"
 #include "quant_gemv_rope.cuh"
 
 namespace revolta {
@@ -32,7 +31,7 @@ template <int MT>
 __device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
 
 // The act-order instantiation's shared memory: the staged rows, then x (or h) of every row in channel order and
-// the norm weight (gemv_gather_copy).
+// the norm weight (gemv_full_gather_copy).
 __host__ __device__ constexpr int gemv_full_gather_smem_bytes(int mt, int k) {
   const int copies = 2 * mt * k * 2 + k * 2;
   const int base = gemv_full_smem_bytes(mt, k);
@@ -40,6 +39,37 @@ __host__ __device__ constexpr int gemv_full_gather_smem_bytes(int mt, int k) {
 }
 template <int MT>
 __device__ const int quant_gemv_full_gather_max_smem = gemv_full_gather_smem_bytes(MT, 4096);
+
+// After the PDL wait, the act-order kernel's copies (whole block, one barrier): x[m, :] (act 2: h = x + residual,
+// rounded as the contiguous staging rounds it, and stored to h_out by block 0) for m < MT (zeros past M) and the
+// norm weight, in channel order behind the staged rows. Returns p pointing at them (residual none, h written),
+// for gemv_stage_warp's kGatherShared staging.
+template <int MT>
+__device__ __forceinline__ QuantGemmParams gemv_full_gather_copy(const QuantGemmParams& p, unsigned char* smem) {
+  const int chunks = p.K / 8;  // 16-byte chunks of a row
+  uint4* hs = reinterpret_cast<uint4*>(smem) + MT * chunks;  // after the staged rows (MT x K halves)
+  uint4* ws = hs + MT * chunks;
+  for (int idx = threadIdx.x; idx < MT * chunks; idx += blockDim.x) {
+    const int m = idx / chunks, c = idx - m * chunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (m < p.M) {
+      v = p.act == 2 ? gemv_h8(p, m, c)
+                     : __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m) * p.x_stride) + c);
+      if (p.act == 2 && blockIdx.x == 0) reinterpret_cast<uint4*>(p.h_out + static_cast<size_t>(m) * p.K)[c] = v;
+    }
+    hs[idx] = v;
+  }
+  if (p.act == 2) {
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) ws[c] = __ldg(reinterpret_cast<const uint4*>(p.norm_weight) + c);
+  }
+  __syncthreads();
+  QuantGemmParams q = p;
+  q.x = reinterpret_cast<const __half*>(hs);
+  q.x_stride = p.K;
+  q.residual = nullptr;
+  q.norm_weight = reinterpret_cast<const __half*>(ws);
+  return q;
+}
 
 // COLS = 32 (the original shape, <= 128 registers: 2 blocks per SM) or 16 (kGemvFlagFull16: lanes of 4 columns,
 // 8 row groups per warp, 8 loads per lane, <= 80 registers: 3 blocks per SM). The narrower block halves each
@@ -112,8 +142,8 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   if constexpr (GATHER) {
     // Act-order (always one pass): x (act 2: h = x + residual, written to h_out by block 0) and the norm weight
     // copied once per block into shared memory in channel order, then each warp gathers its rows from there.
-    const QuantGemmParams q = gemv_gather_copy<MT>(p, xs + MT * rows, blockIdx.x == 0);  // after the staged rows
-    gemv_stage_warp<4, MT, 1, true, kGatherShared>(q, xs, rows, 0, rpw, row_of, false, wn);
+    gemv_stage_warp<4, MT, 1, true, kGatherShared>(gemv_full_gather_copy<MT>(p, gemv_smem), xs, rows, 0, rpw, row_of,
+                                                   false, wn);
     __syncwarp();
   } else if (onepass) {
     // Each warp stages its own rows [warp rpw, (warp + 1) rpw) (<= 64: 2 per lane), no block barrier.

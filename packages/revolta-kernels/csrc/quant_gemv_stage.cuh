@@ -153,6 +153,30 @@ struct WarpNorm {
   int e[MT];
 };
 
+// Act-order (p.x_order): element i of packed row r of the activation is channel x_order[PACK r + i]. Before the
+// PDL wait (x_order is read-only) each warp copies the indices of its own rows, as 16-bit values, into the m = 0
+// slots of its staged rows (xs[row_of(li)]: PACK indices fill exactly one staged row), so after the wait a row's
+// gather costs one L2 round trip, as the contiguous load does, instead of two dependent ones. The same lane stages
+// the row later (gemv_stage_gather), so no barrier is needed. Needs K <= 65536.
+template <int PAIRS, class RowOf>
+__device__ __forceinline__ void gemv_order_prefetch(const QuantGemmParams& p, typename XRowOf<PAIRS>::type* xs, int r0,
+                                                    int n, RowOf row_of) {
+  using XRow = typename XRowOf<PAIRS>::type;
+  for (int li = threadIdx.x & 31; li < n; li += 32) {
+    const int local = row_of(li);
+    const int4* src = reinterpret_cast<const int4*>(p.x_order + static_cast<size_t>(r0 + local) * 2 * PAIRS);
+    XRow packed;
+    uint32_t* pp = reinterpret_cast<uint32_t*>(&packed);
+#pragma unroll
+    for (int q = 0; q < PAIRS / 2; ++q) {
+      const int4 v = __ldg(src + q);
+      pp[2 * q] = (static_cast<uint32_t>(v.x) & 0xffffu) | (static_cast<uint32_t>(v.y) << 16);
+      pp[2 * q + 1] = (static_cast<uint32_t>(v.z) & 0xffffu) | (static_cast<uint32_t>(v.w) << 16);
+    }
+    xs[local] = packed;
+  }
+}
+
 // Channel i of a row's indices as gemv_order_prefetch packed them.
 template <class XRow>
 __device__ __forceinline__ int gemv_order_at(const XRow& packed, int i) {

@@ -43,7 +43,7 @@ def kernels() -> list[Kernel]:
             for rows in (4, 8):
                 ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u{rows} defer act-order",
                                  f"&revolta::quant_gemv_gather_kernel<{bits}, {mt}, {rows}>", False,
-                                 f"&revolta::quant_gemv_gather_max_smem<{bits}, {mt}>"))
+                                 f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
         for mt in (1, 2):  # the co-resident variant (4 blocks per SM): 8 warps x 4 rows, deferred scale
             ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u4 defer minb4",
                              f"&revolta::quant_gemv_co_kernel<{bits}, {mt}, 8, 4>", False,
