@@ -197,9 +197,9 @@ int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_v
 // group_size % 32 == 0 dividing K, 16-byte aligned x, qweight and scales; `workspace` of
 // revolta_quant_gemm_workspace() bytes. x_order (act-order GPTQ, M <= 8 only; null = none): int32 [K],
 // 16-byte aligned; element k of a is channel x_order[k] (of x, or of gate and up).
-// act | kActOrderCode: a schedule hint (M <= 8; larger M ignore it) with identical results - the split-K call runs the act-order
-// kernel's code without a gather. A down projection whose input order was folded into an act-order gate/up
-// projection is ~2 us faster per layer in the same kernel function as that gate/up (H200, session 20).
+// act | kActOrderCode: a schedule hint with identical results (M <= 8; larger M ignore it) - the split-K call
+// runs the act-order kernel's code without a gather. A down projection whose input order was folded into an
+// act-order gate/up projection is ~2 us faster per layer in the same kernel function as that gate/up (H200).
 int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
                            void* workspace, long long workspace_bytes, int M, int N, int K, int bits,
                            int group_size, int zero_offset, int num_sms, int act, const void* x_order,
