@@ -147,3 +147,13 @@ def choose_dtype(requested: str, checkpoint_dtype: torch.dtype | None, device: t
     if checkpoint_dtype in (torch.float16, torch.bfloat16):
         return checkpoint_dtype, "profile"
     return torch.float16, "profile"
+
+
+def native_kernels_note(device: torch.device, available: bool, status: str) -> str | None:
+    """The warning an engine on ``device`` gives at startup when the native kernels are not loaded (``status`` is
+    ``revolta_kernels.native_status()``): on a GPU every op then runs its torch reference, many times slower. None
+    on the CPU, where the reference is the path, or when the kernels are in use."""
+    if device.type != "cuda" or available:
+        return None
+    return (f"the native CUDA kernels are not in use ({status}); every op runs its torch reference on {device}, "
+            "which is many times slower")

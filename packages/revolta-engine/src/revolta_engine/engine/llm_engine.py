@@ -9,7 +9,14 @@ from typing import Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver, EngineArgs, choose_dtype, resolve_device
+import revolta_kernels
+from revolta_engine.config import (
+    ConfigResolver,
+    EngineArgs,
+    choose_dtype,
+    native_kernels_note,
+    resolve_device,
+)
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
@@ -72,6 +79,9 @@ class LLMEngine:
         if self.device.type == "cuda" and self.dtype == torch.bfloat16 and torch.cuda.get_device_capability()[0] < 8:
             raise InvalidRequestError("bfloat16 needs compute capability 8.0 or newer; use --dtype float16",
                                       param="dtype")
+        note = native_kernels_note(self.device, revolta_kernels.native_available(), revolta_kernels.native_status())
+        if note:
+            logger.warning(note)
 
         # multimodal checkpoints keep the language model's settings in a text sub-config
         self.text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
