@@ -22,6 +22,7 @@ from pathlib import Path
 import bench_timing
 import torch
 
+import revolta_kernels
 from revolta_engine import LLM, SamplingParams
 
 
@@ -152,6 +153,8 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
 
 def main() -> None:
     args = parse_args()
+    if not revolta_kernels.native_available():  # timing the torch reference would only measure its slowness
+        raise SystemExit(f"gpu_e2e.py needs the native kernels: {revolta_kernels.native_status()}")
     bw = copy_bandwidth()
     llm, log = make_llm(args)
     result = measure(llm, args, log, bw)
