@@ -11,12 +11,20 @@ device_init() {
   exec > >(tee "$OUT/run.log") 2>&1
 }
 
+# e2e_run FILE SECONDS TITLE CONFIG [NAME=VALUE...]: gpu_e2e.py's batch-1 decode of CONFIG under those environment
+# settings (at most SECONDS), into FILE.json and FILE.log; prints TITLE, the rc, tok/s and fraction of the roofline.
+e2e_run() {
+  local file="$1" secs="$2" title="$3" config="$4"
+  shift 4
+  env "$@" timeout "$secs" python3 benchmarks/gpu_e2e.py --config "$config" --decode-only --concurrency 1 \
+    --prefill-len 1024 --out "$file.json" >"$file.log" 2>&1
+  echo "[${SECONDS}s] $title rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "$file.json" | tr '\n' ' ')"
+}
+
 # awq_e2e LABEL REVOLTA_QUANT_TUNE: Llama-3.1-8B AWQ batch-1 decode under that launch override ("" = the default),
-# into /tmp/v/awq_LABEL.json; prints its tok/s and fraction of the roofline.
+# into /tmp/v/awq_LABEL.json.
 awq_e2e() {
-  env REVOLTA_QUANT_TUNE="$2" timeout 60 python3 benchmarks/gpu_e2e.py --config benchmarks/configs/llama-3.1-8b-awq \
-    --decode-only --concurrency 1 --prefill-len 1024 --out "/tmp/v/awq_$1.json" >"/tmp/v/awq_$1.log" 2>&1
-  echo "[${SECONDS}s] awq $1 ($2) rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/awq_$1.json" | tr '\n' ' ')"
+  e2e_run "/tmp/v/awq_$1" 60 "awq $1 ($2)" benchmarks/configs/llama-3.1-8b-awq REVOLTA_QUANT_TUNE="$2"
 }
 
 # gpu_tests NAME SECONDS FILE...: those GPU tests into $OUT/NAME.log; prints the rc, the summary and the first failures.
@@ -47,14 +55,11 @@ json.dump(cfg, open(f"{sys.argv[1]}/config.json", "w"), indent=2)
 PY
 }
 
-# e2e LABEL CONFIG [NAME=VALUE...]: gpu_e2e.py's batch-1 decode of CONFIG under those environment settings, into
-# /tmp/v/e2e_LABEL.json; prints its tok/s and fraction of the roofline.
+# e2e LABEL CONFIG [NAME=VALUE...]: e2e_run into /tmp/v/e2e_LABEL.json, at most 90 s.
 e2e() {
   local label="$1" config="$2"
   shift 2
-  env "$@" timeout 90 python3 benchmarks/gpu_e2e.py --config "$config" --decode-only --concurrency 1 \
-    --prefill-len 1024 --out "/tmp/v/e2e_$label.json" >"/tmp/v/e2e_$label.log" 2>&1
-  echo "[${SECONDS}s] $label rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' "/tmp/v/e2e_$label.json" | tr '\n' ' ')"
+  e2e_run "/tmp/v/e2e_$label" 90 "$label" "$config" "$@"
 }
 
 # pack_logs: every log and JSON under /tmp/v into $OUT/logs.tgz (the device returns at most 8 files).
