@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import _ctypes
+from pathlib import Path
+
+import pytest
+
 import revolta_kernels
 from revolta_kernels import native
 
@@ -16,8 +21,45 @@ def test_status_matches_loaded_library():
         assert "REVOLTA_CUDA_ARCHS" in status  # tells the user how to build
 
 
-def test_missing_library_is_reported(monkeypatch, tmp_path):
-    monkeypatch.setenv("REVOLTA_NATIVE_LIB", str(tmp_path / "librevolta_native.so"))
+def test_explicit_missing_library_fails_loudly(monkeypatch, tmp_path):
+    path = tmp_path / "librevolta_native.so"
+    monkeypatch.setenv("REVOLTA_NATIVE_LIB", str(path))
+    with pytest.raises(native.NativeLibraryError, match="no such file") as info:
+        native._load()
+    assert str(path) in str(info.value)
+
+
+def test_explicit_unloadable_library_fails_loudly(monkeypatch, tmp_path):
+    path = tmp_path / "librevolta_native.so"
+    path.write_bytes(b"not an ELF file")
+    monkeypatch.setenv("REVOLTA_NATIVE_LIB", str(path))
+    with pytest.raises(native.NativeLibraryError, match="failed to load") as info:
+        native._load()
+    assert str(path) in str(info.value) and "REVOLTA_CUDA_ARCHS" in str(info.value)
+
+
+def test_explicit_library_without_the_entry_points_fails_loudly(monkeypatch):
+    other = Path(_ctypes.__file__)  # a shared object that loads but is not ours
+    monkeypatch.setenv("REVOLTA_NATIVE_LIB", str(other))
+    with pytest.raises(native.NativeLibraryError, match="lacks revolta_"):
+        native._load()
+
+
+def test_found_but_unusable_library_falls_back_with_the_reason(monkeypatch, tmp_path):
+    path = tmp_path / "librevolta_native.so"
+    path.write_bytes(b"not an ELF file")
+    monkeypatch.delenv("REVOLTA_NATIVE_LIB", raising=False)
+    monkeypatch.delenv("REVOLTA_DISABLE_NATIVE", raising=False)
+    monkeypatch.setattr(native, "_candidates", lambda: [path])
+    lib, status = native._load()
+    assert lib is None
+    assert status.startswith("reference only") and str(path) in status and "REVOLTA_CUDA_ARCHS" in status
+
+
+def test_no_library_found_is_reported(monkeypatch, tmp_path):
+    monkeypatch.delenv("REVOLTA_NATIVE_LIB", raising=False)
+    monkeypatch.delenv("REVOLTA_DISABLE_NATIVE", raising=False)
+    monkeypatch.setattr(native, "_candidates", lambda: [tmp_path / "librevolta_native.so"])
     lib, status = native._load()
     assert lib is None
     assert status.startswith("reference only") and "REVOLTA_CUDA_ARCHS" in status

@@ -1,12 +1,14 @@
 """revolta-kernels: Volta-first CUDA kernels for LLM inference with pure-torch references.
 
 Import :mod:`revolta_kernels.ops` for the registered torch ops; :func:`native_status` says whether the
-native CUDA library is built and loaded, and why not.
+native CUDA library is built and loaded, and why not. A library named by ``REVOLTA_NATIVE_LIB`` that cannot be
+used raises :class:`NativeLibraryError` here.
 """
 
 from __future__ import annotations
 
 from revolta_kernels import native, ops, reference
+from revolta_kernels.native import NativeLibraryError
 
 __version__ = "0.1.0.dev0"
 
@@ -36,4 +38,4 @@ def native_available() -> bool:
     return native.LIB is not None
 
 
-__all__ = ["native_available", "native_status", "ops", "reference"]
+__all__ = ["NativeLibraryError", "native_available", "native_status", "ops", "reference"]

@@ -2,7 +2,9 @@
 
 The library has a plain C ABI (raw device pointers plus a ``cudaStream_t``) and links only the CUDA
 runtime, so it works with any torch build. Where it is missing or cannot load, every op keeps using its
-pure-torch reference and :func:`status` says why.
+pure-torch reference and :func:`status` says why - except when ``REVOLTA_NATIVE_LIB`` names the library
+explicitly: then a missing or unusable file raises :class:`NativeLibraryError` at import, because a user who
+points at a library wants those kernels, not a silent fall-back to the (much slower) references.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ BUILD_HINT = (
 )
 
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
+
+
+class NativeLibraryError(RuntimeError):
+    """The library that ``REVOLTA_NATIVE_LIB`` names is missing, fails to load, or lacks an entry point."""
 
 
 class AttnParams(ctypes.Structure):
@@ -165,25 +171,43 @@ def _build_note() -> str | None:
     return None
 
 
+def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
+    """The library at ``path`` with every entry point typed, or None and why it cannot be used."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        return None, f"{path} exists but failed to load ({exc})"
+    needed = (*_SIGNATURES, "revolta_error_string", "revolta_build_archs")
+    missing = [name for name in needed if not hasattr(lib, name)]
+    if missing:
+        return None, f"{path} lacks {', '.join(missing[:3])} (built from older or other sources)"
+    for name, argtypes in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = _c_int
+    lib.revolta_error_string.argtypes = [_c_int]
+    lib.revolta_error_string.restype = ctypes.c_char_p
+    lib.revolta_build_archs.restype = ctypes.c_char_p
+    archs = lib.revolta_build_archs().decode()
+    return lib, f"native: CUDA kernels loaded from {path} (built for sm_{archs.replace(',', ', sm_')})"
+
+
 def _load() -> tuple[ctypes.CDLL | None, str]:
     if os.environ.get("REVOLTA_DISABLE_NATIVE") == "1":
         return None, "reference only: native kernels disabled by REVOLTA_DISABLE_NATIVE=1"
+    explicit = os.environ.get("REVOLTA_NATIVE_LIB")
     for path in _candidates():
         if not path.is_file():
+            if explicit:
+                raise NativeLibraryError(
+                    f"REVOLTA_NATIVE_LIB={explicit}: no such file; unset it to use the installed kernels "
+                    f"(or the references), or point it at a librevolta_native.so"
+                )
             continue
-        try:
-            lib = ctypes.CDLL(str(path))
-        except OSError as exc:
-            return None, f"reference only: {path} exists but failed to load ({exc}); {BUILD_HINT}"
-        for name, argtypes in _SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.argtypes = argtypes
-            fn.restype = _c_int
-        lib.revolta_error_string.argtypes = [_c_int]
-        lib.revolta_error_string.restype = ctypes.c_char_p
-        lib.revolta_build_archs.restype = ctypes.c_char_p
-        archs = lib.revolta_build_archs().decode()
-        return lib, f"native: CUDA kernels loaded from {path} (built for sm_{archs.replace(',', ', sm_')})"
+        lib, status = _open(path)
+        if lib is None and explicit:
+            raise NativeLibraryError(f"REVOLTA_NATIVE_LIB: {status}; {BUILD_HINT}")
+        return lib, status if lib is not None else f"reference only: {status}; {BUILD_HINT}"
     note = _build_note()
     why = note if note else "the native library was not built with this install"
     return None, f"reference only ({why}); {BUILD_HINT}"
