@@ -24,6 +24,7 @@
 #include "attention.cuh"
 #include "quant_gemv_probe.cuh"
 #include "rotary.cuh"
+#include "weight_load.cuh"
 
 namespace revolta {
 
@@ -116,8 +117,8 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
       } else {
         const size_t off = static_cast<size_t>(table[kv_block_index(p, k)]) * block_stride + head_off +
                            static_cast<size_t>(kv_block_offset(p, k)) * D;
-        kr[j] = __ldg(reinterpret_cast<const uint4*>(kc + off));
-        vr[j] = __ldg(reinterpret_cast<const uint4*>(vc + off));
+        kr[j] = load_kv(reinterpret_cast<const uint4*>(kc + off));
+        vr[j] = load_kv(reinterpret_cast<const uint4*>(vc + off));
       }
     }
   };

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(WARPS * 32) dense_gemv_kernel(DenseGemvParams 
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       const int n = n0 + r;
-      wnext[r] = n < p.N && k < p.K ? __ldg(reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * p.K + k))
+      wnext[r] = n < p.N && k < p.K ? load_once(reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * p.K + k))
                                     : make_uint4(0, 0, 0, 0);
     }
   };

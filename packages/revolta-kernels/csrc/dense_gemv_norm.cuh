@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(WARPS * 32) dense_gemv_norm_kernel(DenseGemvNo
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       const int n = n0 + r;
-      wnext[r] = n < p.N && k < p.K ? __ldg(reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * p.K + k))
+      wnext[r] = n < p.N && k < p.K ? load_once(reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * p.K + k))
                                     : make_uint4(0, 0, 0, 0);
     }
   };
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(WARPS * 32) dense_gemv_norm2_kernel(DenseGemvN
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       const int n = grp * ROWS + r;
-      wnext[r] = n < p.N && k < K ? __ldg(reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * K + k))
+      wnext[r] = n < p.N && k < K ? load_once(reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * K + k))
                                   : make_uint4(0, 0, 0, 0);
     }
   };

@@ -23,6 +23,8 @@ typedef unsigned int uint32_t;  // NVRTC has no C library headers
 #include <stdint.h>
 #endif
 
+#include "weight_load.cuh"
+
 namespace revolta {
 
 // The q/k/v projection's rotary + KV-cache epilogue (quant_gemv_rope.cuh; the split-K-free kernel's ROPE

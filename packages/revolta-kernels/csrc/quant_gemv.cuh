@@ -86,10 +86,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     if (col_ok) {
       const uint32_t* src = p.qweight + static_cast<size_t>(r) * p.N + n0;
 #pragma unroll
-      for (int u = 0; u < U; ++u) wnext[u] = __ldg(reinterpret_cast<const uint4*>(src + static_cast<size_t>(u) * p.N));
+      for (int u = 0; u < U; ++u) wnext[u] = load_once(reinterpret_cast<const uint4*>(src + static_cast<size_t>(u) * p.N));
       const int g = r / group_rows;
-      snext = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-      znext = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+      snext = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+      znext = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) wnext[u] = make_uint4(0, 0, 0, 0);
@@ -160,8 +160,8 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     const uint32_t* nsrc = p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0;
     if (refill) {
       const int g = (r0 + next * U) / group_rows;
-      sv = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-      zw = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+      sv = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+      zw = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
 
     __half2 hacc[MT][4];
@@ -171,7 +171,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 #pragma unroll
       for (int m = 0; m < MT; ++m) xr[m] = xs[m * nrows + s * U + u];
       const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
-      if (refill) w[u] = __ldg(reinterpret_cast<const uint4*>(nsrc + static_cast<size_t>(u) * p.N));
+      if (refill) w[u] = load_once(reinterpret_cast<const uint4*>(nsrc + static_cast<size_t>(u) * p.N));
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         __half2 d[PAIRS];

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   for (int i = 0; i < L; ++i) {
     w[i] = make_uint4(0, 0, 0, 0);
     if (col_ok && i < nl)
-      w[i] = __ldg(reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(row0 + i * RG) * p.N + n0));
+      w[i] = load_once(reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(row0 + i * RG) * p.N + n0));
   }
 #pragma unroll
   for (int j = 0; j < NG; ++j) {
@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
     zc[j] = 0;
     if (col_ok && j * (GR / RG) < nl) {
       const int g = (warp * rpw) / GR + j;
-      sc[j] = __ldg(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-      zc[j] = __ldg(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+      sc[j] = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+      zc[j] = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
   }
   __shared__ GemvRopeShared<ROPE> rope_sh;
