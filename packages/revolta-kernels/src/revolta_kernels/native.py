@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 LIB_NAME = "librevolta_native.so"
@@ -171,20 +172,29 @@ def _build_note() -> str | None:
     return None
 
 
+def _missing(lib: ctypes.CDLL, names: Iterable[str]) -> list[str]:
+    """The entry points among ``names`` that ``lib`` lacks."""
+    return [name for name in names if not hasattr(lib, name)]
+
+
+def _set_types(lib: ctypes.CDLL, signatures: dict[str, list]) -> None:
+    """Give each entry point in ``signatures`` its argument types; every one returns an int error code."""
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = _c_int
+
+
 def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
     """The library at ``path`` with every entry point typed, or None and why it cannot be used."""
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         return None, f"{path} exists but failed to load ({exc})"
-    needed = (*_SIGNATURES, "revolta_error_string", "revolta_build_archs")
-    missing = [name for name in needed if not hasattr(lib, name)]
+    missing = _missing(lib, (*_SIGNATURES, "revolta_error_string", "revolta_build_archs"))
     if missing:
         return None, f"{path} lacks {', '.join(missing[:3])} (built from older or other sources)"
-    for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.argtypes = argtypes
-        fn.restype = _c_int
+    _set_types(lib, _SIGNATURES)
     lib.revolta_error_string.argtypes = [_c_int]
     lib.revolta_error_string.restype = ctypes.c_char_p
     lib.revolta_build_archs.restype = ctypes.c_char_p
@@ -219,12 +229,9 @@ LIB, STATUS = _load()
 def bind(signatures: dict[str, list]) -> bool:
     """Give the loaded library's entry points in ``signatures`` their argument types (each returns an int
     error code); False, binding nothing, when the library is missing or lacks one of them (an older build)."""
-    if LIB is None or not all(hasattr(LIB, name) for name in signatures):
+    if LIB is None or _missing(LIB, signatures):
         return False
-    for name, argtypes in signatures.items():
-        fn = getattr(LIB, name)
-        fn.argtypes = argtypes
-        fn.restype = _c_int
+    _set_types(LIB, signatures)
     return True
 
 
