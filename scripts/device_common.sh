@@ -66,3 +66,22 @@ e2e() {
 pack_logs() {
   tar czf "$OUT/logs.tgz" -C /tmp/v . 2>/dev/null
 }
+
+# device_libs LIB...: the carried wheels into /tmp/site, each .devcarry/LIB.so.xz unpacked to
+# /tmp/libs/LIB/librevolta_native.so, PYTHONPATH set to the wheels and the workspace packages, and every library
+# loaded once (exits if one does not load). Call after device_init, so the check is in the log.
+device_libs() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$ROOT"/.whl/*.whl >/dev/null 2>&1 || exit 1
+  export PYTHONPATH=/tmp/site:$(ls -d "$ROOT"/packages/*/src | tr '\n' ':')
+  local v
+  for v in "$@"; do
+    mkdir -p "/tmp/libs/$v" && xz -dc "$ROOT/.devcarry/$v.so.xz" >"/tmp/libs/$v/librevolta_native.so" || exit 1
+    REVOLTA_NATIVE_LIB="/tmp/libs/$v/librevolta_native.so" python3 -c \
+      "import revolta_kernels as k; print(k.native_status()); assert k.native_available()" || exit 1
+  done
+}
+
+# lib LIB: the REVOLTA_NATIVE_LIB setting for device_libs' LIB.
+lib() {
+  echo "REVOLTA_NATIVE_LIB=/tmp/libs/$1/librevolta_native.so"
+}

@@ -16,6 +16,9 @@ cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream
     if (pl.minb == kGemvCoMinb && pl.defer)
       return launch(quant_gemv_co_kernel<BITS, MT, W, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
+  if constexpr (BITS == 4 && MT <= 2 && W == 8) {
+    if (pl.xq) return launch(quant_gemv_xq_kernel<MT, U>, grid, dim3(W * 32), pl.smem, stream, p);
+  }
   if (pl.defer) return launch(quant_gemv_kernel<BITS, MT, W, U, true>, grid, dim3(W * 32), pl.smem, stream, p);
   return launch(quant_gemv_kernel<BITS, MT, W, U, false>, grid, dim3(W * 32), pl.smem, stream, p);
 }
@@ -176,7 +179,8 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // (1 = all, 2 = half, 0 = default), skinny co-resident variant (4: the kernel compiled for 4 blocks per SM,
 // <= 64 registers, where it exists: 8 warps x 4 rows, M <= 2, deferred scale; 0 = default), split-K-free
 // variant (1 = wherever it exists, 0 = never, -1 = the built-in rule), skinny schedule flags (bits of
-// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8; -1 = default).
+// kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8,
+// kGemvFlagInt8X = 16; -1 = default).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
                        int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full, int gemv_flags) {
   g_tune.gemv_flags = gemv_flags;

@@ -41,14 +41,17 @@
 #include "quant_common.cuh"
 #include "quant_gemv_probe.cuh"
 #include "quant_gemv_stage.cuh"
+#include "quant_gemv_xq.cuh"
 #include "split_arrive.cuh"
 
 namespace revolta {
 
-// The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds.
-template <int BITS, int MT, int WARPS, int U, bool DEFER, bool GATHER = false>
+// The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds. XQ: int8
+// activations and dp4a dot products (quant_gemv_xq.cuh; int4 with the deferred scale only).
+template <int BITS, int MT, int WARPS, int U, bool DEFER, bool GATHER = false, bool XQ = false>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
+  static_assert(!XQ || (BITS == 4 && DEFER && !GATHER), "int8 activations: int4, deferred scale, no gather");
   // One row (M = 1), 8-row steps: refill each register set with the step two ahead as it is read (below). Other
   // shapes keep the plain double buffer: there the refill's extra live registers cost blocks per SM (M = 2:
   // 163 instead of 128 registers on sm_90; 4-row steps: 96 instead of 80 on sm_70) or spills (the minb-4 kernel).
@@ -68,6 +71,10 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   const int nrows = min(p.K / PACK - r0, p.rows_per_split);  // a multiple of U
   const int steps = nrows / U;
   const int group_rows = p.group_size / PACK;
+  // The group of a packed row: a shift for the usual power-of-two group sizes (a runtime division costs ~25
+  // instructions per step).
+  const int group_shift = (group_rows & (group_rows - 1)) == 0 ? __ffs(group_rows) - 1 : -1;
+  auto group_of = [&](int row) { return group_shift >= 0 ? row >> group_shift : row / group_rows; };
 
   // Act-order: the channel indices of the rows this warp will stage (below) into shared memory (read-only, so
   // before the wait; before the weight loads, whose registers it would otherwise add to). The gathering kernel
@@ -87,7 +94,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       const uint32_t* src = p.qweight + static_cast<size_t>(r) * p.N + n0;
 #pragma unroll
       for (int u = 0; u < U; ++u) wnext[u] = load_once(reinterpret_cast<const uint4*>(src + static_cast<size_t>(u) * p.N));
-      const int g = r / group_rows;
+      const int g = group_of(r);
       snext = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
       znext = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     } else {
@@ -134,6 +141,13 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER, GATHER ? kGatherGlobal : kGatherNone>(
         p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
   }
+  if constexpr (XQ) {
+    __syncwarp();
+    const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
+    auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
+#pragma unroll
+    for (int m = 0; m < MT; ++m) gemv_quantize_rows<U>(reinterpret_cast<uint4*>(xs + m * nrows), wsteps * U, lane, row_of);
+  }
   __syncwarp();
   GEMV_PROBE(3);
 
@@ -143,12 +157,73 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
+  // XQ: one step with int8 activations (quant_gemv_xq.cuh; the rows were quantized in place after staging): it
+  // sums 8 nibbles x 8 activations per word in two dp4a (the high nibbles as 16 q, shifted out at the end), and
+  // applies zero point and both scales once per step in fp32. Refills as the fp16 step does.
+  auto xq_step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {
+    if constexpr (XQ) {
+      const __half* sh = reinterpret_cast<const __half*>(&sv);
+      int zi[4];
+      float sf[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        zi[c] = static_cast<int>(zero_field<BITS>(zw, n0 + c, p.zero_offset));
+        sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+      }
+      const bool refill = kRefill && col_ok && next < steps;
+      const uint4* nsrc = reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0);
+      const size_t row_stride = static_cast<size_t>(p.N) / 4;  // uint4 per packed row
+      if (refill) {
+        const int g = group_of(r0 + next * U);
+        sv = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+        zw = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+      }
+      int lo_acc[MT][4], hi_acc[MT][4];
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) lo_acc[m][c] = hi_acc[m][c] = 0;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        uint2 xq[MT];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) xq[m] = *reinterpret_cast<const uint2*>(&xs[m * nrows + s * U + u]);
+        const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+        if (refill) w[u] = load_once(nsrc);
+        nsrc += row_stride;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const uint32_t lo = words[c] & 0x0F0F0F0Fu, hi = words[c] & 0xF0F0F0F0u;
+#pragma unroll
+          for (int m = 0; m < MT; ++m) {
+            lo_acc[m][c] = dp4a_us(lo, xq[m].x, lo_acc[m][c]);
+            hi_acc[m][c] = dp4a_us(hi, xq[m].y, hi_acc[m][c]);
+          }
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const uint2 meta = reinterpret_cast<const uint2*>(&xs[m * nrows + s * U])[1];  // scale, sum of the int8 x
+        const float sx = __uint_as_float(meta.x);
+        const int sum_x = static_cast<int>(meta.y);  // (the step's rows all carry it; the first one is read)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int dot = lo_acc[m][c] + (hi_acc[m][c] >> 4) - zi[c] * sum_x;
+          acc[m][c] = fmaf(sf[c] * sx, static_cast<float>(dot), acc[m][c]);
+        }
+      }
+    }
+  };
   // One step: U packed rows of this lane's 4 columns (weights w, the group's scales sv and zeros zw). Each
   // row's registers are refilled with the same row of step `next` (if it exists) as soon as the row is read,
   // and sv / zw with that step's once the column constants are made, so the loads of the step after next are
   // in flight while this one is dequantized.
   auto step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {  // next: kRefill only
     const __half* sh = reinterpret_cast<const __half*>(&sv);
+    if constexpr (XQ) {
+      xq_step(w, sv, zw, s, next);
+      return;
+    }
     ColQuant cq[4];
     float sf[4];  // DEFER: the scale applied at the flush
 #pragma unroll
@@ -159,7 +234,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     const bool refill = kRefill && col_ok && next < steps;
     const uint32_t* nsrc = p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0;
     if (refill) {
-      const int g = (r0 + next * U) / group_rows;
+      const int g = group_of(r0 + next * U);
       sv = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
       zw = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
     }
@@ -304,6 +379,13 @@ __host__ __device__ constexpr int gemv_min_blocks(int mt, int warps, int u) {
 template <int BITS, int MT, int WARPS, int U, bool DEFER>
 __global__ void __launch_bounds__(WARPS * 32, gemv_min_blocks(MT, WARPS, U)) quant_gemv_kernel(QuantGemmParams p) {
   quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
+}
+
+// int8 activations with dp4a dot products (quant_gemv_xq.cuh; tune flag kGemvFlagInt8X): int4, 8 warps, deferred
+// scale, the bounds of the fp16 kernel of the same shape.
+template <int MT, int U>
+__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_xq_kernel(QuantGemmParams p) {
+  quant_gemv_body<4, MT, 8, U, true, false, true>(p);
 }
 
 // Act-order calls (p.x_order): the default shape (8 warps, deferred scale) with the gathering staging, a kernel of its

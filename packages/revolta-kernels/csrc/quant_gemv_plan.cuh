@@ -55,6 +55,7 @@ int current_device() {
 // ---- skinny GEMM plan ----
 struct GemvPlan {
   int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles, prefetch_rows, minb, full;
+  int xq;  // the split-K kernel with int8 activations (kGemvFlagInt8X)
 };
 
 // The split-K-free variant (quant_gemv_full.cuh) exists for int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
@@ -205,6 +206,8 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
   }
   pl.rows_per_split = rps;
   pl.splits = (rows + rps - 1) / rps;
+  pl.xq = (gemv_flags() & kGemvFlagInt8X) != 0 && bits == 4 && pl.mt <= 2 && pl.warps == 8 && pl.defer != 0 &&
+          pl.minb == 1 && !gather;
   pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
   const long long pf_bytes = static_cast<long long>(g_tune.gemv_prefetch_kb >= 0 ? g_tune.gemv_prefetch_kb
                                                                                  : kGemvDefaultPrefetchKB) * 1024;

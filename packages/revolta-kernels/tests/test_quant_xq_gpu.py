@@ -1,0 +1,142 @@
+"""The skinny int4 kernel with int8 activations and dp4a dot products (csrc/quant_gemv_xq.cuh; tune flag
+``native_quant.GEMV_FLAG_INT8X``) against the float32 reference on the GPU.
+
+The kernel rounds each step's activations (64 consecutive channels of a packed-row step, 32 with 4-row steps) to
+int8 with one symmetric scale, so its error has a term the fp16 path does not: at most half a quantization step,
+amax / 254, per activation. The bound is test_quant_gpu.py's fp16 bound plus that term weighted by |W|, computed
+from the activations each call really multiplies (x, silu(gate) * up, or the normalized h): every 64-channel window
+aligned to 64 contains the kernel's step, so its amax bounds the step's. Relative L2 error <= 2e-2 (int8 rounding
+alone gives about 6e-3 on Gaussian activations). Outputs are poisoned (NaN in the allocator) before each call.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import revolta_kernels
+from revolta_kernels import native_quant, ops_quant
+from revolta_kernels.reference import norm as ref_norm
+from revolta_kernels.reference import quant as rq
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
+]
+
+XQ_FLAGS = native_quant.GEMV_DEFAULT_FLAGS | native_quant.GEMV_FLAG_INT8X
+
+
+@pytest.fixture
+def int8_activations():
+    native_quant.tune(gemv_full=0, gemv_flags=XQ_FLAGS)  # split-K kernel everywhere, so every shape takes the path
+    yield
+    native_quant.tune()
+
+
+def poison(numel: int) -> None:
+    torch.full((numel * 4,), float("nan"), device="cuda")
+
+
+def make_weights(k: int, n: int, group: int, seed: int):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda", generator=gen)
+    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n // 8), dtype=torch.int32, device="cuda", generator=gen)
+    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    return qweight, scales, qzeros, gen
+
+
+def assert_within_int8_bound(got: torch.Tensor, a: torch.Tensor, wd: torch.Tensor) -> None:
+    """got ~ a @ wd, with a's 64-channel windows rounded to int8 (see the module docstring)."""
+    m, k = a.shape
+    af = a.float()
+    pad = (-k) % 64
+    windows = torch.nn.functional.pad(af.abs(), (0, pad)).view(m, -1, 64)
+    half_step = (windows.amax(dim=-1, keepdim=True) / 254).expand(-1, -1, 64).reshape(m, -1)[:, :k]
+    ref = af @ wd
+    bound = 2e-3 * (af.abs() @ wd.abs()) + 2e-3 * ref.abs() + 1.02 * (half_step @ wd.abs())
+    err = (got.float() - ref).abs()
+    assert got.dtype == torch.float16 and got.shape == ref.shape
+    assert bool(torch.isfinite(got).all())
+    assert bool((err <= bound).all()), f"max excess {float((err - bound).max())}"
+    assert float(torch.linalg.norm(got.float() - ref) / torch.linalg.norm(ref)) < 2e-2
+
+
+SHAPES = [  # (K, N, group, zero offset): Llama-8B, Qwen 27B-class, group 32 (4-row steps), 64, a non-power-of-two
+    (4096, 14336, 128, 0), (14336, 4096, 128, 0), (4096, 4096, 128, 0), (5120, 27648, 128, 0),
+    (27648, 5120, 128, 0), (4096, 4096, 32, 1), (4096, 6144, 64, 1), (192, 64, 96, 0), (96, 200, 32, 0),
+    (4096, 136, 4096, 0),
+]
+
+
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize(("k", "n", "group", "offset"), SHAPES)
+def test_int8_activations_match_reference(int8_activations, m, k, n, group, offset):
+    qweight, scales, qzeros, gen = make_weights(k, n, group, seed=m + k + n)
+    x = torch.randn(m, k, device="cuda", generator=gen).half()
+    poison(m * n)
+    got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, group, offset)
+    assert_within_int8_bound(got, x, rq.dequantize(qweight, scales, qzeros, 4, group, offset))
+
+
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize(("k", "n"), [(14336, 4096), (3072, 1000)])
+def test_int8_activations_with_fused_silu(int8_activations, m, k, n):
+    qweight, scales, qzeros, gen = make_weights(k, n, 128, seed=k + m)
+    gate_up = (torch.randn(m, 2 * k, device="cuda", generator=gen) * 2).half()
+    poison(m * n)
+    got = ops_quant.quant_matmul_silu(gate_up, qweight, scales, qzeros, 4, 128, 0)
+    g, u = gate_up[:, :k].float(), gate_up[:, k:].float()
+    a = (g * torch.sigmoid(g) * u).half()
+    assert_within_int8_bound(got, a, rq.dequantize(qweight, scales, qzeros, 4, 128, 0))
+
+
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize(("k", "n", "group"), [(4096, 28672, 128), (5120, 27648, 128), (4096, 6144, 32)])
+@pytest.mark.parametrize("residual", [True, False])
+def test_int8_activations_with_fused_norm(int8_activations, m, k, n, group, residual):
+    qweight, scales, qzeros, gen = make_weights(k, n, group, seed=n + m)
+    x = (torch.randn(m, k, device="cuda", generator=gen) * 3).half()
+    res = (torch.randn(m, k, device="cuda", generator=gen) * 5).half() if residual else None
+    w = (torch.rand(k, device="cuda", generator=gen) * 1.5 + 0.25).half()
+    poison(m * (n + k))
+    y, h = ops_quant.quant_matmul_add_rms_norm(x, res, w, 1e-5, False, qweight, scales, qzeros, 4, group, 0)
+    if res is None:
+        normed, h_ref = ref_norm.rms_norm(x, w, 1e-5, False), x
+    else:
+        normed, h_ref = ref_norm.fused_add_rms_norm(x, res, w, 1e-5, False)
+    assert torch.equal(h, h_ref)
+    assert_within_int8_bound(y, normed, rq.dequantize(qweight, scales, qzeros, 4, group, 0))
+
+
+def test_int8_activations_large_values_and_zero_windows(int8_activations):
+    qweight, scales, qzeros, gen = make_weights(4096, 1024, 128, seed=3)
+    x = torch.randn(2, 4096, device="cuda", generator=gen).half()
+    x[:, ::97] = 30000.0
+    x[1, 5::331] = -60000.0
+    x[0, 128:512] = 0.0  # whole steps of zeros: scale 0, no division by it
+    scales.mul_(0.1)
+    poison(2 * 1024)
+    got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+    assert_within_int8_bound(got, x, rq.dequantize(qweight, scales, qzeros, 4, 128, 0))
+
+
+def test_flag_switches_the_kernel_and_graph_replay_repeats_it():
+    qweight, scales, qzeros, gen = make_weights(4096, 14336, 128, seed=11)
+    x = torch.randn(1, 4096, device="cuda", generator=gen).half()
+    try:
+        native_quant.tune()
+        fp16_path = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+        native_quant.tune(gemv_flags=XQ_FLAGS)
+        eager = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+        assert not torch.equal(eager, fp16_path), "the int8-activation flag did not change the kernel"
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+        for _ in range(3):
+            out.fill_(float("nan"))
+            graph.replay()
+            assert torch.equal(out, eager)
+    finally:
+        native_quant.tune()
