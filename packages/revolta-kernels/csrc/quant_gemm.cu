@@ -40,6 +40,10 @@ cudaError_t launch_gemv_gather(const QuantGemmParams& p, const GemvPlan& pl, cud
 template <int MT, int COLS, bool ROPE = false>
 cudaError_t launch_full(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
+  if constexpr (COLS == 16) {
+    if (pl.xq && p.x_order == nullptr)
+      return launch(quant_gemv_full_kernel<MT, COLS, ROPE, false, true>, grid, block, pl.smem, stream, p);
+  }
   if (p.x_order != nullptr)
     return launch(quant_gemv_full_kernel<MT, COLS, ROPE, true>, grid, block, gemv_full_gather_smem_bytes(MT, p.K),
                   stream, p);

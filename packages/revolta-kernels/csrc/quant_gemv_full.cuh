@@ -80,9 +80,12 @@ __device__ __forceinline__ QuantGemmParams gemv_full_gather_copy(const QuantGemm
 // the plain store; the block's columns follow gemv_rope_col.
 // GATHER: the act-order instantiation (p.x_order set; gemv_stage_gather). A separate kernel because the gather's
 // registers, beside every weight of the lane held since before the PDL wait, cost the plain kernel spills.
-template <int MT, int COLS = quant_gemv_full_cols, bool ROPE = false, bool GATHER = false>
+// XQ (16 columns, no gather): int8 activations and dp4a dot products (quant_gemv_xq.cuh), one activation scale per
+// weight group; the lanes of row group 0 apply the group's zero-point term for all eight.
+template <int MT, int COLS = quant_gemv_full_cols, bool ROPE = false, bool GATHER = false, bool XQ = false>
 __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_full_kernel(QuantGemmParams p) {
   static_assert(COLS == 16 || COLS == 32, "16 or 32 columns per block");
+  static_assert(!XQ || (COLS == 16 && !GATHER), "int8 activations: 16 columns, no gather");
   static_assert(!ROPE || COLS == 16, "the rotary epilogue pairs the channels of 16-column blocks");
   constexpr int BITS = 4, PACK = 8, LG = COLS / 4, RG = 32 / LG, WARPS = kGemvFullWarps;
   constexpr int L = kGemvFullLoads * 4 / RG;  // loads per lane at K = 4096 (16 or 8)
@@ -180,6 +183,11 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
     xs[idx] = v;
   }
   if (!onepass) __syncthreads();
+  if constexpr (XQ) {  // each warp's own rows, one scale per group of GR rows
+#pragma unroll
+    for (int m = 0; m < MT; ++m) gemv_quantize_rows<GR>(xs + m * rows, rpw, lane, row_of);
+    __syncwarp();
+  }
   GEMV_PROBE(3);
 
   float acc[MT][4];
@@ -188,7 +196,52 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 #pragma unroll
-  for (int j = 0; j < NG; ++j) {
+  for (int j = 0; j < NG && XQ; ++j) {
+    if (j * (GR / RG) >= nl) break;  // K < 4096: this warp's rows end here (uniform)
+    const __half* sh = reinterpret_cast<const __half*>(&sc[j]);
+    int zi[4];
+    float sf[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      zi[c] = static_cast<int>(zero_field<BITS>(zc[j], n0 + c, p.zero_offset));
+      sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+    }
+    int lo_acc[MT][4], hi_acc[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) lo_acc[m][c] = hi_acc[m][c] = 0;
+#pragma unroll
+    for (int ii = 0; ii < GR / RG; ++ii) {
+      const int i = j * (GR / RG) + ii;
+      uint2 xq[MT];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) xq[m] = *reinterpret_cast<const uint2*>(&xs[m * rows + row0 + i * RG]);
+      const uint32_t words[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const uint32_t lo = words[c] & 0x0F0F0F0Fu, hi = words[c] & 0xF0F0F0F0u;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          lo_acc[m][c] = dp4a_us(lo, xq[m].x, lo_acc[m][c]);
+          hi_acc[m][c] = dp4a_us(hi, xq[m].y, hi_acc[m][c]);
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const uint2 meta = reinterpret_cast<const uint2*>(&xs[m * rows + warp * rpw + j * GR])[1];  // scale, sum
+      const float sx = __uint_as_float(meta.x);
+      const int sum_x = rg == 0 ? static_cast<int>(meta.y) : 0;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int dot = lo_acc[m][c] + (hi_acc[m][c] >> 4) - zi[c] * sum_x;
+        acc[m][c] = fmaf(sf[c] * sx, static_cast<float>(dot), acc[m][c]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NG && !XQ; ++j) {
     if (j * (GR / RG) >= nl) break;  // K < 4096: this warp's rows end here (uniform)
     const __half* sh = reinterpret_cast<const __half*>(&sc[j]);
     ColQuant cq[4];

@@ -164,6 +164,7 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     pl.smem = gemv_full_smem_bytes(pl.mt, K);
     pl.blocks_per_sm = narrow ? 3 : 2;
     pl.minb = narrow ? 3 : 2;
+    pl.xq = (fl & kGemvFlagInt8X) != 0 && narrow && !gather;
     return pl;
   }
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;

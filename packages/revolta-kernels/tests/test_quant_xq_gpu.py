@@ -1,5 +1,5 @@
-"""The skinny int4 kernel with int8 activations and dp4a dot products (csrc/quant_gemv_xq.cuh; tune flag
-``native_quant.GEMV_FLAG_INT8X``) against the float32 reference on the GPU.
+"""The skinny int4 kernels (split-K and split-K-free) with int8 activations and dp4a dot products
+(csrc/quant_gemv_xq.cuh; tune flag ``native_quant.GEMV_FLAG_INT8X``) against the float32 reference on the GPU.
 
 The kernel rounds each step's activations (64 consecutive channels of a packed-row step, 32 with 4-row steps) to
 int8 with one symmetric scale, so its error has a term the fp16 path does not: at most half a quantization step,
@@ -28,9 +28,11 @@ pytestmark = [
 XQ_FLAGS = native_quant.GEMV_DEFAULT_FLAGS | native_quant.GEMV_FLAG_INT8X
 
 
-@pytest.fixture
-def int8_activations():
-    native_quant.tune(gemv_full=0, gemv_flags=XQ_FLAGS)  # split-K kernel everywhere, so every shape takes the path
+@pytest.fixture(params=[0, 1], ids=["split-k", "split-k-free"])
+def int8_activations(request):
+    # 0: the split-K kernel for every shape; 1: the split-K-free kernel wherever it exists (int4 g128, K % 1024 == 0,
+    # K <= 4096, N % 32 == 0, no fused SiLU), the split-K kernel elsewhere.
+    native_quant.tune(gemv_full=request.param, gemv_flags=XQ_FLAGS)
     yield
     native_quant.tune()
 
@@ -122,11 +124,13 @@ def test_int8_activations_large_values_and_zero_windows(int8_activations):
     assert_within_int8_bound(got, x, rq.dequantize(qweight, scales, qzeros, 4, 128, 0))
 
 
-def test_flag_switches_the_kernel_and_graph_replay_repeats_it():
-    qweight, scales, qzeros, gen = make_weights(4096, 14336, 128, seed=11)
+@pytest.mark.parametrize("n", [14336, 4096])  # the split-K and (by the built-in rule) the split-K-free kernel
+def test_flag_switches_the_kernel_and_graph_replay_repeats_it(n):
+    qweight, scales, qzeros, gen = make_weights(4096, n, 128, seed=11)
     x = torch.randn(1, 4096, device="cuda", generator=gen).half()
     try:
         native_quant.tune()
+        assert native_quant.plan(1, n, 4096, 4, 128, x.device)["full"] == (n <= 8192)
         fp16_path = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
         native_quant.tune(gemv_flags=XQ_FLAGS)
         eager = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)

@@ -37,6 +37,8 @@ class Kernel:
     smem_static: int = 0
     spill: int = 0
     hmma: int = 0
+    dp4a: bool = False  # claims integer dot products: its SASS must hold IDP (dp4a)
+    idp: int = 0
 
 
 def _pkg_dir(module: str) -> Path:
@@ -269,6 +271,8 @@ def count_hmma(cubin: Path, ks: list[Kernel]) -> None:
             current = by_name.get(m.group(1))
         elif current is not None and "HMMA" in line:
             current.hmma += 1
+        elif current is not None and "IDP" in line:
+            current.idp += 1
 
 
 def main() -> int:

@@ -3,7 +3,8 @@ without the fused add + RMSNorm (csrc/dense_gemv.cuh), like tools/check_sm70.py.
 
 Compiles every instantiation the library launches with NVRTC 12.9 to compute_70 PTX, assembles it with
 ``ptxas -v`` and disassembles it with cuobjdump (the helpers of check_sm70.py), then fails if the
-tensor-core GEMM has no HMMA instruction or a kernel needs more than 96 KB of shared memory.
+tensor-core GEMM has no HMMA instruction, an int8-activation GEMV has no IDP (dp4a) instruction, or a kernel needs
+more than 96 KB of shared memory.
 Usage: ``python tools/check_sm70_quant.py [--out DIR]``.
 """
 
@@ -51,7 +52,7 @@ def kernels() -> list[Kernel]:
     for mt in (1, 2):  # int8 activations with dp4a dot products (quant_gemv_xq.cuh): int4, 8 warps, deferred scale
         for rows in (4, 8):
             ks.append(Kernel(f"quant gemv int4 m<={mt} w8 u{rows} int8-x", f"&revolta::quant_gemv_xq_kernel<{mt}, {rows}>",
-                             False, f"&revolta::quant_gemv_max_smem<4, {mt}, 8>"))
+                             False, f"&revolta::quant_gemv_max_smem<4, {mt}, 8>", dp4a=True))
     for mt in (1, 2):  # the split-K-free int4 variant (quant_gemv_full.cuh)
         ks.append(Kernel(f"quant gemv full int4 m<={mt}", f"&revolta::quant_gemv_full_kernel<{mt}>", False,
                          f"&revolta::quant_gemv_full_max_smem<{mt}>"))
@@ -59,6 +60,10 @@ def kernels() -> list[Kernel]:
                          False, f"&revolta::quant_gemv_full_max_smem<{mt}>"))
         ks.append(Kernel(f"quant gemv full int4 m<={mt} 16 columns rope", f"&revolta::quant_gemv_full_kernel<{mt}, 16, true>",
                          False, f"&revolta::quant_gemv_full_max_smem<{mt}>"))
+        for rope in ("false", "true"):  # int8 activations with dp4a (16 columns)
+            ks.append(Kernel(f"quant gemv full int4 m<={mt} 16 columns{' rope' * (rope == 'true')} int8-x",
+                             f"&revolta::quant_gemv_full_kernel<{mt}, 16, {rope}, false, true>", False,
+                             f"&revolta::quant_gemv_full_max_smem<{mt}>", dp4a=True))
         for cols, rope in ((32, "false"), (16, "false"), (16, "true")):  # the act-order (gathering) instantiations
             ks.append(Kernel(f"quant gemv full int4 m<={mt} {cols} columns{' rope' * (rope == 'true')} act-order",
                              f"&revolta::quant_gemv_full_kernel<{mt}, {cols}, {rope}, true>", False,
@@ -93,6 +98,8 @@ def main() -> int:
     for k in ks:
         smem = k.smem_static + k.smem_dynamic
         problems = ["claims tensor cores but has no HMMA"] if k.tensor_cores and k.hmma == 0 else []
+        if k.dp4a and k.idp == 0:
+            problems.append("claims dp4a but has no IDP")
         if smem > VOLTA_SMEM:
             problems.append(f"{smem} B shared memory > 96 KB")
         note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
