@@ -144,3 +144,35 @@ def test_flag_switches_the_kernel_and_graph_replay_repeats_it(n):
             assert torch.equal(out, eager)
     finally:
         native_quant.tune()
+
+
+def test_set_int8_activations_keeps_the_other_overrides():
+    """The engine's switch re-applies the last tune() with only the int8 bit changed (warps 4, not the default 8,
+    so a lost override shows), and really switches the kernel (the default plan: 8 warps, deferred scale)."""
+    qweight, scales, qzeros, gen = make_weights(14336, 4096, 128, seed=5)
+    x = torch.randn(1, 14336, device="cuda", generator=gen).half()
+    shape = (1, 4096, 14336, 4, 128, torch.device("cuda"))
+    try:
+        native_quant.tune(gemv_warps=4)
+        tuned = native_quant.plan(*shape)
+        assert tuned["warps"] == 4 and not native_quant.int8_activations()
+        native_quant.set_int8_activations(True)
+        assert native_quant.int8_activations()
+        assert native_quant.plan(*shape) == tuned
+        native_quant.set_int8_activations(False)
+        assert not native_quant.int8_activations()
+        assert native_quant.plan(*shape) == tuned
+        native_quant.tune()
+        fp16_path = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
+        native_quant.set_int8_activations(True)
+        assert native_quant.int8_activations()
+        assert not torch.equal(ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0), fp16_path)
+        native_quant.set_int8_activations(False)
+        assert not native_quant.int8_activations()
+        assert torch.equal(ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0), fp16_path)
+        native_quant.tune(gemv_flags=XQ_FLAGS)  # the bit set through tune() is reported and cleared the same way
+        assert native_quant.int8_activations()
+        native_quant.set_int8_activations(False)
+        assert not native_quant.int8_activations()
+    finally:
+        native_quant.tune()

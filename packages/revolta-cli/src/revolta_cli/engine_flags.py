@@ -10,7 +10,7 @@ from typing import Any
 ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "block_size", "enable_prefix_caching",
                 "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
-                "chat_template", "load_format", "async_scheduling")
+                "chat_template", "load_format", "async_scheduling", "activation_quant")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -32,6 +32,9 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--seed", type=int, default=None, help="engine random seed")
     g.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N")
     g.add_argument("--kv-cache-dtype", default=None, help="auto, float16, int8, fp8_e4m3, fp8_e5m2")
+    g.add_argument("--activation-quant", choices=("none", "int8"), default=None,
+                   help="int8: the CUDA int4 decode projections round activations to int8 (faster, not bit-equal "
+                        "to none, the default fp16 path)")
     g.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="fraction of GPU memory the engine may use")
     g.add_argument("--kv-cache-memory-bytes", type=int, default=None, help="KV cache size (overrides the above)")

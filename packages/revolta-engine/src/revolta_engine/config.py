@@ -23,6 +23,7 @@ ENV_OVERRIDES = {
     "kv_cache_memory_bytes": "REVOLTA_KV_CACHE_MEMORY_BYTES",
     "device": "REVOLTA_DEVICE",
     "max_num_batched_tokens": "REVOLTA_MAX_NUM_BATCHED_TOKENS",
+    "activation_quant": "REVOLTA_ACTIVATION_QUANT",
 }
 
 
@@ -32,6 +33,8 @@ class EngineArgs:
 
     ``model`` None means the embedded default model (SmolLM2-135M-Instruct). ``dtype`` "auto" keeps the
     checkpoint's dtype on GPUs that support it, uses float16 on Volta and float32 on the CPU.
+    ``activation_quant`` "int8" rounds the activations of the CUDA int4 decode projections to int8 (faster, not
+    bit-equal to "none", the fp16 path; see ``revolta_engine.layers.activation_quant``).
     """
 
     model: str | None = None
@@ -47,6 +50,7 @@ class EngineArgs:
     skip_tokenizer_init: bool = False
     device: str = "auto"
     kv_cache_dtype: str = "auto"
+    activation_quant: str = "none"
     gpu_memory_utilization: float = 0.9
     kv_cache_memory_bytes: int | None = None
     num_gpu_blocks_override: int | None = None

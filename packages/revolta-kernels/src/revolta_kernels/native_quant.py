@@ -127,6 +127,8 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     multiplies with dp4a, not bit-equal to the fp16 path), -1 = the built-in choice (2 | 4).
     ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full,flags]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
+    The arguments are remembered: :func:`set_int8_activations` re-applies them with only bit 16 changed (an
+    engine does that at startup from its ``activation_quant`` option, overriding bit 16 of this call).
     """
     global _epoch
     assert native.LIB is not None
@@ -135,6 +137,35 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     _dense_tuning[0] = gemv_prefetch_kb
     check(native.LIB.revolta_dense_gemv_tune(*_dense_tuning))
     _epoch += 1
+    _tuned.clear()
+    _tuned.update(gemv_warps=gemv_warps, gemv_rows=gemv_rows, gemv_waves=gemv_waves, gemm_variant=gemm_variant,
+                  gemv_defer=gemv_defer, gemv_prefetch_kb=gemv_prefetch_kb, gemv_share=gemv_share,
+                  gemv_minb=gemv_minb, gemv_full=gemv_full, gemv_flags=gemv_flags)
+
+
+_tuned: dict[str, int] = {}  # the last tune() call's arguments (empty: none yet, the defaults)
+
+
+def set_int8_activations(on: bool) -> None:
+    """Turn int8 activations (``GEMV_FLAG_INT8X``) on or off for later launches, keeping the rest of the last
+    :func:`tune` call. Process-wide; affects the int4 split-K (and, soon, split-K-free) decode kernels at M <= 2,
+    whose results are then not bit-equal to the fp16 path (about 0.5% relative error of a projection's output).
+    CUDA graphs keep what they were captured with, so set it before capturing them."""
+    assert native.LIB is not None
+    old = _tuned.get("gemv_flags", -1)
+    if on:
+        flags = (GEMV_DEFAULT_FLAGS if old < 0 else old) | GEMV_FLAG_INT8X
+    else:  # off over the built-in choice (which has no int8 bit) stays -1, deferring to it
+        flags = -1 if old < 0 else old & ~GEMV_FLAG_INT8X
+    tune(**{**_tuned, "gemv_flags": flags})
+
+
+def int8_activations() -> bool:
+    """Whether int8 activations (``GEMV_FLAG_INT8X``) are on for later launches (see
+    :func:`set_int8_activations`); process-wide."""
+    assert native.LIB is not None
+    flags = _tuned.get("gemv_flags", -1)
+    return bool((GEMV_DEFAULT_FLAGS if flags < 0 else flags) & GEMV_FLAG_INT8X)
 
 
 _dense_tuning = [-1, 0, 0]  # prefetch KB, warps per block, rows per block (see revolta_dense_gemv_tune)

@@ -27,6 +27,7 @@ from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
 from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import InvalidRequestError, PromptTooLongError
+from revolta_engine.layers.activation_quant import apply_activation_quant
 from revolta_engine.loader import load_checkpoint
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sample.sampler import Sampler, SamplingRow
@@ -82,6 +83,8 @@ class LLMEngine:
         note = native_kernels_note(self.device, revolta_kernels.native_available(), revolta_kernels.native_status())
         if note:
             logger.warning(note)
+        # before the model runs or graphs are captured: the kernels read it at launch, graphs keep it
+        apply_activation_quant(cfg.resolve("activation_quant"), self.device)
 
         # multimodal checkpoints keep the language model's settings in a text sub-config
         self.text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config

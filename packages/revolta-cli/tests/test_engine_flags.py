@@ -1,0 +1,30 @@
+"""Engine flags reach ``EngineArgs`` through every command that builds an engine (parsing only, no engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from revolta_cli.engine_flags import engine_args_from
+from revolta_cli.main import build_parser
+
+COMMANDS = [["serve"], ["generate", "hello"], ["chat"], ["bench", "throughput"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_activation_quant_flag_reaches_engine_args(command):
+    args = engine_args_from(build_parser().parse_args([*command, "--activation-quant", "int8"]))
+    assert args.activation_quant == "int8"
+    assert "activation_quant" in args.explicit
+
+
+def test_activation_quant_left_unset_stays_the_engine_default():
+    args = engine_args_from(build_parser().parse_args(["serve", "--activation-quant", "none"]))
+    assert args.activation_quant == "none" and "activation_quant" in args.explicit
+    args = engine_args_from(build_parser().parse_args(["serve"]))
+    assert args.activation_quant == "none" and "activation_quant" not in args.explicit  # reported as "default"
+
+
+def test_activation_quant_rejects_an_unknown_choice(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--activation-quant", "int4"])
+    assert "invalid choice: 'int4'" in capsys.readouterr().err
