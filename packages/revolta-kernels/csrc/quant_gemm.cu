@@ -159,15 +159,16 @@ int revolta_quant_gemm_workspace(int M, int N, int K, int bits, int group_size, 
 // The launch the call would make, for benchmark reports: info[0] = 0 skinny / 1 tensor-core GEMM; skinny:
 // info[1..7] = splits, rows per split, warps per block, rows per step, blocks per SM, column tiles, deferred
 // scale, L2-prefetched packed rows per block, PDL on, min blocks per SM of the kernel (4 = co-resident
-// variant), split-K-free variant (quant_gemv_full.cuh); GEMM: info[1] = variant. `info` holds 12 ints.
+// variant), split-K-free variant (quant_gemv_full.cuh), int8 activations (quant_gemv_xq.cuh); GEMM: info[1] = variant.
+// `info` holds 13 ints.
 int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sms, int* info) {
   if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
-  for (int i = 0; i < 12; ++i) info[i] = 0;
+  for (int i = 0; i < 13; ++i) info[i] = 0;
   if (M <= kSkinnyMaxM) {
     const GemvPlan pl = plan_gemv(M > 0 ? M : 1, N, K, bits, group_size, num_sms);
-    const int v[12] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer,
-                       pl.prefetch_rows, pdl_enabled() ? 1 : 0, pl.minb, pl.full};
-    for (int i = 0; i < 12; ++i) info[i] = v[i];
+    const int v[13] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer,
+                       pl.prefetch_rows, pdl_enabled() ? 1 : 0, pl.minb, pl.full, pl.xq};
+    for (int i = 0; i < 13; ++i) info[i] = v[i];
   } else {
     info[0] = 1;
     info[1] = gemm_variant();

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from revolta_kernels import native, native_quant
+from revolta_kernels import native, native_quant, native_quant_tune
 
 DEFAULTS = (0, 0, 1, -1, -1, -1, 0, 0, -1, -1)  # tune()'s defaults in revolta_quant_tune's argument order
 FLAGS = 9  # gemv_flags' position
@@ -33,8 +33,8 @@ class FakeLib:
 def lib(monkeypatch):
     fake = FakeLib()
     monkeypatch.setattr(native, "LIB", fake)
-    monkeypatch.setattr(native_quant, "_tuned", {})
-    monkeypatch.setattr(native_quant, "_dense_tuning", [-1, 0, 0])
+    monkeypatch.setattr(native_quant_tune, "_tuned", {})
+    monkeypatch.setattr(native_quant_tune, "_dense_tuning", [-1, 0, 0])
     return fake
 
 

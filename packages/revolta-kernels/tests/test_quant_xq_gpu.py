@@ -130,9 +130,12 @@ def test_flag_switches_the_kernel_and_graph_replay_repeats_it(n):
     x = torch.randn(1, 4096, device="cuda", generator=gen).half()
     try:
         native_quant.tune()
-        assert native_quant.plan(1, n, 4096, 4, 128, x.device)["full"] == (n <= 8192)
+        plan = native_quant.plan(1, n, 4096, 4, 128, x.device)
+        assert plan["full"] == (n <= 8192) and plan["int8_x"] == 0
         fp16_path = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
         native_quant.tune(gemv_flags=XQ_FLAGS)
+        assert native_quant.plan(1, n, 4096, 4, 128, x.device) == {**plan, "int8_x": 1}
+        assert native_quant.plan(3, n, 4096, 4, 128, x.device)["int8_x"] == 0  # M <= 2 only
         eager = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
         assert not torch.equal(eager, fp16_path), "the int8-activation flag did not change the kernel"
         graph = torch.cuda.CUDAGraph()
