@@ -16,7 +16,7 @@ cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream
     if (pl.minb == kGemvCoMinb && pl.defer)
       return launch(quant_gemv_co_kernel<BITS, MT, W, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
-  if constexpr (BITS == 4 && MT <= 2 && W == 8) {
+  if constexpr (BITS == 4 && W == 8) {
     if (pl.xq) return launch(quant_gemv_xq_kernel<MT, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
   if (pl.defer) return launch(quant_gemv_kernel<BITS, MT, W, U, true>, grid, dim3(W * 32), pl.smem, stream, p);

@@ -72,7 +72,7 @@ SHAPES = [  # (K, N, group, zero offset): Llama-8B, Qwen 27B-class, group 32 (4-
 ]
 
 
-@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize(("k", "n", "group", "offset"), SHAPES)
 def test_int8_activations_match_reference(int8_activations, m, k, n, group, offset):
     qweight, scales, qzeros, gen = make_weights(k, n, group, seed=m + k + n)
@@ -82,7 +82,7 @@ def test_int8_activations_match_reference(int8_activations, m, k, n, group, offs
     assert_within_int8_bound(got, x, rq.dequantize(qweight, scales, qzeros, 4, group, offset))
 
 
-@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("m", [1, 2, 4])
 @pytest.mark.parametrize(("k", "n"), [(14336, 4096), (3072, 1000)])
 def test_int8_activations_with_fused_silu(int8_activations, m, k, n):
     qweight, scales, qzeros, gen = make_weights(k, n, 128, seed=k + m)
@@ -94,7 +94,7 @@ def test_int8_activations_with_fused_silu(int8_activations, m, k, n):
     assert_within_int8_bound(got, a, rq.dequantize(qweight, scales, qzeros, 4, 128, 0))
 
 
-@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("m", [1, 2, 8])
 @pytest.mark.parametrize(("k", "n", "group"), [(4096, 28672, 128), (5120, 27648, 128), (4096, 6144, 32)])
 @pytest.mark.parametrize("residual", [True, False])
 def test_int8_activations_with_fused_norm(int8_activations, m, k, n, group, residual):
@@ -135,7 +135,7 @@ def test_flag_switches_the_kernel_and_graph_replay_repeats_it(n):
         fp16_path = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
         native_quant.tune(gemv_flags=XQ_FLAGS)
         assert native_quant.plan(1, n, 4096, 4, 128, x.device) == {**plan, "int8_x": 1}
-        assert native_quant.plan(3, n, 4096, 4, 128, x.device)["int8_x"] == 0  # M <= 2 only
+        assert native_quant.plan(9, n, 4096, 4, 128, x.device)["kernel"] == "gemm"  # M > 8: the tensor-core GEMM
         eager = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)
         assert not torch.equal(eager, fp16_path), "the int8-activation flag did not change the kernel"
         graph = torch.cuda.CUDAGraph()

@@ -49,7 +49,7 @@ def kernels() -> list[Kernel]:
             ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u4 defer minb4",
                              f"&revolta::quant_gemv_co_kernel<{bits}, {mt}, 8, 4>", False,
                              f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
-    for mt in (1, 2):  # int8 activations with dp4a dot products (quant_gemv_xq.cuh): int4, 8 warps, deferred scale
+    for mt in (1, 2, 4, 8):  # int8 activations with dp4a dot products (quant_gemv_xq.cuh): int4, 8 warps, deferred scale
         for rows in (4, 8):
             ks.append(Kernel(f"quant gemv int4 m<={mt} w8 u{rows} int8-x", f"&revolta::quant_gemv_xq_kernel<{mt}, {rows}>",
                              False, f"&revolta::quant_gemv_max_smem<4, {mt}, 8>", dp4a=True))

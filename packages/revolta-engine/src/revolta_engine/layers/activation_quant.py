@@ -1,6 +1,6 @@
 """The engine's ``activation_quant`` option: int8 activations in the native int4 decode kernels.
 
-With ``int8`` the skinny int4 GEMV (at most 2 rows, i.e. decode) rounds each step's activations to int8 (one
+With ``int8`` the skinny int4 GEMV (at most 8 rows, i.e. decode) rounds each step's activations to int8 (one
 symmetric scale per 64 channels) and multiplies with dp4a: faster, but no longer bit-equal to the fp16 path. The
 setting is process-wide in the native library and read when a kernel is launched (CUDA graphs capture it), so the
 engine applies it before its model runs anything.
@@ -46,5 +46,5 @@ def apply_activation_quant(mode: str, device: torch.device) -> None:
 
     native_quant.set_int8_activations(mode == "int8")
     if mode == "int8":
-        logger.info("activation_quant=int8: int4 decode projections (at most 2 rows) round their activations to "
+        logger.info("activation_quant=int8: int4 decode projections (at most 8 rows) round their activations to "
                     "int8 and multiply with dp4a; faster, but not bit-equal to fp16 activations")
