@@ -16,8 +16,8 @@ cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream
     if (pl.minb == kGemvCoMinb && pl.defer)
       return launch(quant_gemv_co_kernel<BITS, MT, W, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
-  if constexpr (BITS == 4 && W == 8) {
-    if (pl.xq) return launch(quant_gemv_xq_kernel<MT, U>, grid, dim3(W * 32), pl.smem, stream, p);
+  if constexpr (W == 8) {
+    if (pl.xq) return launch(quant_gemv_xq_kernel<BITS, MT, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
   if (pl.defer) return launch(quant_gemv_kernel<BITS, MT, W, U, true>, grid, dim3(W * 32), pl.smem, stream, p);
   return launch(quant_gemv_kernel<BITS, MT, W, U, false>, grid, dim3(W * 32), pl.smem, stream, p);
@@ -32,6 +32,9 @@ cudaError_t launch_gemv_wu(const QuantGemmParams& p, const GemvPlan& pl, cudaStr
 template <int BITS, int MT>
 cudaError_t launch_gemv_gather(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   const dim3 grid(pl.tiles, pl.splits), block(8 * 32);
+  if (pl.xq)
+    return pl.rows_step == 8 ? launch(quant_gemv_gather_xq_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
+                             : launch(quant_gemv_gather_xq_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
   return pl.rows_step == 8 ? launch(quant_gemv_gather_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
                            : launch(quant_gemv_gather_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
 }

@@ -12,7 +12,7 @@
 #include <mma.h>
 
 #include "quant_common.cuh"
-#include "quant_gemv.cuh"
+#include "quant_gemv_kernels.cuh"
 
 namespace revolta {
 

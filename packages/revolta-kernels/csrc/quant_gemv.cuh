@@ -51,7 +51,7 @@ namespace revolta {
 template <int BITS, int MT, int WARPS, int U, bool DEFER, bool GATHER = false, bool XQ = false>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
-  static_assert(!XQ || (BITS == 4 && DEFER && !GATHER), "int8 activations: int4, deferred scale, no gather");
+  static_assert(!XQ || DEFER, "int8 activations: the deferred scale");
   // One row (M = 1), 8-row steps: refill each register set with the step two ahead as it is read (below). Other
   // shapes keep the plain double buffer: there the refill's extra live registers cost blocks per SM (M = 2:
   // 163 instead of 128 registers on sm_90; 4-row steps: 96 instead of 80 on sm_70) or spills (the minb-4 kernel).
@@ -146,7 +146,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
     auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
 #pragma unroll
-    for (int m = 0; m < MT; ++m) gemv_quantize_rows<U>(reinterpret_cast<uint4*>(xs + m * nrows), wsteps * U, lane, row_of);
+    for (int m = 0; m < MT; ++m) gemv_quantize_rows<U>(xs + m * nrows, wsteps * U, lane, row_of);
   }
   __syncwarp();
   GEMV_PROBE(3);
@@ -158,8 +158,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
   // XQ: one step with int8 activations (quant_gemv_xq.cuh; the rows were quantized in place after staging): it
-  // sums 8 nibbles x 8 activations per word in two dp4a (the high nibbles as 16 q, shifted out at the end), and
-  // applies zero point and both scales once per step in fp32. Refills as the fp16 step does.
+  // sums 8 nibbles x 8 activations per int4 word in two dp4a (the high nibbles as 16 q, shifted out at the end), 4
+  // bytes x 4 activations per int8 word in one, and applies zero point and both scales once per step in fp32.
+  // Refills as the fp16 step does.
   auto xq_step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {
     if constexpr (XQ) {
       const __half* sh = reinterpret_cast<const __half*>(&sv);
@@ -185,7 +186,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
         for (int c = 0; c < 4; ++c) lo_acc[m][c] = hi_acc[m][c] = 0;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        uint2 xq[MT];
+        uint2 xq[MT];  // int4: (fields 0, 2, 4, 6), (1, 3, 5, 7); int8: (fields 0-3), unused
 #pragma unroll
         for (int m = 0; m < MT; ++m) xq[m] = *reinterpret_cast<const uint2*>(&xs[m * nrows + s * U + u]);
         const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
@@ -193,22 +194,26 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
         nsrc += row_stride;
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const uint32_t lo = words[c] & 0x0F0F0F0Fu, hi = words[c] & 0xF0F0F0F0u;
+          if constexpr (BITS == 4) {
+            const uint32_t lo = words[c] & 0x0F0F0F0Fu, hi = words[c] & 0xF0F0F0F0u;
 #pragma unroll
-          for (int m = 0; m < MT; ++m) {
-            lo_acc[m][c] = dp4a_us(lo, xq[m].x, lo_acc[m][c]);
-            hi_acc[m][c] = dp4a_us(hi, xq[m].y, hi_acc[m][c]);
+            for (int m = 0; m < MT; ++m) {
+              lo_acc[m][c] = dp4a_us(lo, xq[m].x, lo_acc[m][c]);
+              hi_acc[m][c] = dp4a_us(hi, xq[m].y, hi_acc[m][c]);
+            }
+          } else {
+#pragma unroll
+            for (int m = 0; m < MT; ++m) lo_acc[m][c] = dp4a_us(words[c], xq[m].x, lo_acc[m][c]);
           }
         }
       }
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
-        const uint2 meta = reinterpret_cast<const uint2*>(&xs[m * nrows + s * U])[1];  // scale, sum of the int8 x
-        const float sx = __uint_as_float(meta.x);
-        const int sum_x = static_cast<int>(meta.y);  // (the step's rows all carry it; the first one is read)
+        const XQMeta meta = gemv_xq_meta(&xs[m * nrows + s * U]);
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int dot = lo_acc[m][c] + (hi_acc[m][c] >> 4) - zi[c] * sum_x;
+          const int dot = (BITS == 4 ? lo_acc[m][c] + (hi_acc[m][c] >> 4) : lo_acc[m][c]) - zi[c] * meta.sum;
+          const float sx = meta.scale;
           acc[m][c] = fmaf(sf[c] * sx, static_cast<float>(dot), acc[m][c]);
         }
       }
@@ -220,10 +225,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   // in flight while this one is dequantized.
   auto step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {  // next: kRefill only
     const __half* sh = reinterpret_cast<const __half*>(&sv);
-    if constexpr (XQ) {
-      xq_step(w, sv, zw, s, next);
-      return;
-    }
     ColQuant cq[4];
     float sf[4];  // DEFER: the scale applied at the flush
 #pragma unroll
@@ -275,15 +276,22 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       }
     }
   };
+  auto run_step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {
+    if constexpr (XQ) {
+      xq_step(w, sv, zw, s, next);
+    } else {
+      step(w, sv, zw, s, next);
+    }
+  };
   if constexpr (kRefill) {
     // The warp's steps alternate between the two register sets, both loaded before the PDL wait; each step
     // refills its set with the step two ahead, so up to two steps' loads are outstanding.
     for (int s = warp; s < steps; s += 2 * WARPS) {
-      step(w0, s0, z0, s, s + 2 * WARPS);
-      if (s + WARPS < steps) step(wnext, snext, znext, s + WARPS, s + 3 * WARPS);
+      run_step(w0, s0, z0, s, s + 2 * WARPS);
+      if (s + WARPS < steps) run_step(wnext, snext, znext, s + WARPS, s + 3 * WARPS);
     }
   } else if (warp < steps) {
-    step(w0, s0, z0, warp, 0);  // its loads were issued before the PDL wait, as were those of the next step
+    run_step(w0, s0, z0, warp, 0);  // its loads were issued before the PDL wait, as were those of the next step
     for (int s = warp + WARPS; s < steps; s += WARPS) {
       uint4 w[U];
 #pragma unroll
@@ -291,7 +299,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       uint2 sv = snext;
       uint32_t zw = znext;
       if (s + WARPS < steps) fetch(s + WARPS);
-      step(w, sv, zw, s, 0);
+      run_step(w, sv, zw, s, 0);
     }
   }
 
@@ -367,42 +375,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   }
   if (tid == 0) p.counters[tile] = 0;
   GEMV_PROBE_END(p.N, p.K);
-}
-
-// Register bounds of the warp-local staging (without them the compiler takes more and loses blocks per SM):
-// M <= 2 with 8-row steps at most 128 (two 8-warp blocks per SM; it took 166-181), M = 1 with 4-row steps (group
-// size 32) at most 85 (three, as before the staging change; it took 98-128). M = 2 with 4-row steps spills at 85
-// and keeps two blocks unbounded; larger M keeps the compiler's choice (one block per SM either way).
-__host__ __device__ constexpr int gemv_min_blocks(int mt, int warps, int u) {
-  return mt == 1 && u == 4 ? 24 / warps : mt <= 2 && u == 8 ? 16 / warps : 0;
-}
-template <int BITS, int MT, int WARPS, int U, bool DEFER>
-__global__ void __launch_bounds__(WARPS * 32, gemv_min_blocks(MT, WARPS, U)) quant_gemv_kernel(QuantGemmParams p) {
-  quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
-}
-
-// int8 activations with dp4a dot products (quant_gemv_xq.cuh; tune flag kGemvFlagInt8X): int4, 8 warps, deferred
-// scale, the bounds of the fp16 kernel of the same shape.
-template <int MT, int U>
-__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_xq_kernel(QuantGemmParams p) {
-  quant_gemv_body<4, MT, 8, U, true, false, true>(p);
-}
-
-// Act-order calls (p.x_order): the default shape (8 warps, deferred scale) with the gathering staging, a kernel of its
-// own so that the plain kernels' code stays as it was (one with both paths measured 0.6% slower AWQ decode).
-template <int BITS, int MT, int U>
-__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_gather_kernel(QuantGemmParams p) {
-  quant_gemv_body<BITS, MT, 8, U, true, true>(p);
-}
-
-// The "co-resident" variant: registers capped so that 4 blocks fit one SM (<= 64 at 8 warps). With the split-K
-// plan filling only part of the slots, the next PDL-launched kernel's blocks become resident beside this one's
-// and issue their weight loads during its tail; quant_gemm.cu instantiates it for 8 warps x 4 rows, M <= 2.
-// (A minimum-blocks bound of 1 is not the same as none: it measured 228 instead of 128 registers for
-// quant_gemv_kernel<4, 1, 8, 8, true>, hence a separate kernel.)
-template <int BITS, int MT, int WARPS, int U>
-__global__ void __launch_bounds__(WARPS * 32, 4) quant_gemv_co_kernel(QuantGemmParams p) {
-  quant_gemv_body<BITS, MT, WARPS, U, true>(p);
 }
 
 }  // namespace revolta

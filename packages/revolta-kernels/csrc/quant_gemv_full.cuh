@@ -13,7 +13,7 @@
 // the fp16 store. Grid = N / 32 blocks.
 #pragma once
 
-#include "quant_gemv.cuh"
+#include "quant_gemv_kernels.cuh"
 #include "quant_gemv_rope.cuh"
 
 namespace revolta {
@@ -230,9 +230,9 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
     }
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      const uint2 meta = reinterpret_cast<const uint2*>(&xs[m * rows + warp * rpw + j * GR])[1];  // scale, sum
-      const float sx = __uint_as_float(meta.x);
-      const int sum_x = rg == 0 ? static_cast<int>(meta.y) : 0;
+      const XQMeta meta = gemv_xq_meta(&xs[m * rows + warp * rpw + j * GR]);
+      const float sx = meta.scale;
+      const int sum_x = rg == 0 ? meta.sum : 0;
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int dot = lo_acc[m][c] + (hi_acc[m][c] >> 4) - zi[c] * sum_x;

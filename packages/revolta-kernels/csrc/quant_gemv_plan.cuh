@@ -207,8 +207,7 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
   }
   pl.rows_per_split = rps;
   pl.splits = (rows + rps - 1) / rps;
-  pl.xq = (gemv_flags() & kGemvFlagInt8X) != 0 && bits == 4 && pl.warps == 8 && pl.defer != 0 &&
-          pl.minb == 1 && !gather;
+  pl.xq = (gemv_flags() & kGemvFlagInt8X) != 0 && pl.warps == 8 && pl.defer != 0 && pl.minb == 1;
   pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
   const long long pf_bytes = static_cast<long long>(g_tune.gemv_prefetch_kb >= 0 ? g_tune.gemv_prefetch_kb
                                                                                  : kGemvDefaultPrefetchKB) * 1024;

@@ -44,7 +44,7 @@ constexpr int kGemvFlagEarlyTrigger = 1;
 constexpr int kGemvFlagOnePass = 2;
 constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
 constexpr int kGemvFlagFull16Plain = 8;  // the same, only for calls without the fused norm (act != 2)
-constexpr int kGemvFlagInt8X = 16;       // skinny int4 calls: int8 activations, dp4a (quant_gemv_xq.cuh)
+constexpr int kGemvFlagInt8X = 16;       // skinny calls: int8 activations, dp4a (quant_gemv_xq.cuh)
 
 // act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
 // revolta::fused_add_rms_norm); x alone without a residual.

@@ -1,7 +1,9 @@
-"""The skinny int4 kernels (split-K and split-K-free) with int8 activations and dp4a dot products
-(csrc/quant_gemv_xq.cuh; tune flag ``native_quant.GEMV_FLAG_INT8X``) against the float32 reference on the GPU.
+"""The skinny kernels (int4 split-K and split-K-free, int8 weights, act-order) with int8 activations and dp4a dot
+products (csrc/quant_gemv_xq.cuh; tune flag ``native_quant.GEMV_FLAG_INT8X``) against the float32 reference on the
+GPU.
 
-The kernel rounds each step's activations (64 consecutive channels of a packed-row step, 32 with 4-row steps) to
+The kernel rounds each step's activations (64 consecutive channels of an int4 packed-row step, 32 with 4-row steps
+or int8 weights) to
 int8 with one symmetric scale, so its error has a term the fp16 path does not: at most half a quantization step,
 amax / 254, per activation. The bound is test_quant_gpu.py's fp16 bound plus that term weighted by |W|, computed
 from the activations each call really multiplies (x, silu(gate) * up, or the normalized h): every 64-channel window
@@ -15,7 +17,7 @@ import pytest
 import torch
 
 import revolta_kernels
-from revolta_kernels import native_quant, ops_quant
+from revolta_kernels import native_quant, ops, ops_quant
 from revolta_kernels.reference import norm as ref_norm
 from revolta_kernels.reference import quant as rq
 
@@ -41,10 +43,12 @@ def poison(numel: int) -> None:
     torch.full((numel * 4,), float("nan"), device="cuda")
 
 
-def make_weights(k: int, n: int, group: int, seed: int):
+def make_weights(k: int, n: int, group: int, seed: int, bits: int = 4):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda", generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n // 8), dtype=torch.int32, device="cuda", generator=gen)
+    pack = 32 // bits
+    qweight = torch.randint(-(2**31), 2**31 - 1, (k // pack, n), dtype=torch.int32, device="cuda", generator=gen)
+    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n // pack), dtype=torch.int32, device="cuda",
+                           generator=gen)
     scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
     return qweight, scales, qzeros, gen
 
@@ -80,6 +84,43 @@ def test_int8_activations_match_reference(int8_activations, m, k, n, group, offs
     poison(m * n)
     got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, group, offset)
     assert_within_int8_bound(got, x, rq.dequantize(qweight, scales, qzeros, 4, group, offset))
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 8])
+@pytest.mark.parametrize(("k", "n", "group", "offset"), [(4096, 4096, 128, 1), (14336, 4096, 32, 0), (160, 40, 32, 1)])
+def test_int8_weights_with_int8_activations(int8_activations, m, k, n, group, offset):
+    # int8 weights: one dp4a per packed word; a step of 8 packed rows spans 32 channels (16 with 4-row steps)
+    qweight, scales, qzeros, gen = make_weights(k, n, group, seed=3 * m + k + n, bits=8)
+    x = torch.randn(m, k, device="cuda", generator=gen).half()
+    poison(m * n)
+    got = ops_quant.quant_matmul(x, qweight, scales, qzeros, 8, group, offset)
+    assert_within_int8_bound(got, x, rq.dequantize(qweight, scales, qzeros, 8, group, offset))
+
+
+@pytest.mark.parametrize("act", ["plain", "silu", "norm"])
+@pytest.mark.parametrize("m", [1, 2, 8])
+@pytest.mark.parametrize(("k", "n", "bits", "group"), [(4096, 14336, 4, 128), (14336, 4096, 4, 128),
+                                                       (2048, 1024, 8, 64)])
+def test_int8_activations_with_act_order(int8_activations, m, k, n, bits, group, act):
+    """Act-order (x_order): the gathering kernel quantizes the rows it gathered, so the windows run over the
+    channels in the weight's row order."""
+    qweight, scales, qzeros, gen = make_weights(k, n, group, seed=k + m + bits, bits=bits)
+    order = torch.randperm(k, device="cuda", generator=gen).to(torch.int32)
+    x = (torch.randn(m, 2 * k if act == "silu" else k, device="cuda", generator=gen) * 3).half()
+    poison(m * (n + k))
+    if act == "plain":
+        y, a = ops_quant.quant_matmul(x, qweight, scales, qzeros, bits, group, 0, order), x
+    elif act == "silu":
+        y = ops_quant.quant_matmul_silu(x, qweight, scales, qzeros, bits, group, 0, order)
+        a = ops.silu_and_mul(x)
+    else:
+        res = (torch.randn(m, k, device="cuda", generator=gen) * 5).half()
+        w = (torch.rand(k, device="cuda", generator=gen) * 1.5 + 0.25).half()
+        y, h = ops_quant.quant_matmul_add_rms_norm(x, res, w, 1e-5, False, qweight, scales, qzeros, bits, group, 0,
+                                                   order)
+        a, h_ref = ref_norm.fused_add_rms_norm(x, res, w, 1e-5, False)
+        assert torch.equal(h, h_ref)
+    assert_within_int8_bound(y, a[..., order.long()], rq.dequantize(qweight, scales, qzeros, bits, group, 0))
 
 
 @pytest.mark.parametrize("m", [1, 2, 4])

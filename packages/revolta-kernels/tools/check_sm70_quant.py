@@ -45,14 +45,16 @@ def kernels() -> list[Kernel]:
                 ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u{rows} defer act-order",
                                  f"&revolta::quant_gemv_gather_kernel<{bits}, {mt}, {rows}>", False,
                                  f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
+        for mt in (1, 2, 4, 8):  # int8 activations with dp4a (quant_gemv_xq.cuh): 8 warps, deferred scale
+            for rows in (4, 8):
+                for kernel, tag in (("quant_gemv_xq_kernel", ""), ("quant_gemv_gather_xq_kernel", " act-order")):
+                    ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u{rows} int8-x{tag}",
+                                     f"&revolta::{kernel}<{bits}, {mt}, {rows}>", False,
+                                     f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>", dp4a=True))
         for mt in (1, 2):  # the co-resident variant (4 blocks per SM): 8 warps x 4 rows, deferred scale
             ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u4 defer minb4",
                              f"&revolta::quant_gemv_co_kernel<{bits}, {mt}, 8, 4>", False,
                              f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
-    for mt in (1, 2, 4, 8):  # int8 activations with dp4a dot products (quant_gemv_xq.cuh): int4, 8 warps, deferred scale
-        for rows in (4, 8):
-            ks.append(Kernel(f"quant gemv int4 m<={mt} w8 u{rows} int8-x", f"&revolta::quant_gemv_xq_kernel<{mt}, {rows}>",
-                             False, f"&revolta::quant_gemv_max_smem<4, {mt}, 8>", dp4a=True))
     for mt in (1, 2):  # the split-K-free int4 variant (quant_gemv_full.cuh)
         ks.append(Kernel(f"quant gemv full int4 m<={mt}", f"&revolta::quant_gemv_full_kernel<{mt}>", False,
                          f"&revolta::quant_gemv_full_max_smem<{mt}>"))

@@ -33,7 +33,7 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N")
     g.add_argument("--kv-cache-dtype", default=None, help="auto, float16, int8, fp8_e4m3, fp8_e5m2")
     g.add_argument("--activation-quant", choices=("none", "int8"), default=None,
-                   help="int8: the CUDA int4 decode projections round activations to int8 (faster, not bit-equal "
+                   help="int8: the CUDA quantized decode projections round activations to int8 (faster, not bit-equal "
                         "to none, the default fp16 path)")
     g.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="fraction of GPU memory the engine may use")

@@ -33,7 +33,7 @@ class EngineArgs:
 
     ``model`` None means the embedded default model (SmolLM2-135M-Instruct). ``dtype`` "auto" keeps the
     checkpoint's dtype on GPUs that support it, uses float16 on Volta and float32 on the CPU.
-    ``activation_quant`` "int8" rounds the activations of the CUDA int4 decode projections to int8 (faster, not
+    ``activation_quant`` "int8" rounds the activations of the CUDA quantized (AWQ / GPTQ) decode projections to int8 (faster, not
     bit-equal to "none", the fp16 path; see ``revolta_engine.layers.activation_quant``).
     """
 

@@ -36,7 +36,7 @@ def epoch() -> int:
 
 
 GEMV_DEFAULT_FLAGS = 2 | 4  # the built-in skinny schedule bits (one-pass staging, 16-column split-K-free blocks)
-GEMV_FLAG_INT8X = 16  # skinny int4 calls (M <= 8): int8 activations, dp4a dot products (csrc/quant_gemv_xq.cuh)
+GEMV_FLAG_INT8X = 16  # skinny calls (M <= 8): int8 activations, dp4a dot products (csrc/quant_gemv_xq.cuh)
 
 
 def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_variant: int = -1,
@@ -56,8 +56,9 @@ def tune(gemv_warps: int = 0, gemv_rows: int = 0, gemv_waves: int = 1, gemm_vari
     (1 = PDL trigger at kernel start instead of after the wait, 2 = one-pass x staging: act 2 loads x, residual
     and norm weight in one L2 round trip, the split-K-free kernel stages per warp, 4 = the split-K-free kernel
     with 16-column blocks, 3 per SM (plan() reports it as minb 3), 8 = the same only for calls without the fused
-    norm, 16 = ``GEMV_FLAG_INT8X``: the skinny int4 kernels (M <= 8: split-K, and split-K-free with 16 columns) round each step's activations to int8 and
-    multiplies with dp4a, not bit-equal to the fp16 path), -1 = the built-in choice (2 | 4).
+    norm, 16 = ``GEMV_FLAG_INT8X``: the skinny kernels (M <= 8, int4 and int8 weights, act-order included; the
+    int4 split-K-free kernel with 16 columns, but not its act-order form) round each step's activations to int8
+    and multiply with dp4a, not bit-equal to the fp16 path), -1 = the built-in choice (2 | 4).
     ``REVOLTA_QUANT_TUNE="warps,rows,waves,variant,defer[,prefetch_kb,share,minb,full,flags]"``
     in the environment applies the same at import (benchmarks pass a swept choice to a fresh process that way).
     The arguments are remembered: :func:`set_int8_activations` re-applies them with only bit 16 changed (an

@@ -1,6 +1,6 @@
-"""The engine's ``activation_quant`` option: int8 activations in the native int4 decode kernels.
+"""The engine's ``activation_quant`` option: int8 activations in the native quantized decode kernels.
 
-With ``int8`` the skinny int4 GEMV (at most 8 rows, i.e. decode) rounds each step's activations to int8 (one
+With ``int8`` the skinny int4 / int8-weight GEMVs (at most 8 rows, i.e. decode) round each step's activations to int8 (one
 symmetric scale per 64 channels) and multiplies with dp4a: faster, but no longer bit-equal to the fp16 path. The
 setting is process-wide in the native library and read when a kernel is launched (CUDA graphs capture it), so the
 engine applies it before its model runs anything.
@@ -30,7 +30,7 @@ def check_activation_quant(mode: str) -> str:
 
 
 def apply_activation_quant(mode: str, device: torch.device) -> None:
-    """Set the native int4 kernels' activation precision for ``mode`` (``none`` or ``int8``).
+    """Set the native quantized decode kernels' activation precision for ``mode`` (``none`` or ``int8``).
 
     On a CUDA device with the native kernels the setting is made either way, so ``none`` also clears an ``int8``
     an earlier engine in this process left. Elsewhere ``int8`` has nothing to act on: a warning, and the engine
@@ -39,12 +39,12 @@ def apply_activation_quant(mode: str, device: torch.device) -> None:
     check_activation_quant(mode)
     if device.type != "cuda" or not revolta_kernels.native_available():
         if mode == "int8":
-            logger.warning("activation_quant=int8 only affects the native CUDA int4 kernels, which are not in use "
+            logger.warning("activation_quant=int8 only affects the native CUDA quantized-weight kernels, which are not in use "
                            "on %s; the reference path keeps its fp16/fp32 activations (no int8 rounding)", device)
         return
     from revolta_kernels import native_quant
 
     native_quant.set_int8_activations(mode == "int8")
     if mode == "int8":
-        logger.info("activation_quant=int8: int4 decode projections (at most 8 rows) round their activations to "
+        logger.info("activation_quant=int8: quantized decode projections (at most 8 rows) round their activations to "
                     "int8 and multiply with dp4a; faster, but not bit-equal to fp16 activations")
