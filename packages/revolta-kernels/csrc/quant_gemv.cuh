@@ -163,14 +163,9 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   // Refills as the fp16 step does.
   auto xq_step = [&](uint4 (&w)[U], uint2& sv, uint32_t& zw, const int s, const int next) {
     if constexpr (XQ) {
-      const __half* sh = reinterpret_cast<const __half*>(&sv);
       int zi[4];
       float sf[4];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        zi[c] = static_cast<int>(zero_field<BITS>(zw, n0 + c, p.zero_offset));
-        sf[c] = __half2float(sh[c]) * kGemvDeferScale;
-      }
+      xq_columns<BITS>(zw, sv, n0, p.zero_offset, zi, sf);
       const bool refill = kRefill && col_ok && next < steps;
       const uint4* nsrc = reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0);
       const size_t row_stride = static_cast<size_t>(p.N) / 4;  // uint4 per packed row
@@ -192,31 +187,11 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
         const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
         if (refill) w[u] = load_once(nsrc);
         nsrc += row_stride;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          if constexpr (BITS == 4) {
-            const uint32_t lo = words[c] & 0x0F0F0F0Fu, hi = words[c] & 0xF0F0F0F0u;
-#pragma unroll
-            for (int m = 0; m < MT; ++m) {
-              lo_acc[m][c] = dp4a_us(lo, xq[m].x, lo_acc[m][c]);
-              hi_acc[m][c] = dp4a_us(hi, xq[m].y, hi_acc[m][c]);
-            }
-          } else {
-#pragma unroll
-            for (int m = 0; m < MT; ++m) lo_acc[m][c] = dp4a_us(words[c], xq[m].x, lo_acc[m][c]);
-          }
-        }
+        xq_dot_row<BITS, MT>(words, xq, lo_acc, hi_acc);
       }
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const XQMeta meta = gemv_xq_meta(&xs[m * nrows + s * U]);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int dot = (BITS == 4 ? lo_acc[m][c] + (hi_acc[m][c] >> 4) : lo_acc[m][c]) - zi[c] * meta.sum;
-          const float sx = meta.scale;
-          acc[m][c] = fmaf(sf[c] * sx, static_cast<float>(dot), acc[m][c]);
-        }
-      }
+      for (int m = 0; m < MT; ++m)
+        xq_accumulate<BITS>(lo_acc[m], hi_acc[m], zi, sf, gemv_xq_meta(&xs[m * nrows + s * U]), acc[m]);
     }
   };
   // One step: U packed rows of this lane's 4 columns (weights w, the group's scales sv and zeros zw). Each

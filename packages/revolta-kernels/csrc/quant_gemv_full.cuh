@@ -198,14 +198,9 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
 #pragma unroll
   for (int j = 0; j < NG && XQ; ++j) {
     if (j * (GR / RG) >= nl) break;  // K < 4096: this warp's rows end here (uniform)
-    const __half* sh = reinterpret_cast<const __half*>(&sc[j]);
     int zi[4];
     float sf[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      zi[c] = static_cast<int>(zero_field<BITS>(zc[j], n0 + c, p.zero_offset));
-      sf[c] = __half2float(sh[c]) * kGemvDeferScale;
-    }
+    xq_columns<BITS>(zc[j], sc[j], n0, p.zero_offset, zi, sf);
     int lo_acc[MT][4], hi_acc[MT][4];
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -218,26 +213,13 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
 #pragma unroll
       for (int m = 0; m < MT; ++m) xq[m] = *reinterpret_cast<const uint2*>(&xs[m * rows + row0 + i * RG]);
       const uint32_t words[4] = {w[i].x, w[i].y, w[i].z, w[i].w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const uint32_t lo = words[c] & 0x0F0F0F0Fu, hi = words[c] & 0xF0F0F0F0u;
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          lo_acc[m][c] = dp4a_us(lo, xq[m].x, lo_acc[m][c]);
-          hi_acc[m][c] = dp4a_us(hi, xq[m].y, hi_acc[m][c]);
-        }
-      }
+      xq_dot_row<BITS, MT>(words, xq, lo_acc, hi_acc);
     }
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      const XQMeta meta = gemv_xq_meta(&xs[m * rows + warp * rpw + j * GR]);
-      const float sx = meta.scale;
-      const int sum_x = rg == 0 ? meta.sum : 0;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int dot = lo_acc[m][c] + (hi_acc[m][c] >> 4) - zi[c] * sum_x;
-        acc[m][c] = fmaf(sf[c] * sx, static_cast<float>(dot), acc[m][c]);
-      }
+      XQMeta meta = gemv_xq_meta(&xs[m * rows + warp * rpw + j * GR]);
+      if (rg != 0) meta.sum = 0;  // row group 0's lanes apply the zero-point term for the whole group
+      xq_accumulate<BITS>(lo_acc[m], hi_acc[m], zi, sf, meta, acc[m]);
     }
   }
 #pragma unroll

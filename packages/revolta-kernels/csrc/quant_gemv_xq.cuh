@@ -10,6 +10,7 @@
 
 #include "common.cuh"
 #include "quant_common.cuh"
+#include "quant_gemv_stage.cuh"
 
 namespace revolta {
 
@@ -83,6 +84,51 @@ __device__ __forceinline__ XQMeta gemv_xq_meta(const uint4* step_rows) {
 }
 __device__ __forceinline__ XQMeta gemv_xq_meta(const uint2* step_rows) {
   return {__uint_as_float(step_rows[0].y), static_cast<int>(step_rows[1].y)};
+}
+
+// A lane's 4 columns in one group: the integer zero points (with the offset) and the weight scales times the
+// deferred-scale factor the staging divided x by.
+template <int BITS>
+__device__ __forceinline__ void xq_columns(uint32_t zeros_word, uint2 scales, int n0, int zero_offset, int (&zi)[4],
+                                           float (&sf)[4]) {
+  const __half* sh = reinterpret_cast<const __half*>(&scales);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    zi[c] = static_cast<int>(zero_field<BITS>(zeros_word, n0 + c, zero_offset));
+    sf[c] = __half2float(sh[c]) * kGemvDeferScale;
+  }
+}
+
+// One packed row (a word per column) times the rows' int8 activations xq[m] (gemv_quantize_rows' bytes 0-7): int4
+// low nibbles into lo, high nibbles (as 16 q) into hi; int8 bytes into lo.
+template <int BITS, int MT>
+__device__ __forceinline__ void xq_dot_row(const uint32_t (&words)[4], const uint2 (&xq)[MT], int (&lo)[MT][4],
+                                           int (&hi)[MT][4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    if constexpr (BITS == 4) {
+      const uint32_t l = words[c] & 0x0F0F0F0Fu, h = words[c] & 0xF0F0F0F0u;
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        lo[m][c] = dp4a_us(l, xq[m].x, lo[m][c]);
+        hi[m][c] = dp4a_us(h, xq[m].y, hi[m][c]);
+      }
+    } else {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) lo[m][c] = dp4a_us(words[c], xq[m].x, lo[m][c]);
+    }
+  }
+}
+
+// acc += s * sx * (q . x_int8 - z * sum_x) for a row's 4 columns: the step's integer sums turned into fp32 once.
+template <int BITS>
+__device__ __forceinline__ void xq_accumulate(const int (&lo)[4], const int (&hi)[4], const int (&zi)[4],
+                                              const float (&sf)[4], XQMeta meta, float (&acc)[4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int dot = (BITS == 4 ? lo[c] + (hi[c] >> 4) : lo[c]) - zi[c] * meta.sum;
+    acc[c] = fmaf(sf[c] * meta.scale, static_cast<float>(dot), acc[c]);
+  }
 }
 
 }  // namespace revolta
