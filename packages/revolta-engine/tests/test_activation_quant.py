@@ -45,7 +45,7 @@ def test_int8_on_the_cpu_warns_and_generates_as_without(tiny_llama, caplog):
     with caplog.at_level(logging.WARNING, logger=activation_quant.__name__):
         llm = LLM(str(tiny_llama), activation_quant="int8", **KW)
     warnings = [r.getMessage() for r in caplog.records if r.name == activation_quant.__name__]
-    assert len(warnings) == 1 and "only affects the native CUDA int4 kernels" in warnings[0], warnings
+    assert len(warnings) == 1 and "only affects the native CUDA quantized-weight kernels" in warnings[0], warnings
     assert "fp16/fp32 activations" in warnings[0]
     assert llm.llm_engine.resolver.values["activation_quant"] == ResolvedValue("int8", "user")
     got = llm.generate(prompt, GREEDY)[0].outputs[0].token_ids
