@@ -1,5 +1,5 @@
 """The ``activation_quant`` engine option: validated at startup, resolved with its source, a warning (not an error)
-where the native int4 kernels are not in use, and the native setting made either way on a CUDA engine."""
+where the native quantized-weight kernels are not in use, and the native setting made either way on a CUDA engine."""
 
 from __future__ import annotations
 
