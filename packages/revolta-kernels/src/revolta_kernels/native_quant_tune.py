@@ -82,13 +82,13 @@ _tuned: dict[str, int] = {}  # the last tune() call's arguments (empty: none yet
 
 def set_int8_activations(on: bool) -> None:
     """Turn int8 activations (``GEMV_FLAG_INT8X``) on or off for later launches, keeping the rest of the last
-    :func:`tune` call. Process-wide; affects the int4 split-K and split-K-free decode kernels at M <= 2,
+    :func:`tune` call. Process-wide; affects the skinny decode kernels (M <= 8; see :func:`tune`'s bit 16),
     whose results are then not bit-equal to the fp16 path (about 0.5% relative error of a projection's output).
     CUDA graphs keep what they were captured with, so set it before capturing them."""
     assert native.LIB is not None
     old = _tuned.get("gemv_flags", -1)
     if on:
-        flags = (GEMV_DEFAULT_FLAGS if old < 0 else old) | GEMV_FLAG_INT8X
+        flags = _flags_in_effect() | GEMV_FLAG_INT8X
     else:  # off over the built-in choice (which has no int8 bit) stays -1, deferring to it
         flags = -1 if old < 0 else old & ~GEMV_FLAG_INT8X
     tune(**{**_tuned, "gemv_flags": flags})
@@ -98,8 +98,13 @@ def int8_activations() -> bool:
     """Whether int8 activations (``GEMV_FLAG_INT8X``) are on for later launches (see
     :func:`set_int8_activations`); process-wide."""
     assert native.LIB is not None
+    return bool(_flags_in_effect() & GEMV_FLAG_INT8X)
+
+
+def _flags_in_effect() -> int:
+    """The skinny schedule bits the last :func:`tune` call left in force (-1 there means the built-in ones)."""
     flags = _tuned.get("gemv_flags", -1)
-    return bool((GEMV_DEFAULT_FLAGS if flags < 0 else flags) & GEMV_FLAG_INT8X)
+    return GEMV_DEFAULT_FLAGS if flags < 0 else flags
 
 
 _dense_tuning = [-1, 0, 0]  # prefetch KB, warps per block, rows per block (see revolta_dense_gemv_tune)

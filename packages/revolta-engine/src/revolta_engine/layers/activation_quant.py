@@ -1,9 +1,9 @@
 """The engine's ``activation_quant`` option: int8 activations in the native quantized decode kernels.
 
-With ``int8`` the skinny int4 / int8-weight GEMVs (at most 8 rows, i.e. decode) round each step's activations to int8 (one
-symmetric scale per 64 channels) and multiplies with dp4a: faster, but no longer bit-equal to the fp16 path. The
-setting is process-wide in the native library and read when a kernel is launched (CUDA graphs capture it), so the
-engine applies it before its model runs anything.
+With ``int8`` the skinny int4 / int8-weight GEMVs (at most 8 rows, i.e. decode) round each step's activations to
+int8 (one symmetric scale per 64 channels, 32 with int8 weights) and multiply with dp4a: faster, but no longer
+bit-equal to the fp16 path. The setting is process-wide in the native library and read when a kernel is launched
+(CUDA graphs capture it), so the engine applies it before its model runs anything.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ def apply_activation_quant(mode: str, device: torch.device) -> None:
     check_activation_quant(mode)
     if device.type != "cuda" or not revolta_kernels.native_available():
         if mode == "int8":
-            logger.warning("activation_quant=int8 only affects the native CUDA quantized-weight kernels, which are not in use "
-                           "on %s; the reference path keeps its fp16/fp32 activations (no int8 rounding)", device)
+            logger.warning("activation_quant=int8 only affects the native CUDA quantized-weight kernels, which are "
+                           "not in use on %s; the reference path keeps its fp16/fp32 activations (no int8 rounding)",
+                           device)
         return
     from revolta_kernels import native_quant
 
