@@ -46,8 +46,8 @@
 
 namespace revolta {
 
-// The kernel body; quant_gemv_kernel and quant_gemv_co_kernel (below) differ only in launch bounds. XQ: int8
-// activations and dp4a dot products (quant_gemv_xq.cuh; int4 with the deferred scale only).
+// The kernel body; the kernels of quant_gemv_kernels.cuh differ only in launch bounds and these switches. XQ:
+// int8 activations and dp4a dot products (quant_gemv_xq.cuh; int4 or int8 weights, the deferred scale only).
 template <int BITS, int MT, int WARPS, int U, bool DEFER, bool GATHER = false, bool XQ = false>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
@@ -75,13 +75,20 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   // instructions per step).
   const int group_shift = (group_rows & (group_rows - 1)) == 0 ? __ffs(group_rows) - 1 : -1;
   auto group_of = [&](int row) { return group_shift >= 0 ? row >> group_shift : row / group_rows; };
+  // The group's scales and packed zeros of this lane's 4 columns, for packed row `row`.
+  auto load_group = [&](int row, uint2& sv, uint32_t& zw) {
+    const int g = group_of(row);
+    sv = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
+    zw = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+  };
+  // This warp's steps (w, w + WARPS, ...) and the split-local row of its li-th packed row.
+  const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
+  auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
 
   // Act-order: the channel indices of the rows this warp will stage (below) into shared memory (read-only, so
   // before the wait; before the weight loads, whose registers it would otherwise add to). The gathering kernel
   // also runs calls without an order (kActOrderCode), which stage plainly.
   if (GATHER && p.x_order != nullptr) {
-    const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
-    auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
     gemv_order_prefetch<PAIRS>(p, reinterpret_cast<XRow*>(gemv_smem), r0, wsteps * U, row_of);
   }
 
@@ -94,9 +101,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       const uint32_t* src = p.qweight + static_cast<size_t>(r) * p.N + n0;
 #pragma unroll
       for (int u = 0; u < U; ++u) wnext[u] = load_once(reinterpret_cast<const uint4*>(src + static_cast<size_t>(u) * p.N));
-      const int g = group_of(r);
-      snext = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-      znext = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
+      load_group(r, snext, znext);
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) wnext[u] = make_uint4(0, 0, 0, 0);
@@ -136,15 +141,11 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   XRow* xs = reinterpret_cast<XRow*>(gemv_smem);
   WarpNorm<MT> wn;
   {
-    const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
-    auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
     gemv_stage_warp<PAIRS, MT, kRefill ? 2 : 1, DEFER, GATHER ? kGatherGlobal : kGatherNone>(
         p, xs, nrows, r0, wsteps * U, row_of, tile == 0, wn);
   }
   if constexpr (XQ) {
     __syncwarp();
-    const int wsteps = warp < steps ? (steps - 1 - warp) / WARPS + 1 : 0;
-    auto row_of = [&](int li) { return (warp + (li / U) * WARPS) * U + li % U; };
 #pragma unroll
     for (int m = 0; m < MT; ++m) gemv_quantize_rows<U>(xs + m * nrows, wsteps * U, lane, row_of);
   }
@@ -169,16 +170,8 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       const bool refill = kRefill && col_ok && next < steps;
       const uint4* nsrc = reinterpret_cast<const uint4*>(p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0);
       const size_t row_stride = static_cast<size_t>(p.N) / 4;  // uint4 per packed row
-      if (refill) {
-        const int g = group_of(r0 + next * U);
-        sv = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-        zw = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
-      }
-      int lo_acc[MT][4], hi_acc[MT][4];
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) lo_acc[m][c] = hi_acc[m][c] = 0;
+      if (refill) load_group(r0 + next * U, sv, zw);
+      int lo_acc[MT][4] = {}, hi_acc[MT][4] = {};
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         uint2 xq[MT];  // int4: (fields 0, 2, 4, 6), (1, 3, 5, 7); int8: (fields 0-3), unused
@@ -209,11 +202,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     }
     const bool refill = kRefill && col_ok && next < steps;
     const uint32_t* nsrc = p.qweight + static_cast<size_t>(r0 + next * U) * p.N + n0;
-    if (refill) {
-      const int g = group_of(r0 + next * U);
-      sv = load_once(reinterpret_cast<const uint2*>(p.scales + static_cast<size_t>(g) * p.N + n0));
-      zw = load_once(p.qzeros + static_cast<size_t>(g) * (p.N / PACK) + n0 / PACK);
-    }
+    if (refill) load_group(r0 + next * U, sv, zw);
 
     __half2 hacc[MT][4];
 #pragma unroll

@@ -201,11 +201,7 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
     int zi[4];
     float sf[4];
     xq_columns<BITS>(zc[j], sc[j], n0, p.zero_offset, zi, sf);
-    int lo_acc[MT][4], hi_acc[MT][4];
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) lo_acc[m][c] = hi_acc[m][c] = 0;
+    int lo_acc[MT][4] = {}, hi_acc[MT][4] = {};
 #pragma unroll
     for (int ii = 0; ii < GR / RG; ++ii) {
       const int i = j * (GR / RG) + ii;

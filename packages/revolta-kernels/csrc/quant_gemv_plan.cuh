@@ -55,7 +55,7 @@ int current_device() {
 // ---- skinny GEMM plan ----
 struct GemvPlan {
   int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles, prefetch_rows, minb, full;
-  int xq;  // the split-K kernel with int8 activations (kGemvFlagInt8X)
+  int xq;  // int8 activations (kGemvFlagInt8X; quant_gemv_xq.cuh)
 };
 
 // The split-K-free variant (quant_gemv_full.cuh) exists for int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
