@@ -36,9 +36,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy on the engine."""
+    """mypy on the engine and the KV offload tiers."""
     _uv_sync(session)
-    session.run("uv", "run", "--frozen", "--all-packages", "--all-extras", "mypy", "packages/revolta-engine/src/revolta_engine", external=True)
+    session.run("uv", "run", "--frozen", "--all-packages", "--all-extras", "mypy", "packages/revolta-engine/src/revolta_engine",
+                "packages/revolta-offload/src/revolta_offload", external=True)
 
 
 # The kernel sessions (kernels_sm70, kernels_build) live beside the kernels they check.

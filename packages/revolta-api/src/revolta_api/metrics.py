@@ -45,6 +45,10 @@ class _EngineStatsCollector(Collector):
             ("revolta:generation_tokens", "Tokens generated.", s.num_generation_tokens),
             ("revolta:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", s.prefix_cache_queries),
             ("revolta:prefix_cache_hits", "Prompt tokens found in the prefix cache.", s.prefix_cache_hits),
+            ("revolta:external_prefix_cache_queries", "Prompt tokens looked up in the KV offload tiers.",
+             s.external_prefix_cache_queries),
+            ("revolta:external_prefix_cache_hits", "Prompt tokens found in the KV offload tiers.",
+             s.external_prefix_cache_hits),
             ("revolta:num_preemptions", "Requests preempted to free KV cache.", s.num_preemptions),
         ):
             counter = CounterMetricFamily(name, doc, labels=labels)

@@ -10,7 +10,8 @@ from typing import Any
 ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "block_size", "enable_prefix_caching",
                 "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
-                "chat_template", "load_format", "async_scheduling", "activation_quant")
+                "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
+                "kv_offload_path", "kv_offload_disk_size")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -44,6 +45,14 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                    help="prepare the next step while the GPU runs this one (default: on for CUDA)")
     g.add_argument("--chat-template", default=None, help="chat template (jinja text or a file holding it)")
     g.add_argument("--load-format", default=None, help="auto or dummy (random weights, for benchmarks)")
+    o = parser.add_argument_group("KV offload (the revolta-offload package)")
+    o.add_argument("--kv-offloading-size", type=float, default=None, metavar="GIB",
+                   help="keep full KV blocks in this much CPU memory too, and copy them back for a prefix that "
+                        "left the GPU cache instead of recomputing it")
+    o.add_argument("--kv-offload-path", default=None, metavar="DIR",
+                   help="also keep full KV blocks as files in this directory (they survive restarts)")
+    o.add_argument("--kv-offload-disk-size", type=float, default=None, metavar="GIB",
+                   help="most space the files under --kv-offload-path take (default 16)")
 
 
 def chat_template_text(value: str | None) -> str | None:

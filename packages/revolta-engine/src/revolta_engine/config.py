@@ -35,6 +35,9 @@ class EngineArgs:
     checkpoint's dtype on GPUs that support it, uses float16 on Volta and float32 on the CPU.
     ``activation_quant`` "int8" rounds the activations of the CUDA quantized (AWQ / GPTQ) decode projections to int8 (faster, not
     bit-equal to "none", the fp16 path; see ``revolta_engine.layers.activation_quant``).
+    ``kv_offloading_size`` / ``kv_offload_path`` turn on KV offload (the ``revolta-offload`` package): full
+    blocks are also kept in CPU memory and/or files, and a prefix that left the device cache is copied back
+    instead of recomputed.
     """
 
     model: str | None = None
@@ -59,6 +62,9 @@ class EngineArgs:
     async_scheduling: bool | None = None  # None: on for CUDA devices (overlap host and device work)
     chat_template: str | None = None
     load_format: str = "auto"
+    kv_offloading_size: float | None = None  # GiB of CPU memory for offloaded KV blocks (vLLM's name)
+    kv_offload_path: str | None = None  # directory of the filesystem KV tier (blocks survive restarts)
+    kv_offload_disk_size: float | None = None  # GiB cap of that directory (default 16)
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.
     explicit: frozenset[str] = field(default_factory=frozenset, repr=False)
 

@@ -77,10 +77,23 @@ def run_engine_core(engine_args: Any, input_address: str, output_address: str, s
         except Exception as exc:
             logger.exception("The engine step loop crashed")
             outputs.send(encoder.encode(EngineFailed(error=error_info(exc))))
+        finally:
+            shutdown_engine(engine)
     finally:
         inputs.close(linger=0)
         outputs.close(linger=1000)
         ctx.term()
+
+
+def shutdown_engine(engine: Any) -> None:
+    """Let the engine finish what it owes outside the process (queued KV offload writes) before exiting."""
+    shutdown = getattr(engine, "shutdown", None)
+    if shutdown is None:
+        return
+    try:
+        shutdown()
+    except Exception:
+        logger.exception("Shutting the engine down failed")
 
 
 def _step_loop(engine: Any, inputs: zmq.Socket, outputs: zmq.Socket, encoder: msgspec.msgpack.Encoder) -> None:

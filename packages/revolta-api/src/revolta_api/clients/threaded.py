@@ -8,6 +8,7 @@ import queue
 import threading
 from typing import Any
 
+from revolta_api.clients.core_process import shutdown_engine
 from revolta_api.clients.engine_info import engine_info
 from revolta_api.engine_client import EngineDeadError, StatsSnapshot, StreamingClientBase
 from revolta_engine.errors import RevoltaError
@@ -83,6 +84,8 @@ class ThreadedEngineClient(StreamingClientBase):
         except BaseException as exc:  # a crash in the step loop is a bug: fail everything, say why
             logger.exception("The engine loop crashed")
             self._to_loop(self._die, exc)
+        finally:
+            shutdown_engine(engine)
 
     def _apply_commands(self, block: bool) -> None:
         try:

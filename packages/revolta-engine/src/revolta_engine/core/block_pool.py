@@ -76,14 +76,15 @@ class BlockPool:
             if block.ref_cnt == 0:
                 self._free[block.block_id] = block
 
-    def cache_block(self, block: KVBlock, block_hash: bytes) -> None:
-        """Publish a full block under its chained hash (first writer wins)."""
+    def cache_block(self, block: KVBlock, block_hash: bytes) -> bool:
+        """Publish a full block under its chained hash (first writer wins); True if this block now holds it."""
         if not self.enable_caching or block.block_hash is not None:
-            return
+            return False
         if block_hash in self._cached:
-            return
+            return False
         block.block_hash = block_hash
         self._cached[block_hash] = block
+        return True
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached hash; only allowed when no block is in use."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from revolta_engine.core.block_hash import extend_block_hashes
 from revolta_engine.core.block_pool import BlockPool, KVBlock
+from revolta_engine.core.kv_connector import KVConnector
 from revolta_engine.core.request import Request
 from revolta_engine.core.state_slots import StateSlots
 
@@ -16,13 +17,26 @@ class PrefixCacheStats:
 
     queries: int = 0
     hits: int = 0
+    external_queries: int = 0  # tokens looked up in the connector's tiers after the device cache missed
+    external_hits: int = 0
 
 
 class KVCacheManager:
-    """Allocates blocks for requests and finds cached prefixes by chained block hash."""
+    """Allocates blocks for requests and finds cached prefixes by chained block hash.
+
+    With a ``connector`` (KV offload tiers), a prefix that misses the device cache is looked up there too:
+    its blocks get fresh device blocks and are copied in (:meth:`take_transfers`) instead of recomputed, and
+    every block that fills with computed tokens is handed to the connector to store.
+    """
 
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool,
-                 state_slots: StateSlots | None = None) -> None:
+                 state_slots: StateSlots | None = None, connector: KVConnector | None = None) -> None:
+        if connector is not None and (not enable_caching or state_slots is not None):
+            raise ValueError("a KV connector needs prefix caching and a model without recurrent state")
+        self.connector = connector
+        self._fetched: dict[str, tuple[list[bytes], list]] = {}  # request -> blocks the connector returned
+        self._saves: list[tuple[bytes, int]] = []  # (hash, block id) to store, in order
+        self._loads: list[tuple[int, object]] = []  # (block id, fetched block) to copy in before the forward
         self.block_size = block_size
         self.state_slots = state_slots  # hybrid models: per-request recurrent state slots and snapshots
         self._hit_snapshot: dict[str, int] = {}
@@ -65,7 +79,15 @@ class KVCacheManager:
             hits = self._trim_to_snapshot(request, hits)
         self.prefix_stats.queries += request.num_tokens
         self.prefix_stats.hits += len(hits) * self.block_size
-        return hits, len(hits) * self.block_size
+        num_fetched = 0
+        if self.connector is not None and len(hits) < max_blocks:
+            wanted = request.block_hashes[len(hits):max_blocks]
+            fetched = self.connector.lookup(wanted)
+            num_fetched = len(fetched)
+            self._fetched[request.request_id] = (wanted[:num_fetched], fetched)
+            self.prefix_stats.external_queries += len(wanted) * self.block_size
+            self.prefix_stats.external_hits += num_fetched * self.block_size
+        return hits, (len(hits) + num_fetched) * self.block_size
 
     def _trim_to_snapshot(self, request: Request, hits: list[KVBlock]) -> list[KVBlock]:
         """Hybrid models can only resume where a state snapshot exists: the longest such hit."""
@@ -81,10 +103,16 @@ class KVCacheManager:
     def allocate_slots(
         self, request: Request, num_new_tokens: int, cached_blocks: list[KVBlock] | None = None
     ) -> bool:
-        """Make room for ``num_new_tokens`` more tokens after the computed ones; False if blocks run out."""
+        """Make room for ``num_new_tokens`` more tokens after the computed ones; False if blocks run out.
+
+        ``cached_blocks`` (admission only) are the device-cache hits of :meth:`find_cached_prefix`; the blocks
+        the connector returned for the same request follow them and are queued to be copied in.
+        """
+        hashes, fetched = (self._fetched.pop(request.request_id, ([], [])) if cached_blocks is not None
+                           else ([], []))
         cached_blocks = cached_blocks or []
         blocks = self.req_blocks.get(request.request_id, [])
-        num_cached_tokens = len(cached_blocks) * self.block_size
+        num_cached_tokens = (len(cached_blocks) + len(fetched)) * self.block_size
         total = request.num_computed_tokens + num_cached_tokens + num_new_tokens
         needed = -(-total // self.block_size) - len(blocks) - len(cached_blocks)
         # Reviving a free cached block takes it out of the free queue too.
@@ -94,9 +122,13 @@ class KVCacheManager:
         self.pool.touch(cached_blocks)
         blocks = blocks + cached_blocks
         if needed > 0:
-            blocks += self.pool.allocate(needed)
+            new_blocks = self.pool.allocate(needed)
+            for block, block_hash, data in zip(new_blocks, hashes, fetched, strict=False):
+                self._loads.append((block.block_id, data))
+                self.pool.cache_block(block, block_hash)  # valid before any forward pass reads it
+            blocks += new_blocks
         self.req_blocks[request.request_id] = blocks
-        self._num_cached.setdefault(request.request_id, len(cached_blocks))
+        self._num_cached.setdefault(request.request_id, len(cached_blocks) + len(fetched))
         if self.state_slots is not None:
             snapshot = self._hit_snapshot.pop(request.request_id, None)
             self.state_slots.assign(request.request_id, snapshot if cached_blocks else None)
@@ -111,8 +143,20 @@ class KVCacheManager:
         n_full = min(request.num_computed_tokens // self.block_size, len(request.block_hashes))
         start = self._num_cached.get(request.request_id, 0)
         for i in range(start, n_full):
-            self.pool.cache_block(blocks[i], request.block_hashes[i])
+            published = self.pool.cache_block(blocks[i], request.block_hashes[i])
+            if published and self.connector is not None:
+                self._saves.append((request.block_hashes[i], blocks[i].block_id))
         self._num_cached[request.request_id] = max(start, n_full)
+
+    def take_transfers(self) -> tuple[list[tuple[bytes, int]], list[tuple[int, object]]]:
+        """The queued stores ``(hash, block id)`` and loads ``(block id, fetched block)``, emptied.
+
+        Run the stores first: a block freed and handed to a load in the same step must be read before it
+        is overwritten.
+        """
+        saves, loads = self._saves, self._loads
+        self._saves, self._loads = [], []
+        return saves, loads
 
     def plan_snapshots(self, steps: list[tuple[Request, int]]) -> list[tuple[int, int, int]]:
         """For hybrid models: ``(sequence index, new tokens, slot)`` for every block that this pass fills.
@@ -157,6 +201,7 @@ class KVCacheManager:
             self.cache_full_blocks(request)
         blocks = self.req_blocks.pop(request.request_id, [])
         self._num_cached.pop(request.request_id, None)
+        self._fetched.pop(request.request_id, None)
         self.pool.free(list(reversed(blocks)))
         self._hit_snapshot.pop(request.request_id, None)
         if self.state_slots is not None:

@@ -23,6 +23,7 @@ from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.engine.cache_setup import allocate_caches
 from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
+from revolta_engine.engine.kv_offload_setup import offload_connector
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
 from revolta_engine.engine.stats import EngineStats
@@ -122,7 +123,9 @@ class LLMEngine:
                                  self.max_model_len)
         num_blocks, kv_caches, state_slots = caches.num_blocks, caches.kv_caches, caches.state_slots
         self.state_caches = state_caches = caches.state_caches
-        self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots)
+        self.kv_connector = offload_connector(cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
+                                              self.device, hybrid=state_slots is not None)
+        self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
         self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches,
@@ -239,6 +242,7 @@ class LLMEngine:
                 self.children.pop(state.request.request_id, None)
                 if not state.request.status.finished:
                     self.scheduler.finish(state.request, RequestStatus.FINISHED_ABORTED)
+        self._transfer_kv()  # full blocks of the aborted requests go to the offload tiers now
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.parents)
@@ -251,6 +255,8 @@ class LLMEngine:
         s.kv_cache_usage = self.kv.usage()
         s.prefix_cache_queries = self.kv.prefix_stats.queries
         s.prefix_cache_hits = self.kv.prefix_stats.hits
+        s.external_prefix_cache_queries = self.kv.prefix_stats.external_queries
+        s.external_prefix_cache_hits = self.kv.prefix_stats.external_hits
         s.num_preemptions = self.scheduler.num_preemptions
         return dataclasses.replace(s)
 
@@ -280,6 +286,7 @@ class LLMEngine:
                 self._inflight = launched
             else:
                 self._finish(launched, touched)
+        self._transfer_kv()  # blocks published by requests that finished in this step
         outputs = []
         for parent in touched.values():
             out = parent.make_output()
@@ -305,6 +312,7 @@ class LLMEngine:
     def _launch(self, sched) -> InFlightStep:
         """Run the model and the sampler on the scheduled batch without waiting for the device."""
         now = time.monotonic()
+        self._transfer_kv()  # offloaded blocks in before the forward pass reads them
         tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
         completing = [s for s in sched.scheduled if s.completes]
         if self.state_caches:
@@ -342,7 +350,25 @@ class LLMEngine:
                 self.stats.num_prompt_tokens += s.num_new_tokens
         for s in completing:
             s.request.num_pending_tokens += 1
+        self._transfer_kv()  # blocks this forward pass filled, copied out after it on the stream
         return InFlightStep(sched.scheduled, completing, rows, kept_logits, pending)
+
+    def _transfer_kv(self) -> None:
+        """Hand the KV connector the blocks to store, then copy fetched blocks in (stores first: a block
+        freed and reused for a load in the same step must be read before it is overwritten)."""
+        if self.kv_connector is None:
+            return
+        saves, loads = self.kv.take_transfers()
+        if saves:
+            self.kv_connector.save([h for h, _ in saves], [b for _, b in saves])
+        if loads:
+            self.kv_connector.load([b for b, _ in loads], [d for _, d in loads])
+
+    def shutdown(self) -> None:
+        """Finish what the engine owes outside its process: queued KV offload stores. Idempotent."""
+        if self.kv_connector is not None:
+            self._transfer_kv()
+            self.kv_connector.close()
 
     def _finish(self, step: InFlightStep, touched: dict[str, ParentRequestState]) -> None:
         """Append a launched step's sampled tokens, check stops and update the outputs."""

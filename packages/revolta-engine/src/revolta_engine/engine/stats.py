@@ -14,6 +14,8 @@ class EngineStats:
     kv_cache_usage: float = 0.0
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    external_prefix_cache_queries: int = 0  # prompt tokens looked up in the KV offload tiers
+    external_prefix_cache_hits: int = 0
     num_preemptions: int = 0
     num_prompt_tokens: int = 0
     num_generation_tokens: int = 0

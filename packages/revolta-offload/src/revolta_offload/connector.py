@@ -1,0 +1,180 @@
+"""The tiered offload connector: the engine's KV connector over a CPU memory tier and a filesystem tier.
+
+Stores are write-through: a block that fills with computed tokens is copied to the host once (on the engine's
+CUDA stream, so after the forward pass that wrote it) and then kept by every configured tier. A background
+thread waits for the copy and does the tier work (the file writes above all), so the engine loop never waits
+on a disk. Lookups read the CPU tier first, then the files (a file hit is promoted to the CPU tier).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from revolta_engine.core.kv_connector import ConnectorStats
+from revolta_offload.block_codec import HostBlock
+from revolta_offload.cpu_tier import CpuTier
+from revolta_offload.disk_tier import DiskTier
+
+logger = logging.getLogger(__name__)
+
+# LayerKVCache attribute -> tensor name in a HostBlock
+_PARTS = (("key", "key"), ("value", "value"), ("k_scales", "key_scale"), ("v_scales", "value_scale"))
+
+
+class TieredOffloadConnector:
+    """Implements :class:`revolta_engine.core.kv_connector.KVConnector` over ``cpu`` and/or ``disk``."""
+
+    def __init__(self, kv_caches: Sequence[Any], device: torch.device, cpu: CpuTier | None,
+                 disk: DiskTier | None) -> None:
+        if cpu is None and disk is None:
+            raise ValueError("the offload connector needs a CPU tier, a disk tier or both")
+        self.kv_caches = list(kv_caches)
+        self.device = device
+        self.cpu = cpu
+        self.disk = disk
+        # int8 caches carry per-token scales; other dtypes keep empty scale tensors
+        self._parts = [(attr, name) for attr, name in _PARTS if getattr(self.kv_caches[0], attr).numel() > 0]
+        self._stats = ConnectorStats()
+        self._pending: set[bytes] = set()  # hashes queued for the writer, not yet in a tier
+        self._lock = threading.Lock()
+        self._jobs: queue.Queue = queue.Queue()
+        self._writer = threading.Thread(target=_write_loop, args=(self._jobs, cpu, disk, self._done),
+                                        name="revolta-kv-offload", daemon=True)
+        self._writer.start()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _stop_writer, self._jobs, self._writer)
+
+    # ------------------------------------------------------------------------------------------ lookup
+    def lookup(self, block_hashes: Sequence[bytes]) -> list[HostBlock]:
+        """The leading blocks held by a tier, in order; stops at the first miss."""
+        out: list[HostBlock] = []
+        for block_hash in block_hashes:
+            block = self.cpu.get(block_hash) if self.cpu is not None else None
+            if block is None and self.disk is not None:
+                block = self.disk.get(block_hash)
+                if block is not None and self.cpu is not None:
+                    self.cpu.put(block_hash, block)
+            if block is None:
+                break
+            out.append(block)
+        return out
+
+    # ------------------------------------------------------------------------------------------- load
+    def load(self, block_ids: Sequence[int], blocks: Sequence[HostBlock]) -> None:
+        """Copy host blocks into device blocks (on the current stream, before the next forward pass)."""
+        if not block_ids:
+            return
+        idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
+        for attr, name in self._parts:
+            host = torch.stack([b.tensors[name] for b in blocks])  # [n, layers, ...]
+            dev = host.to(self.device, non_blocking=False)
+            for layer, cache in enumerate(self.kv_caches):
+                getattr(cache, attr).index_copy_(0, idx, dev[:, layer])
+        with self._lock:
+            self._stats.blocks_loaded += len(blocks)
+            self._stats.bytes_loaded += sum(b.nbytes for b in blocks)
+
+    # ------------------------------------------------------------------------------------------- save
+    def save(self, block_hashes: Sequence[bytes], block_ids: Sequence[int]) -> None:
+        """Copy computed device blocks to the host and queue them for the tiers (new hashes only)."""
+        keep = [(h, b) for h, b in zip(block_hashes, block_ids, strict=True) if not self._held(h)]
+        if not keep or self._closed:
+            return
+        hashes = [h for h, _ in keep]
+        idx = torch.tensor([b for _, b in keep], dtype=torch.long, device=self.device)
+        host: dict[str, torch.Tensor] = {}
+        for attr, name in self._parts:
+            stacked = torch.stack([getattr(c, attr).index_select(0, idx) for c in self.kv_caches], dim=1)
+            if self.device.type == "cuda":
+                pinned = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
+                pinned.copy_(stacked, non_blocking=True)
+                host[name] = pinned
+            else:
+                host[name] = stacked  # index_select already copied out of the cache
+        event = None
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record()
+        with self._lock:
+            self._pending.update(hashes)
+        self._jobs.put((hashes, host, event))
+
+    def _held(self, block_hash: bytes) -> bool:
+        with self._lock:
+            if block_hash in self._pending:
+                return True
+        if self.cpu is not None and block_hash in self.cpu:
+            return True
+        return self.disk is not None and self.disk.holds_intact(block_hash)
+
+    def _done(self, hashes: list[bytes], nbytes: int) -> None:
+        with self._lock:
+            self._pending.difference_update(hashes)
+            self._stats.blocks_saved += len(hashes)
+            self._stats.bytes_saved += nbytes
+
+    # ------------------------------------------------------------------------------------------ other
+    def flush(self) -> None:
+        """Wait until every queued block is in its tiers."""
+        self._jobs.join()
+
+    def stats(self) -> ConnectorStats:
+        with self._lock:
+            s = ConnectorStats(self._stats.blocks_saved, self._stats.blocks_loaded, self._stats.bytes_saved,
+                               self._stats.bytes_loaded)
+        if self.cpu is not None:
+            s.tiers["cpu"] = self.cpu.stats()
+        if self.disk is not None:
+            s.tiers["disk"] = self.disk.stats()
+        return s
+
+    def close(self) -> None:
+        """Write what is queued, then stop the writer thread; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+
+
+def _write_loop(jobs: queue.Queue, cpu: CpuTier | None, disk: DiskTier | None, done) -> None:
+    """The writer thread: wait for each copy, split it into blocks and hand them to the tiers."""
+    warned = False
+    while True:
+        job = jobs.get()
+        try:
+            if job is None:
+                return
+            hashes, host, event = job
+            if event is not None:
+                event.synchronize()
+            nbytes = 0
+            for i, block_hash in enumerate(hashes):
+                block = HostBlock({name: t[i].clone() for name, t in host.items()})
+                nbytes += block.nbytes
+                if cpu is not None:
+                    cpu.put(block_hash, block)
+                if disk is not None:
+                    try:
+                        disk.put(block_hash, block)
+                    except OSError as e:
+                        if not warned:
+                            logger.warning("KV offload: cannot write blocks to %s (%s); they stay in memory only",
+                                           disk.dir, e.strerror or e)
+                            warned = True
+            done(hashes, nbytes)
+        except Exception:  # never let one bad block stop the writer
+            logger.exception("KV offload: storing blocks failed")
+        finally:
+            jobs.task_done()
+
+
+def _stop_writer(jobs: queue.Queue, writer: threading.Thread) -> None:
+    jobs.put(None)
+    writer.join(timeout=60)

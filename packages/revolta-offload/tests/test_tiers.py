@@ -1,0 +1,123 @@
+"""The offload tiers on their own: block files, the CPU LRU and the filesystem tier."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from revolta_offload import CorruptBlockError, CpuTier, DiskTier, HostBlock, OffloadConfigError
+from revolta_offload.block_codec import decode_block, encode_block
+from revolta_offload.disk_tier import SUFFIX
+
+
+def block(seed: int, layers: int = 2, int8: bool = False) -> HostBlock:
+    g = torch.Generator().manual_seed(seed)
+    shape = (layers, 2, 4, 8)
+    if int8:
+        return HostBlock({"key": torch.randint(-128, 127, shape, generator=g, dtype=torch.int8),
+                          "value": torch.randint(-128, 127, shape, generator=g, dtype=torch.int8),
+                          "key_scale": torch.rand(shape[:3], generator=g), "value_scale": torch.rand(shape[:3], generator=g)})
+    return HostBlock({"key": torch.randn(shape, generator=g).half(), "value": torch.randn(shape, generator=g).half()})
+
+
+def h(i: int) -> bytes:
+    return i.to_bytes(32, "big")
+
+
+def same(a: HostBlock, b: HostBlock) -> bool:
+    return a.tensors.keys() == b.tensors.keys() and all(torch.equal(a.tensors[k], b.tensors[k]) for k in a.tensors)
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_block_file_round_trip(int8):
+    b = block(1, int8=int8)
+    assert same(decode_block(encode_block(h(1), "fp", b), h(1), "fp"), b)
+
+
+def test_block_file_rejects_damage_and_other_blocks():
+    data = encode_block(h(1), "fp", block(1))
+    flipped = bytearray(data)
+    flipped[-5] ^= 0x40
+    for bad, what in ((data[:-3], "checksum"), (bytes(flipped), "checksum"), (b"junk" * 20, "header")):
+        with pytest.raises(CorruptBlockError, match=what):
+            decode_block(bad, h(1), "fp")
+    with pytest.raises(CorruptBlockError, match="another block"):
+        decode_block(data, h(2), "fp")
+    with pytest.raises(CorruptBlockError, match="another"):
+        decode_block(data, h(1), "other-layout")
+
+
+def test_cpu_tier_evicts_least_recently_used():
+    size = block(0).nbytes
+    tier = CpuTier(3 * size)
+    for i in range(3):
+        assert tier.put(h(i), block(i))
+    assert tier.get(h(0)) is not None  # 0 is now the most recent
+    tier.put(h(3), block(3))
+    assert h(1) not in tier and all(h(i) in tier for i in (0, 2, 3))
+    assert tier.nbytes == 3 * size and tier.stats()["evictions"] == 1
+    assert not CpuTier(size - 1).put(h(9), block(9))  # larger than the whole tier
+    with pytest.raises(ValueError, match="positive"):
+        CpuTier(0)
+
+
+def test_disk_tier_survives_restart_and_stays_in_its_layout(tmp_path):
+    tier = DiskTier(tmp_path, "layoutA", 1 << 20)
+    for i in range(3):
+        assert tier.put(h(i), block(i))
+    again = DiskTier(tmp_path, "layoutA", 1 << 20)
+    assert len(again) == 3 and again.nbytes == tier.nbytes
+    assert same(again.get(h(2)), block(2))
+    assert DiskTier(tmp_path, "layoutB", 1 << 20).get(h(2)) is None  # another model / dtype never sees it
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_disk_tier_bounds_its_size_by_least_recent_use(tmp_path):
+    one = len(encode_block(h(0), "fp", block(0)))
+    tier = DiskTier(tmp_path, "fp", 3 * one)
+    for i in range(3):
+        tier.put(h(i), block(i))
+    assert tier.get(h(0)) is not None
+    tier.put(h(3), block(3))
+    assert not tier.path_for(h(1)).exists() and h(1) not in tier
+    assert all(tier.path_for(h(i)).exists() for i in (0, 2, 3))
+    assert tier.nbytes <= 3 * one
+    # a smaller cap at the next start trims the oldest files
+    small = DiskTier(tmp_path, "fp", 2 * one)
+    assert len(small) == 2 and not small.path_for(h(2)).exists()
+
+
+def test_disk_tier_drops_a_damaged_file(tmp_path, caplog):
+    tier = DiskTier(tmp_path, "fp", 1 << 20)
+    tier.put(h(5), block(5))
+    path = tier.path_for(h(5))
+    path.write_bytes(path.read_bytes()[:-10])
+    assert tier.get(h(5)) is None
+    assert not path.exists() and tier.stats()["corrupt"] == 1 and len(tier) == 0
+    assert "damaged" in caplog.text
+
+
+def test_disk_tier_removes_temp_files_of_dead_writers_only(tmp_path):
+    tier = DiskTier(tmp_path, "fp", 1 << 20)
+    tier.put(h(1), block(1))
+    sub = tier.path_for(h(1)).parent
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = sub / f"{h(1).hex()}{SUFFIX}.{int(dead.stdout)}.abcd1234.tmp"
+    live = sub / f"{h(2).hex()}{SUFFIX}.{os.getppid()}.abcd1234.tmp"
+    stale.write_bytes(b"partial")
+    live.write_bytes(b"being written")
+    again = DiskTier(tmp_path, "fp", 1 << 20)
+    assert not stale.exists() and live.exists() and len(again) == 1
+
+
+def test_disk_tier_fails_loudly_on_an_unusable_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(OffloadConfigError, match="cannot write KV offload files"):
+        DiskTier(blocker, "fp", 1 << 20)
+    with pytest.raises(OffloadConfigError, match="positive"):
+        DiskTier(tmp_path, "fp", 0)
