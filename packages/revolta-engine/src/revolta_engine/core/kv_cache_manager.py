@@ -82,11 +82,16 @@ class KVCacheManager:
         num_fetched = 0
         if self.connector is not None and len(hits) < max_blocks:
             wanted = request.block_hashes[len(hits):max_blocks]
-            fetched = self.connector.lookup(wanted)
-            num_fetched = len(fetched)
-            self._fetched[request.request_id] = (wanted[:num_fetched], fetched)
-            self.prefix_stats.external_queries += len(wanted) * self.block_size
-            self.prefix_stats.external_hits += num_fetched * self.block_size
+            earlier = self._fetched.get(request.request_id)
+            # A request that waits for free blocks is looked up at every step: reuse what the tiers gave it
+            # (files above all) as long as its device hits end at the same block.
+            if earlier is None or earlier[0] != wanted[:len(earlier[0])] or not earlier[0]:
+                fetched = self.connector.lookup(wanted)
+                earlier = (wanted[:len(fetched)], fetched)
+                self._fetched[request.request_id] = earlier
+                self.prefix_stats.external_queries += len(wanted) * self.block_size
+                self.prefix_stats.external_hits += len(fetched) * self.block_size
+            num_fetched = len(earlier[1])
         return hits, (len(hits) + num_fetched) * self.block_size
 
     def _trim_to_snapshot(self, request: Request, hits: list[KVBlock]) -> list[KVBlock]:
@@ -108,7 +113,7 @@ class KVCacheManager:
         ``cached_blocks`` (admission only) are the device-cache hits of :meth:`find_cached_prefix`; the blocks
         the connector returned for the same request follow them and are queued to be copied in.
         """
-        hashes, fetched = (self._fetched.pop(request.request_id, ([], [])) if cached_blocks is not None
+        hashes, fetched = (self._fetched.get(request.request_id, ([], [])) if cached_blocks is not None
                            else ([], []))
         cached_blocks = cached_blocks or []
         blocks = self.req_blocks.get(request.request_id, [])
@@ -119,6 +124,7 @@ class KVCacheManager:
         revived = sum(1 for b in cached_blocks if b.ref_cnt == 0)
         if needed + revived > self.pool.num_free_blocks():
             return False
+        self._fetched.pop(request.request_id, None)
         self.pool.touch(cached_blocks)
         blocks = blocks + cached_blocks
         if needed > 0:
