@@ -99,3 +99,27 @@ def test_a_waiting_request_reuses_what_the_tiers_returned():
     kv.free(hog)
     assert admit(kv, b) and b.num_computed_tokens == 2 * BS
     assert len(kv.take_transfers()[1]) == 2
+
+
+def test_long_runs_of_blocks_move_in_chunks(monkeypatch):
+    import revolta_offload.connector as conn
+
+    monkeypatch.setattr(conn, "CHUNK_BYTES", 1)  # one block per copy
+    caches, connector, kv = setup(12)
+    assert connector._chunk == 1
+    a = request("a", 41)
+    assert admit(kv, a)
+    for cache in caches:
+        cache.key.copy_(torch.randn_like(cache.key))
+        cache.value.copy_(torch.randn_like(cache.value))
+    want = [(c.key[b].clone(), c.value[b].clone()) for c in caches for b in kv.block_ids("a")[:10]]
+    a.num_computed_tokens = 41
+    kv.cache_full_blocks(a)
+    transfer(kv, connector)
+    kv.free(a)
+    assert kv.pool.reset_prefix_cache()
+    b = request("b", 41)
+    assert admit(kv, b) and b.num_computed_tokens == 40
+    transfer(kv, connector)
+    got = [(c.key[b].clone(), c.value[b].clone()) for c in caches for b in kv.block_ids("b")[:10]]
+    assert all(torch.equal(x[0], y[0]) and torch.equal(x[1], y[1]) for x, y in zip(want, got, strict=True))

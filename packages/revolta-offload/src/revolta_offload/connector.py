@@ -24,6 +24,7 @@ from revolta_offload.disk_tier import DiskTier
 
 logger = logging.getLogger(__name__)
 
+CHUNK_BYTES = 64 << 20  # device staging per copy and per part (keys, values, scales)
 # LayerKVCache attribute -> tensor name in a HostBlock
 _PARTS = (("key", "key"), ("value", "value"), ("k_scales", "key_scale"), ("v_scales", "value_scale"))
 
@@ -41,6 +42,10 @@ class TieredOffloadConnector:
         self.disk = disk
         # int8 caches carry per-token scales; other dtypes keep empty scale tensors
         self._parts = [(attr, name) for attr, name in _PARTS if getattr(self.kv_caches[0], attr).numel() > 0]
+        # Blocks per copy: a long prompt's blocks move in pieces of at most CHUNK_BYTES of device memory per
+        # part, so the staging tensors fit in the headroom the memory plan leaves beside the KV cache.
+        key_bytes = sum(c.key[0].numel() * c.key.element_size() for c in self.kv_caches)
+        self._chunk = max(1, CHUNK_BYTES // max(key_bytes, 1))
         self._stats = ConnectorStats()
         self._pending: set[bytes] = set()  # hashes queued for the writer, not yet in a tier
         self._lock = threading.Lock()
@@ -69,14 +74,15 @@ class TieredOffloadConnector:
     # ------------------------------------------------------------------------------------------- load
     def load(self, block_ids: Sequence[int], blocks: Sequence[HostBlock]) -> None:
         """Copy host blocks into device blocks (on the current stream, before the next forward pass)."""
-        if not block_ids:
-            return
-        idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
-        for attr, name in self._parts:
-            host = torch.stack([b.tensors[name] for b in blocks])  # [n, layers, ...]
-            dev = host.to(self.device, non_blocking=False)
-            for layer, cache in enumerate(self.kv_caches):
-                getattr(cache, attr).index_copy_(0, idx, dev[:, layer])
+        step = self._chunk
+        for start in range(0, len(block_ids), step):
+            ids, chunk = block_ids[start:start + step], blocks[start:start + step]
+            idx = torch.tensor(list(ids), dtype=torch.long, device=self.device)
+            for attr, name in self._parts:
+                host = torch.stack([b.tensors[name] for b in chunk])  # [n, layers, ...]
+                dev = host.to(self.device, non_blocking=False)
+                for layer, cache in enumerate(self.kv_caches):
+                    getattr(cache, attr).index_copy_(0, idx, dev[:, layer])
         with self._lock:
             self._stats.blocks_loaded += len(blocks)
             self._stats.bytes_loaded += sum(b.nbytes for b in blocks)
@@ -87,6 +93,11 @@ class TieredOffloadConnector:
         keep = [(h, b) for h, b in zip(block_hashes, block_ids, strict=True) if not self._held(h)]
         if not keep or self._closed:
             return
+        step = self._chunk
+        for start in range(0, len(keep), step):
+            self._save_chunk(keep[start:start + step])
+
+    def _save_chunk(self, keep: list[tuple[bytes, int]]) -> None:
         hashes = [h for h, _ in keep]
         idx = torch.tensor([b for _, b in keep], dtype=torch.long, device=self.device)
         host: dict[str, torch.Tensor] = {}
