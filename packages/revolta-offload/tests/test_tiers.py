@@ -35,11 +35,11 @@ def same(a: HostBlock, b: HostBlock) -> bool:
 @pytest.mark.parametrize("int8", [False, True])
 def test_block_file_round_trip(int8):
     b = block(1, int8=int8)
-    assert same(decode_block(encode_block(h(1), "fp", b), h(1), "fp"), b)
+    assert same(decode_block(b"".join(encode_block(h(1), "fp", b)), h(1), "fp"), b)
 
 
 def test_block_file_rejects_damage_and_other_blocks():
-    data = encode_block(h(1), "fp", block(1))
+    data = b"".join(encode_block(h(1), "fp", block(1)))
     flipped = bytearray(data)
     flipped[-5] ^= 0x40
     for bad, what in ((data[:-3], "checksum"), (bytes(flipped), "checksum"), (b"junk" * 20, "header")):
@@ -77,7 +77,7 @@ def test_disk_tier_survives_restart_and_stays_in_its_layout(tmp_path):
 
 
 def test_disk_tier_bounds_its_size_by_least_recent_use(tmp_path):
-    one = len(encode_block(h(0), "fp", block(0)))
+    one = sum(len(piece) for piece in encode_block(h(0), "fp", block(0)))
     tier = DiskTier(tmp_path, "fp", 3 * one)
     for i in range(3):
         tier.put(h(i), block(i))

@@ -32,20 +32,27 @@ class HostBlock:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
 
 
-def encode_block(block_hash: bytes, fingerprint: str, block: HostBlock) -> bytes:
-    """The file bytes of ``block``: ``MAGIC || sha256(payload) || payload`` with a safetensors payload."""
+def encode_block(block_hash: bytes, fingerprint: str, block: HostBlock) -> list[bytes]:
+    """The file of ``block`` as the pieces ``MAGIC``, ``sha256(payload)`` and a safetensors payload, to be
+    written one after the other (joining them would copy the payload once more)."""
     payload = st_save({k: v.contiguous() for k, v in block.tensors.items()},
                       metadata={"block_hash": block_hash.hex(), "fingerprint": fingerprint})
-    return MAGIC + hashlib.sha256(payload).digest() + payload
+    return [MAGIC, hashlib.sha256(payload).digest(), payload]
+
+
+HEADER_BYTES = len(MAGIC) + _DIGEST
 
 
 def decode_block(data: bytes, block_hash: bytes, fingerprint: str) -> HostBlock:
     """Parse and verify file bytes; raises :class:`CorruptBlockError` naming what is wrong."""
-    head = len(MAGIC) + _DIGEST
-    if len(data) < head or not data.startswith(MAGIC):
+    return decode_pieces(data[:HEADER_BYTES], data[HEADER_BYTES:], block_hash, fingerprint)
+
+
+def decode_pieces(header: bytes, payload: bytes, block_hash: bytes, fingerprint: str) -> HostBlock:
+    """:func:`decode_block` of a file read as its first ``HEADER_BYTES`` and the rest (no copy of the payload)."""
+    if len(header) < HEADER_BYTES or not header.startswith(MAGIC):
         raise CorruptBlockError("not a ReVolta KV block file (bad header)")
-    payload = data[head:]
-    if hashlib.sha256(payload).digest() != data[len(MAGIC):head]:
+    if hashlib.sha256(payload).digest() != header[len(MAGIC):]:
         raise CorruptBlockError("checksum mismatch (the file is truncated or damaged)")
     try:
         tensors = st_load(payload)

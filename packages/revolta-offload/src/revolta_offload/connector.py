@@ -102,13 +102,17 @@ class TieredOffloadConnector:
         idx = torch.tensor([b for _, b in keep], dtype=torch.long, device=self.device)
         host: dict[str, torch.Tensor] = {}
         for attr, name in self._parts:
-            stacked = torch.stack([getattr(c, attr).index_select(0, idx) for c in self.kv_caches], dim=1)
+            first = getattr(self.kv_caches[0], attr)
+            # [layers, n, ...]: one gather per layer straight into its slice (the writer makes per-block copies)
+            out = torch.empty((len(self.kv_caches), len(keep), *first.shape[1:]), dtype=first.dtype,
+                              device=self.device)
+            for layer, cache in enumerate(self.kv_caches):
+                torch.index_select(getattr(cache, attr), 0, idx, out=out[layer])
             if self.device.type == "cuda":
-                pinned = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
-                pinned.copy_(stacked, non_blocking=True)
-                host[name] = pinned
-            else:
-                host[name] = stacked  # index_select already copied out of the cache
+                pinned = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
+                pinned.copy_(out, non_blocking=True)
+                out = pinned
+            host[name] = out
         event = None
         if self.device.type == "cuda":
             event = torch.cuda.Event()
@@ -167,7 +171,7 @@ def _write_loop(jobs: queue.Queue, cpu: CpuTier | None, disk: DiskTier | None, d
                 event.synchronize()
             nbytes = 0
             for i, block_hash in enumerate(hashes):
-                block = HostBlock({name: t[i].clone() for name, t in host.items()})
+                block = HostBlock({name: t[:, i].clone() for name, t in host.items()})
                 nbytes += block.nbytes
                 if cpu is not None:
                     cpu.put(block_hash, block)

@@ -18,7 +18,13 @@ import uuid
 from collections import OrderedDict
 from pathlib import Path
 
-from revolta_offload.block_codec import CorruptBlockError, HostBlock, decode_block, encode_block
+from revolta_offload.block_codec import (
+    HEADER_BYTES,
+    CorruptBlockError,
+    HostBlock,
+    decode_pieces,
+    encode_block,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +114,8 @@ class DiskTier:
         """Read and verify the block; None if absent. A damaged file is removed and reported as a miss."""
         path = self.path_for(block_hash)
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:
+                header, payload = f.read(HEADER_BYTES), f.read()
         except FileNotFoundError:
             with self._lock:
                 self._forget(block_hash.hex())
@@ -117,7 +124,7 @@ class DiskTier:
             logger.warning("KV offload: cannot read %s (%s); recomputing that block", path, e.strerror or e)
             return None
         try:
-            block = decode_block(data, block_hash, self.fingerprint)
+            block = decode_pieces(header, payload, block_hash, self.fingerprint)
         except CorruptBlockError as e:
             logger.warning("KV offload: %s is damaged (%s); removed it, the block will be recomputed", path, e)
             self.corrupt += 1
@@ -129,25 +136,27 @@ class DiskTier:
         with self._lock:
             key = block_hash.hex()
             if key not in self._files:
-                self._files[key] = len(data)
-                self._bytes += len(data)
+                self._files[key] = len(header) + len(payload)
+                self._bytes += len(header) + len(payload)
             self._files.move_to_end(key)
             self._verified.add(key)
         return block
 
     def put(self, block_hash: bytes, block: HostBlock) -> bool:
         """Write the block atomically (temp file, then rename); False if it does not fit or the write failed."""
-        data = encode_block(block_hash, self.fingerprint, block)
-        if len(data) > self.capacity_bytes:
+        pieces = encode_block(block_hash, self.fingerprint, block)
+        size = sum(len(piece) for piece in pieces)
+        if size > self.capacity_bytes:
             return False
         path = self.path_for(block_hash)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP}")
         try:
             path.parent.mkdir(exist_ok=True)
+            # No fsync: a file torn by a power loss fails its checksum when read and is recomputed, and the
+            # rename alone keeps readers from ever seeing a partial file.
             with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                for piece in pieces:
+                    f.write(piece)
             os.replace(tmp, path)
             self._touch(path)
         except OSError:
@@ -156,8 +165,8 @@ class DiskTier:
         key = block_hash.hex()
         with self._lock:
             self._forget(key)
-            self._files[key] = len(data)
-            self._bytes += len(data)
+            self._files[key] = size
+            self._bytes += size
             self._verified.add(key)
             self._evict_over_capacity()
         return True
