@@ -71,12 +71,15 @@ def model_identity(path: Path, load_format: str, seed: int) -> dict[str, Any]:
 
 
 def layout_fingerprint(identity: dict[str, Any], spec: KVCacheSpec, model_dtype: torch.dtype,
-                       tensor_parallel_size: int = 1) -> str:
-    """A short hex name for this model + cache layout; stored blocks are only reused under the same one."""
+                       tensor_parallel_size: int = 1, activation_quant: str = "none") -> str:
+    """A short hex name for this model + cache layout; stored blocks are only reused under the same one.
+
+    Everything that changes the bytes of a block is in it: the weights, the dtypes, the layout, and int8
+    activations (the quantized projections then compute slightly different keys and values)."""
     doc = {
         "version": LAYOUT_VERSION, "model": identity, "dtype": str(model_dtype), "kv_dtype": str(spec.dtype),
         "block_size": spec.block_size, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
-        "head_dim": spec.head_dim, "tp": tensor_parallel_size,
+        "head_dim": spec.head_dim, "tp": tensor_parallel_size, "activation_quant": activation_quant,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -113,6 +116,6 @@ def offload_connector(cfg: ConfigResolver, args: EngineArgs, model_path: Path, s
     if options is None:
         return None
     fingerprint = layout_fingerprint(model_identity(model_path, args.load_format, args.seed), spec, model_dtype,
-                                     args.tensor_parallel_size)
+                                     args.tensor_parallel_size, str(cfg.values["activation_quant"].value))
     return build_kv_connector(options, kv_caches=kv_caches, spec=spec, device=device, fingerprint=fingerprint,
                               enable_caching=bool(cfg.values["enable_prefix_caching"].value), hybrid=hybrid)
