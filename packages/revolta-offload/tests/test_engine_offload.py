@@ -115,6 +115,17 @@ def test_files_survive_a_restart_and_damaged_ones_are_recomputed(tiny_llama, ref
     assert tokens(out) == [expected[2]] and out[0].num_cached_tokens == 4 * BLOCK
 
 
+def test_preempted_requests_resume_from_the_tiers(tiny_llama):
+    """Requests pushed out of a tiny device cache come back with their prompt and generated blocks copied in."""
+    ps = prompts(6, 40, seed=9)
+    params = SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True)
+    expected = tokens(engine(tiny_llama, enable_prefix_caching=False).generate(ps, params))
+    llm = engine(tiny_llama, kv_offloading_size=0.05, num_gpu_blocks_override=12)
+    assert tokens(llm.generate(ps, params)) == expected
+    stats = llm.llm_engine.get_stats()
+    assert stats.num_preemptions > 0 and stats.external_prefix_cache_hits > 0
+
+
 def test_int8_kv_cache_blocks_keep_their_scales(tiny_llama):
     ps = prompts(2, 50, seed=3)
     base = engine(tiny_llama, kv_cache_dtype="int8", enable_prefix_caching=False)
