@@ -121,3 +121,21 @@ def test_disk_tier_fails_loudly_on_an_unusable_directory(tmp_path):
         DiskTier(blocker, "fp", 1 << 20)
     with pytest.raises(OffloadConfigError, match="positive"):
         DiskTier(tmp_path, "fp", 0)
+
+
+def test_a_failing_file_write_keeps_the_block_in_memory_and_the_writer_alive(tmp_path, caplog):
+    from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
+    from revolta_offload import TieredOffloadConnector
+
+    caches = allocate_kv_cache(KVCacheSpec(2, 2, 4, 8, torch.float32), 4, torch.device("cpu"))
+    disk = DiskTier(tmp_path, "fp", 1 << 20)
+    connector = TieredOffloadConnector(caches, torch.device("cpu"), CpuTier(1 << 20), disk)
+    disk.path_for(h(1)).parent.parent.mkdir(parents=True, exist_ok=True)
+    disk.path_for(h(1)).parent.write_text("a file where the block's folder should be")
+    other = bytes([0xAB]) + bytes(31)  # another folder
+    connector.save([h(1), other], [1, 2])
+    connector.flush()
+    assert "cannot write blocks" in caplog.text
+    assert h(1) in connector.cpu and len(connector.lookup([h(1), other])) == 2
+    assert other in disk and h(1) not in disk and connector.stats().blocks_saved == 2
+    connector.close()
