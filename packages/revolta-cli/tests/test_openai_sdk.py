@@ -148,6 +148,21 @@ def test_completions_echo_and_logprobs(client):
     assert lp.text_offset == sorted(lp.text_offset)
     for token_lp, top in zip(lp.token_logprobs[-3:], lp.top_logprobs[-3:], strict=True):
         assert token_lp <= 0.0 and 1 <= len(top) <= 3
+    # the prompt's own logprobs (prompt_logprobs): none for the first token, then one per prompt token
+    n_prompt = reply.usage.prompt_tokens
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    for token_lp, top in zip(lp.token_logprobs[1:n_prompt], lp.top_logprobs[1:n_prompt], strict=True):
+        assert token_lp <= 0.0 and 1 <= len(top) <= 3
+
+
+def test_echo_logprobs_score_a_continuation(client):
+    """Loglikelihood scoring as lm-evaluation-harness does it: echo the prompt with logprobs, one token out."""
+    def last_token_logprob(text: str) -> float:
+        reply = client.completions.create(model=SMOL_NAME, prompt=text, max_tokens=1, temperature=0, echo=True,
+                                          logprobs=1)
+        return reply.choices[0].logprobs.token_logprobs[reply.usage.prompt_tokens - 1]
+
+    assert last_token_logprob("The capital of France is Paris") > last_token_logprob("The capital of France is banana")
 
 
 def test_completions_stream_with_usage(client):

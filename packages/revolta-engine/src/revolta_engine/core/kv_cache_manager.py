@@ -63,9 +63,10 @@ class KVCacheManager:
     def find_cached_prefix(self, request: Request) -> tuple[list[KVBlock], int]:
         """Longest run of cached full blocks at the start of the request, and its length in tokens.
 
-        At least one token is always left to compute, so the last position still gets its logits.
+        At least one token is always left to compute, so the last position still gets its logits. A request
+        that wants prompt logprobs takes no hits: every prompt position needs its logits.
         """
-        if not self.enable_caching:
+        if not self.enable_caching or request.sampling_params.prompt_logprobs is not None:
             return [], 0
         self._update_hashes(request)
         max_blocks = (request.num_tokens - 1) // self.block_size

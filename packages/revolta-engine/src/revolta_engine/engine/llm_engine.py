@@ -26,6 +26,7 @@ from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
+from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
 from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import InvalidRequestError, PromptTooLongError
 from revolta_engine.layers.activation_quant import apply_activation_quant
@@ -315,14 +316,18 @@ class LLMEngine:
         self._transfer_kv()  # offloaded blocks in before the forward pass reads them
         tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
         completing = [s for s in sched.scheduled if s.completes]
+        prompt_rows = plan_prompt_rows(sched.scheduled, self.children)
+        keep = prompt_rows.rows if prompt_rows is not None else None
         if self.state_caches:
             slots, sources = self.kv.state_slots.take_pending()  # type: ignore[union-attr]
             reset_slots(self.state_caches, slots, sources)
             snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in sched.scheduled])
             state_slots = [self.kv.state_slot(s.request.request_id) for s in sched.scheduled]
-            logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots)
+            logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots, keep_rows=keep)
         else:
-            logits = self.runner.execute(sched.scheduled, tables)
+            logits = self.runner.execute(sched.scheduled, tables, keep_rows=keep)
+        if prompt_rows is not None and self.runner.kept_hidden is not None:
+            record_prompt_logprobs(self.runner.kept_hidden, prompt_rows, self.model.compute_logits)
         rows = []
         for s in completing:
             req = s.request

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from transformers import PreTrainedTokenizerBase
 
@@ -37,7 +38,8 @@ class CompletionState:
         # While running, hold back text that could still turn out to be the start of a stop string.
         self.hold_back = max((len(s) for s in stops), default=1) - 1 if not params.include_stop_str_in_output else 0
 
-    def _decoded(self, token_id: int) -> str | None:
+    def decoded(self, token_id: int) -> str | None:
+        """The token's text on its own (None without a tokenizer)."""
         if self.tokenizer is None:
             return None
         return self.tokenizer.decode([token_id], skip_special_tokens=False)  # type: ignore[return-value]
@@ -48,10 +50,7 @@ class CompletionState:
         params = request.sampling_params
         if logprob is not None and self.logprobs is not None:
             lp, rank, top_ids, top_lps = logprob
-            entry: PositionLogprobs = {token_id: Logprob(lp, rank, self._decoded(token_id))}
-            for r, (tid, tlp) in enumerate(zip(top_ids, top_lps, strict=True), start=1):
-                entry.setdefault(tid, Logprob(tlp, r, self._decoded(tid)))
-            self.logprobs.append(entry)
+            self.logprobs.append(position_entry(token_id, lp, rank, top_ids, top_lps, self.decoded))
             self.cumulative_logprob = (self.cumulative_logprob or 0.0) + lp
         if self.detok is None:
             return
@@ -97,6 +96,15 @@ class CompletionState:
         return out
 
 
+def position_entry(token_id: int, lp: float, rank: int, top_ids: list[int], top_lps: list[float],
+                   decode: Callable[[int], str | None]) -> PositionLogprobs:
+    """One position's logprobs: the token's own first, then the top alternatives (ranks from 1)."""
+    entry: PositionLogprobs = {token_id: Logprob(lp, rank, decode(token_id))}
+    for r, (tid, tlp) in enumerate(zip(top_ids, top_lps, strict=True), start=1):
+        entry.setdefault(tid, Logprob(tlp, r, decode(tid)))
+    return entry
+
+
 class ParentRequestState:
     """A user request and its ``n`` sequences."""
 
@@ -109,6 +117,29 @@ class ParentRequestState:
         self.children = children
         self.metrics = RequestMetrics(arrival_time=arrival_time)
         self.reported_final = False
+        # prompt_logprobs: entry i for prompt token i (0 stays None); reported once every entry is known
+        self.prompt_logprobs: list[PositionLogprobs | None] | None = (
+            [None] * len(prompt_token_ids) if params.prompt_logprobs is not None else None)
+        self._prompt_logprobs_missing = max(len(prompt_token_ids) - 1, 0)
+        self._prompt_logprobs_sent = False
+
+    def set_prompt_logprob(self, position: int, token_id: int, lp: float, rank: int, top_ids: list[int],
+                           top_lps: list[float]) -> None:
+        """Record prompt token ``position``'s logprob (a recomputation after preemption rewrites it)."""
+        assert self.prompt_logprobs is not None
+        if self.prompt_logprobs[position] is None:
+            self._prompt_logprobs_missing -= 1
+        self.prompt_logprobs[position] = position_entry(token_id, lp, rank, top_ids, top_lps,
+                                                        self.children[0].decoded)
+
+    def _prompt_logprobs_to_report(self, kind: RequestOutputKind) -> list[PositionLogprobs | None] | None:
+        if self.prompt_logprobs is None or self._prompt_logprobs_missing > 0:
+            return None
+        if kind == RequestOutputKind.DELTA:
+            if self._prompt_logprobs_sent:
+                return None
+            self._prompt_logprobs_sent = True
+        return list(self.prompt_logprobs)
 
     @property
     def finished(self) -> bool:
@@ -136,5 +167,6 @@ class ParentRequestState:
         self.metrics.num_cached_tokens = max(cached, 0)
         return RequestOutput(
             self.request_id, self.prompt, self.prompt_token_ids, completions, finished,
-            num_cached_tokens=max(cached, 0), metrics=self.metrics,
+            prompt_logprobs=self._prompt_logprobs_to_report(kind), num_cached_tokens=max(cached, 0),
+            metrics=self.metrics,
         )

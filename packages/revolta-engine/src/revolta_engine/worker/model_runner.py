@@ -54,6 +54,7 @@ class ModelRunner:
         self._sampled: torch.Tensor | None = None  # the last step's sampled ids, on the device
         self._sampled_rows: dict[str, int] = {}  # request id -> row of ``_sampled``
         self._graph_views: dict[Layout, dict[str, torch.Tensor]] = {}
+        self.kept_hidden: torch.Tensor | None = None  # hidden states of execute()'s keep_rows
 
     def record_sampled(self, token_ids: torch.Tensor, request_ids: list[str]) -> None:
         """Remember the device tensor of the ids just sampled, one row per request in ``request_ids``."""
@@ -155,15 +156,18 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
                 state_slots: list[int] | None = None,
-                snapshots: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+                snapshots: list[tuple[int, int, int]] | None = None,
+                keep_rows: list[int] | None = None) -> torch.Tensor:
         """Run one forward pass; return float32 logits for the rows that complete their tokens.
 
         Nothing here waits for the device. Hybrid models also get each sequence's state slot and the
-        state snapshots to take.
+        state snapshots to take. ``keep_rows`` (prompt logprobs): the hidden states of those rows of the
+        flattened batch are kept in :attr:`kept_hidden`.
         """
         state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
+        self.kept_hidden = None
         # decode graphs hold static state slots; steps that also take state snapshots run eagerly
-        batch = self.prepare(scheduled, block_tables, use_graphs=not snapshots)
+        batch = self.prepare(scheduled, block_tables, use_graphs=not snapshots and not keep_rows)
         if batch.graph_bucket is not None:
             hidden = self.graph_runner.run(*batch.graph_bucket, None if state is None else state.state_indices)
             if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
@@ -171,4 +175,6 @@ class ModelRunner:
         else:
             with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
+        if keep_rows:
+            self.kept_hidden = hidden.index_select(0, torch.tensor(keep_rows, device=hidden.device))
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))
