@@ -165,6 +165,35 @@ def test_echo_logprobs_score_a_continuation(client):
     assert last_token_logprob("The capital of France is Paris") > last_token_logprob("The capital of France is banana")
 
 
+def test_vllm_prompt_logprobs_field(smol_server):
+    """vLLM's ``prompt_logprobs`` request field: every prompt token's logprob, rank and top k, in the choice
+    (completions) or the reply (chat); the same values as echo + logprobs; refused with streaming."""
+    url = smol_server.url + "/v1"
+    prompt = "The capital of France is"
+    body = {"model": SMOL_NAME, "prompt": prompt, "max_tokens": 1, "temperature": 0}
+    reply = httpx.post(url + "/completions", json={**body, "prompt_logprobs": 2}, timeout=300).json()
+    ids = httpx.post(smol_server.url + "/tokenize", json={"prompt": prompt}).json()["tokens"]
+    entries = reply["choices"][0]["prompt_logprobs"]
+    assert len(entries) == len(ids) == reply["usage"]["prompt_tokens"] and entries[0] is None
+    for token_id, entry in zip(ids[1:], entries[1:], strict=True):
+        own = entry[str(token_id)]
+        assert own["logprob"] <= 0.0 and own["rank"] >= 1 and isinstance(own["decoded_token"], str)
+        assert {1, 2} <= {e["rank"] for e in entry.values()}  # the two most likely tokens
+        assert len(entry) == (2 if own["rank"] <= 2 else 3)  # and the prompt token itself
+    echo = httpx.post(url + "/completions", json={**body, "echo": True, "logprobs": 1}, timeout=300).json()
+    echoed = echo["choices"][0]["logprobs"]["token_logprobs"][1:len(ids)]
+    assert echoed == pytest.approx([entries[i][str(t)]["logprob"] for i, t in enumerate(ids) if i], abs=1e-5)
+
+    chat = httpx.post(url + "/chat/completions", json={
+        "model": SMOL_NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "prompt_logprobs": 0,
+    }, timeout=300).json()
+    assert len(chat["prompt_logprobs"]) == chat["usage"]["prompt_tokens"]
+    assert all(len(e) == 1 for e in chat["prompt_logprobs"][1:])
+
+    streamed = httpx.post(url + "/completions", json={**body, "prompt_logprobs": 1, "stream": True}, timeout=300)
+    assert streamed.status_code == 400 and "prompt_logprobs" in streamed.text
+
+
 def test_completions_stream_with_usage(client):
     chunks = list(client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=4, temperature=0,
                                             stream=True, stream_options={"include_usage": True},

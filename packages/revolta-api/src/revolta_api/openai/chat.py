@@ -18,6 +18,7 @@ from revolta_api.openai.protocol import ChatCompletionRequest
 from revolta_api.openai.serving import (
     check_prompt_ids,
     clamp_logprob,
+    encode_prompt_logprobs,
     random_id,
     sampling_params,
     token_text,
@@ -130,10 +131,12 @@ class _ChatCall:
         finish: list[str | None] = [None] * n
         stop_reasons: list[Any] = [None] * n
         cached = 0
+        prompt_lps = None
         timer = self.state.metrics.request_timer()
         async for out in self.state.client.generate(self.request_id, self.prompt_ids, self.params):
             timer.on_output(out)
             cached = out.num_cached_tokens
+            prompt_lps = out.prompt_logprobs if out.prompt_logprobs is not None else prompt_lps
             for comp in out.outputs:
                 i = comp.index
                 texts[i] += comp.text
@@ -154,9 +157,12 @@ class _ChatCall:
             "logprobs": {"content": logprobs[i]} if self.body.logprobs else None,
             "finish_reason": finish[i], "stop_reason": stop_reasons[i],
         } for i in range(n)]
-        return {"id": self.request_id, "object": "chat.completion", "created": self.created,
-                "model": self.state.model_name, "choices": choices,
-                "usage": usage(len(self.prompt_ids), sum(counts), cached)}
+        reply = {"id": self.request_id, "object": "chat.completion", "created": self.created,
+                 "model": self.state.model_name, "choices": choices,
+                 "usage": usage(len(self.prompt_ids), sum(counts), cached)}
+        if self.body.prompt_logprobs is not None:
+            reply["prompt_logprobs"] = encode_prompt_logprobs(prompt_lps, self.prompt_ids, self.body.prompt_logprobs)
+        return reply
 
     def _chunk(self, choices: list[dict], usage_value: Any = None, with_usage: bool = False) -> bytes:
         chunk: dict[str, Any] = {"id": self.request_id, "object": "chat.completion.chunk",

@@ -16,6 +16,7 @@ from revolta_api.openai.protocol import CompletionRequest
 from revolta_api.openai.serving import (
     check_prompt_ids,
     clamp_logprob,
+    encode_prompt_logprobs,
     random_id,
     sampling_params,
     token_text,
@@ -106,6 +107,7 @@ class _CompletionCall:
         self.n = params[0].n
         self.created = int(time.time())
         self.tokenizer = state.client.tokenizer
+        self._prompt_lps: list[list | None] = [None] * len(prompts)  # each prompt's logprobs once they arrive
 
     def streams(self) -> list[AsyncIterator]:
         client = self.state.client
@@ -140,10 +142,20 @@ class _CompletionCall:
             block["top_logprobs"].append(top)
         return block, offset
 
+    def _note_prompt_logprobs(self, p: int, out: Any) -> None:
+        """Keep prompt ``p``'s logprobs: streamed outputs carry them once, for every choice."""
+        if out.prompt_logprobs is not None:
+            self._prompt_lps[p] = out.prompt_logprobs
+
     def _prompt_logprob_block(self, i: int, out: Any) -> tuple[dict | None, int]:
         ids = self.prompts[i][1]
-        positions = out.prompt_logprobs if out.prompt_logprobs is not None else [None] * len(ids)
+        positions = self._prompt_lps[i] if self._prompt_lps[i] is not None else [None] * len(ids)
         return self._logprobs(ids, positions, 0)
+
+    def _prompt_logprobs_field(self, p: int) -> list | None:
+        """vLLM's ``prompt_logprobs`` of a choice, when the request asked for them."""
+        k = self.body.prompt_logprobs
+        return None if k is None else encode_prompt_logprobs(self._prompt_lps[p], self.prompts[p][1], k)
 
     async def complete(self) -> dict:
         """Run every prompt to the end and build the ``text_completion`` object."""
@@ -158,6 +170,7 @@ class _CompletionCall:
         cached = 0
         async for p, out in merge_streams(self.streams()):
             timers[p].on_output(out)
+            self._note_prompt_logprobs(p, out)
             cached += out.num_cached_tokens if out.finished else 0
             for comp in out.outputs:
                 i = p * self.n + comp.index
@@ -175,6 +188,9 @@ class _CompletionCall:
                 stop_reasons[i] = comp.stop_reason if comp.stop_reason is not None else stop_reasons[i]
         choices = [{"index": i, "text": texts[i], "logprobs": blocks[i], "finish_reason": finish[i],
                     "stop_reason": stop_reasons[i]} for i in range(total)]
+        if self.body.prompt_logprobs is not None:
+            for i, choice in enumerate(choices):
+                choice["prompt_logprobs"] = self._prompt_logprobs_field(i // self.n)
         prompt_tokens = sum(len(ids) for _, ids in self.prompts)
         return {"id": self.request_id, "object": "text_completion", "created": self.created,
                 "model": self.state.model_name, "choices": choices,
@@ -196,6 +212,7 @@ class _CompletionCall:
         try:
             async for p, out in merge_streams(streams):
                 timers[p].on_output(out)
+                self._note_prompt_logprobs(p, out)
                 cached += out.num_cached_tokens if out.finished else 0
                 for comp in out.outputs:
                     i = p * self.n + comp.index

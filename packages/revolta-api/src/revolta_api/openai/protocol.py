@@ -81,6 +81,7 @@ class SamplingFields(OpenAIBaseModel):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     request_id: str | None = Field(None, max_length=256)
+    prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)  # vLLM: every prompt token's logprob + top k
     # structured output (read by revolta_api.structured): OpenAI's, vLLM's, and vLLM's older names
     response_format: dict[str, Any] | None = None
     structured_outputs: dict[str, Any] | None = None

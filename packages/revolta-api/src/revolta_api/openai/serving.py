@@ -39,6 +39,10 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
 
     A structured output constraint (``response_format``, ``structured_outputs``, ``guided_*``) is carried along.
     """
+    if req.prompt_logprobs is not None and req.stream:
+        raise bad_request("prompt_logprobs is not available with stream=true.", param="prompt_logprobs")
+    wanted = [k for k in (prompt_logprobs, req.prompt_logprobs) if k is not None]
+    prompt_logprobs = max(wanted) if wanted else None
     room = max_model_len - prompt_len
     max_tokens = room if requested_max is None else min(requested_max, room)
     extra: dict[str, Any] = {}
@@ -78,6 +82,24 @@ def top_entries(position: PositionLogprobs, k: int) -> list[tuple[int, Any]]:
     ranked = [(tid, lp) for tid, lp in position.items() if lp.rank is not None]
     ranked.sort(key=lambda item: item[1].rank)
     return ranked[:k]
+
+
+def encode_prompt_logprobs(entries: list[PositionLogprobs | None] | None, prompt_ids: list[int],
+                           k: int) -> list[dict[str, dict] | None] | None:
+    """vLLM's ``prompt_logprobs`` field: per prompt token None (the first) or ``{token id: {logprob, rank,
+    decoded_token}}`` with the token itself and the ``k`` most likely tokens."""
+    if entries is None:
+        return None
+    out: list[dict[str, dict] | None] = []
+    for token_id, position in zip(prompt_ids, entries, strict=True):
+        if position is None:
+            out.append(None)
+            continue
+        keep = [(token_id, position[token_id])] if token_id in position else []
+        keep += [item for item in top_entries(position, k) if item[0] != token_id]
+        out.append({str(tid): {"logprob": clamp_logprob(lp.logprob), "rank": lp.rank, "decoded_token": lp.decoded_token}
+                    for tid, lp in keep})
+    return out
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
