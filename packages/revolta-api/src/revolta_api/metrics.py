@@ -50,6 +50,10 @@ class _EngineStatsCollector(Collector):
             ("revolta:external_prefix_cache_hits", "Prompt tokens found in the KV offload tiers.",
              s.external_prefix_cache_hits),
             ("revolta:num_preemptions", "Requests preempted to free KV cache.", s.num_preemptions),
+            ("revolta:spec_decode_num_drafts", "Speculative verification steps that carried drafts.",
+             s.spec_decode_num_drafts),
+            ("revolta:spec_decode_num_draft_tokens", "Draft tokens proposed.", s.spec_decode_num_draft_tokens),
+            ("revolta:spec_decode_num_accepted_tokens", "Draft tokens accepted.", s.spec_decode_num_accepted_tokens),
         ):
             counter = CounterMetricFamily(name, doc, labels=labels)
             counter.add_metric([self._model], float(value))

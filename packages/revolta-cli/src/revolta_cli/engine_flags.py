@@ -11,7 +11,7 @@ ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "blo
                 "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
                 "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
-                "kv_offload_path", "kv_offload_disk_size")
+                "kv_offload_path", "kv_offload_disk_size", "speculative_config")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -45,6 +45,9 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                    help="prepare the next step while the GPU runs this one (default: on for CUDA)")
     g.add_argument("--chat-template", default=None, help="chat template (jinja text or a file holding it)")
     g.add_argument("--load-format", default=None, help="auto or dummy (random weights, for benchmarks)")
+    g.add_argument("--speculative-config", type=json_object, default=None, metavar="JSON",
+                   help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (drafts '
+                        "looked up in the prompt and output so far)")
     o = parser.add_argument_group("KV offload (the revolta-offload package)")
     o.add_argument("--kv-offloading-size", type=float, default=None, metavar="GIB",
                    help="keep full KV blocks in this much CPU memory too, and copy them back for a prefix that "
@@ -53,6 +56,19 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                    help="also keep full KV blocks as files in this directory (they survive restarts)")
     o.add_argument("--kv-offload-disk-size", type=float, default=None, metavar="GIB",
                    help="most space the files under --kv-offload-path take (default 16)")
+
+
+def json_object(value: str) -> dict:
+    """A flag's JSON object (argparse reports the error as an invalid value)."""
+    import json
+
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return parsed
 
 
 def chat_template_text(value: str | None) -> str | None:

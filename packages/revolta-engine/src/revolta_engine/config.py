@@ -65,6 +65,7 @@ class EngineArgs:
     kv_offloading_size: float | None = None  # GiB of CPU memory for offloaded KV blocks (vLLM's name)
     kv_offload_path: str | None = None  # directory of the filesystem KV tier (blocks survive restarts)
     kv_offload_disk_size: float | None = None  # GiB cap of that directory (default 16)
+    speculative_config: dict | None = None  # {"method": "ngram", "num_speculative_tokens": k, ...} as in vLLM
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.
     explicit: frozenset[str] = field(default_factory=frozenset, repr=False)
 

@@ -71,6 +71,8 @@ class Request:
         self.num_preemptions = 0
         # structured output: the grammar matcher, which has accepted exactly output_token_ids
         self.grammar: GrammarState | None = None
+        # speculative decoding: draft tokens the next step feeds after the newest token and verifies
+        self.spec_token_ids: list[int] = []
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -29,10 +29,13 @@ class ScheduledRequest:
     request: Request
     num_new_tokens: int
     completes: bool = field(init=False)
+    num_drafts: int = field(init=False)  # speculative draft tokens fed after the request's known tokens
 
     def __post_init__(self) -> None:
         req = self.request
-        self.completes = req.num_computed_tokens + self.num_new_tokens == req.num_tokens + req.num_pending_tokens
+        end = req.num_computed_tokens + self.num_new_tokens
+        self.num_drafts = max(0, end - req.num_tokens - req.num_pending_tokens)
+        self.completes = end - self.num_drafts == req.num_tokens + req.num_pending_tokens
 
 
 @dataclass
@@ -79,6 +82,8 @@ class Scheduler:
         if pending and (request.num_output_tokens + pending >= request.max_tokens
                         or n + pending >= self.max_model_len):
             return n
+        if request.spec_token_ids and request.num_computed_tokens == n - 1:
+            return n + len(request.spec_token_ids)  # the newest token, then the drafts to verify
         return n + pending
 
     def schedule(self) -> SchedulerOutput:
@@ -139,6 +144,7 @@ class Scheduler:
 
     def _preempt(self, request: Request) -> None:
         self.running.remove(request)
+        request.spec_token_ids = []
         self.kv.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0

@@ -26,13 +26,20 @@ from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
+from revolta_engine.engine.prompt_input import check_prompt_ids, prompt_text_and_ids
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
+from revolta_engine.engine.speculative import (
+    accepted_tokens,
+    parse_speculative_config,
+    propose_ngram,
+    wants_drafts,
+)
 from revolta_engine.engine.stats import EngineStats
-from revolta_engine.errors import InvalidRequestError, PromptTooLongError
+from revolta_engine.errors import InvalidRequestError
 from revolta_engine.layers.activation_quant import apply_activation_quant
 from revolta_engine.loader import load_checkpoint
 from revolta_engine.outputs import RequestOutput
-from revolta_engine.sample.sampler import Sampler, SamplingRow
+from revolta_engine.sample.sampler import Sampler, sampling_row
 from revolta_engine.sample.structured import GrammarBackend
 from revolta_engine.sampling_params import SamplingParams
 from revolta_engine.worker.cuda_graph import capture_decode_graphs
@@ -106,7 +113,13 @@ class LLMEngine:
         # Overlap the host's work for the next step with the device's work on this one (GPU only: on the
         # CPU the forward pass itself runs on the host). Hybrid models too: their state slots follow the
         # stream's order, and a snapshot of a block whose last token is in flight is keyed once it arrives.
-        self.async_scheduling = bool(cfg.resolve("async_scheduling", self.device.type == "cuda"))
+        self.speculative = parse_speculative_config(cfg.resolve("speculative_config"))
+        # Drafts are proposed from the newest tokens on the host: speculation runs the synchronous loop.
+        self.async_scheduling = bool(cfg.resolve("async_scheduling", self.device.type == "cuda"
+                                                 and self.speculative is None))
+        if self.async_scheduling and self.speculative is not None:
+            raise InvalidRequestError("speculative decoding needs async_scheduling off (drafts come from the "
+                                      "newest tokens on the host)", param="speculative_config")
         if args.tensor_parallel_size != 1:
             raise InvalidRequestError("tensor_parallel_size > 1 is not supported yet", param="tensor_parallel_size")
 
@@ -124,6 +137,10 @@ class LLMEngine:
                                  self.max_model_len)
         num_blocks, kv_caches, state_slots = caches.num_blocks, caches.kv_caches, caches.state_slots
         self.state_caches = state_caches = caches.state_caches
+        if self.speculative is not None and state_slots is not None:
+            raise InvalidRequestError("speculative decoding is not supported for hybrid (Gated DeltaNet) models: "
+                                      "their recurrent state cannot be rolled back past rejected drafts",
+                                      param="speculative_config")
         self.kv_connector = offload_connector(cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
                                               self.device, hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
@@ -180,22 +197,9 @@ class LLMEngine:
             raise InvalidRequestError(f"request id {request_id!r} is already running", param="request_id")
         if isinstance(params, SamplingParams):
             params.validate()
-        text, ids = self._prompt_ids(prompt)
-        if not ids:
-            raise InvalidRequestError("the prompt is empty", param="prompt")
-        vocab = int(self.text_config.vocab_size)
-        bad = None
-        if min(ids) < 0 or max(ids) >= vocab:
-            bad = next(t for t in ids if not 0 <= t < vocab)
-        if bad is not None:
-            raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})", param="prompt")
-        if len(ids) >= self.max_model_len:
-            raise PromptTooLongError(len(ids), self.max_model_len)
-        need_blocks = -(-(len(ids) + 1) // self.kv.block_size)
-        if need_blocks > self.kv.pool.num_usable_blocks:
-            raise InvalidRequestError(
-                f"the prompt needs {need_blocks} KV blocks but the cache holds only "
-                f"{self.kv.pool.num_usable_blocks}", param="prompt")
+        text, ids = prompt_text_and_ids(prompt, self.tokenize_prompt)
+        check_prompt_ids(ids, int(self.text_config.vocab_size), self.max_model_len, self.kv.block_size,
+                         self.kv.pool.num_usable_blocks)
         max_tokens = params.max_tokens or (self.max_model_len - len(ids))
         # Compiled here, before anything is queued: a constraint that cannot compile fails this request only.
         grammar = self.grammars.compile(params.structured_outputs) if params.structured_outputs else None
@@ -217,20 +221,6 @@ class LLMEngine:
                 gen = torch.Generator(device=self.device).manual_seed(params.seed + i)
             self.children[state.request.request_id] = (parent, state, gen)
             self.scheduler.add(state.request)
-
-    def _prompt_ids(self, prompt: str | list[int] | dict) -> tuple[str | None, list[int]]:
-        if isinstance(prompt, dict):
-            if "prompt_token_ids" in prompt:
-                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
-            if "prompt" in prompt:
-                prompt = prompt["prompt"]
-            else:
-                raise InvalidRequestError("a prompt dict needs 'prompt' or 'prompt_token_ids'", param="prompt")
-        if isinstance(prompt, str):
-            return prompt, self.tokenize_prompt(prompt)
-        if isinstance(prompt, list | tuple) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            return None, list(prompt)
-        raise InvalidRequestError("a prompt must be a string or a list of token ids", param="prompt")
 
     def abort_request(self, request_ids: list[str]) -> None:
         """Stop requests now and free their KV blocks (unknown ids are ignored)."""
@@ -331,18 +321,13 @@ class LLMEngine:
         rows = []
         for s in completing:
             req = s.request
-            p = req.sampling_params
-            blocked = []
-            # A grammar that is complete decides the end itself: min_tokens must not block its EOS.
-            if (req.num_output_tokens + req.num_pending_tokens < p.min_tokens
-                    and not (req.grammar is not None and req.grammar.can_end)):
-                blocked = sorted((set() if p.ignore_eos else self.eos_token_ids) | set(p.stop_token_ids or []))
-            rows.append(SamplingRow(p, req.prompt_token_ids, req.output_token_ids,
-                                    self.children[req.request_id][2] or self.generator, blocked, req.grammar))
+            row = sampling_row(req, self.children[req.request_id][2] or self.generator, self.eos_token_ids)
+            rows += [row] * (s.num_drafts + 1)  # one per speculative position (see engine.speculative)
         kept_logits = pending = None
         if rows:
             tokens = self.sampler.sample(logits, rows)
-            self.runner.record_sampled(tokens, [s.request.request_id for s in completing])
+            self.runner.record_sampled(tokens, [s.request.request_id for s in completing
+                                                for _ in range(s.num_drafts + 1)])
             if any(r.params.logprobs is not None for r in rows):
                 kept_logits = logits  # read once the tokens are back
             pending = self._host_tokens.start(tokens)
@@ -382,23 +367,42 @@ class LLMEngine:
         token_ids = step.tokens.wait()
         logprobs = (self.sampler.logprobs(step.logits, token_ids, step.rows) if step.logits is not None
                     else [None] * len(token_ids))
-        for j, s in enumerate(step.completing):
-            req = s.request
+        row = 0
+        for s in step.completing:
+            req, first = s.request, row
+            row += s.num_drafts + 1
             entry = self.children.get(req.request_id)
             if entry is None or req.status.finished:
-                continue  # finished or aborted while this step ran: its token is discarded
+                continue  # finished or aborted while this step ran: its tokens are discarded
             parent, state, _ = entry
-            token = token_ids[j]
-            req.append_token(token)
-            self.stats.num_generation_tokens += 1
-            req.check_token_stop(self.max_model_len)
-            if req.grammar is not None:
-                self._advance_grammar(req, token)
-            state.on_token(token, logprobs[j])
-            parent.note_token()
-            if req.status.finished:
-                self.scheduler.finish(req, req.status)
+            new_tokens = token_ids[first:first + 1]
+            if s.num_drafts:
+                new_tokens = accepted_tokens(req.spec_token_ids[:s.num_drafts], token_ids[first:row])
+                req.num_computed_tokens -= s.num_drafts - (len(new_tokens) - 1)  # rejected drafts' KV is stale
+                self.stats.note_drafts(s.num_drafts, len(new_tokens) - 1)
+            req.spec_token_ids = []
+            for i, token in enumerate(new_tokens):
+                req.append_token(token)
+                self.stats.num_generation_tokens += 1
+                req.check_token_stop(self.max_model_len)
+                if req.grammar is not None:
+                    self._advance_grammar(req, token)
+                state.on_token(token, logprobs[first + i])
+                parent.note_token()
+                if req.status.finished:
+                    self.scheduler.finish(req, req.status)
+                    break
+            if self.speculative is not None and not req.status.finished and wants_drafts(req):
+                req.spec_token_ids = self._propose(req)
             touched[parent.request_id] = parent
+
+    def _propose(self, req: Request) -> list[int]:
+        """Draft tokens for the request's next step, within its max_tokens and the context length."""
+        spec = self.speculative
+        assert spec is not None
+        room = min(spec.num_speculative_tokens, req.max_tokens - req.num_output_tokens - 1,
+                   self.max_model_len - req.num_tokens - 1)
+        return propose_ngram(req.all_token_ids, room, spec.prompt_lookup_max, spec.prompt_lookup_min)
 
 
 def _needs_host_tokens(params: SamplingParams) -> bool:

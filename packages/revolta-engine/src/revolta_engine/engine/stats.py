@@ -19,3 +19,12 @@ class EngineStats:
     num_preemptions: int = 0
     num_prompt_tokens: int = 0
     num_generation_tokens: int = 0
+    spec_decode_num_drafts: int = 0  # verification steps that carried drafts
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
+
+    def note_drafts(self, proposed: int, accepted: int) -> None:
+        """Count one speculative verification."""
+        self.spec_decode_num_drafts += 1
+        self.spec_decode_num_draft_tokens += proposed
+        self.spec_decode_num_accepted_tokens += accepted

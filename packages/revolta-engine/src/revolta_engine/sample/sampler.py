@@ -7,7 +7,7 @@ tokens whatever else shares its batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +29,17 @@ class SamplingRow:
     generator: torch.Generator | None
     blocked_ids: list[int]  # EOS / stop ids masked while min_tokens is not reached
     grammar: GrammarState | None = None  # structured output: tokens the grammar forbids are masked
+
+
+def sampling_row(req: Any, generator: torch.Generator | None, eos_token_ids: set[int]) -> SamplingRow:
+    """The row of a request whose next token is sampled now: EOS and stop ids are blocked until
+    ``min_tokens`` (unless a complete grammar decides the end itself)."""
+    p = req.sampling_params
+    blocked: list[int] = []
+    if (req.num_output_tokens + req.num_pending_tokens < p.min_tokens
+            and not (req.grammar is not None and req.grammar.can_end)):
+        blocked = sorted((set() if p.ignore_eos else eos_token_ids) | set(p.stop_token_ids or []))
+    return SamplingRow(p, req.prompt_token_ids, req.output_token_ids, generator, blocked, req.grammar)
 
 
 @dataclass

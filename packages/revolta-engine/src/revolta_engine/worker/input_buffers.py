@@ -55,7 +55,8 @@ class StepBuffers:
     def __init__(self, max_tokens: int, max_seqs: int, max_width: int, device: torch.device) -> None:
         self.device = device
         self.max_tokens, self.max_seqs, self.max_width = max_tokens, max_seqs, max_width
-        size = Layout(max_tokens, max_seqs, max_width, max_seqs, max_seqs).offsets["end"]
+        # sampled rows: one per sequence, or one per fed token with speculative drafts
+        size = Layout(max_tokens, max_seqs, max_width, max_tokens, max_seqs).offsets["end"]
         pin = device.type == "cuda"
         self.host = [torch.zeros(size, dtype=torch.int32, pin_memory=pin) for _ in range(2)]
         self.host_np = [h.numpy() for h in self.host]
@@ -65,7 +66,8 @@ class StepBuffers:
 
     def fits(self, layout: Layout) -> bool:
         return (layout.tokens <= self.max_tokens and layout.seqs <= self.max_seqs
-                and layout.width <= self.max_width and max(layout.rows, layout.feeds) <= self.max_seqs)
+                and layout.width <= self.max_width and layout.rows <= self.max_tokens
+                and layout.feeds <= self.max_seqs)
 
     def begin(self) -> np.ndarray:
         """The host buffer to pack the next step into (waits until its previous copy has been read)."""

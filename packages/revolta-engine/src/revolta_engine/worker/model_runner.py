@@ -81,7 +81,8 @@ class ModelRunner:
         if graph_bucket is not None:
             layout = self.graph_runner.layout(*graph_bucket)
         else:
-            layout = Layout(num_tokens, n, max(1, max(len(t) for t in block_tables)), n, n)
+            num_sampled = sum(s.num_drafts + 1 for s in scheduled if s.completes)
+            layout = Layout(num_tokens, n, max(1, max(len(t) for t in block_tables)), max(n, num_sampled), n)
         assert self.buffers.fits(layout), f"step of {num_tokens} tokens / {n} sequences exceeds the input buffers"
         h = host_views(self.buffers.begin(), layout)
         ids, pos, slots, bt = h["input_ids"], h["positions"], h["slot_mapping"], h["block_tables"]
@@ -105,7 +106,9 @@ class ModelRunner:
                 p = np.arange(start, end, dtype=np.int64)
                 pos[off:off + k] = p
                 slots[off:off + k] = np.asarray(table, dtype=np.int64)[p // bs] * bs + p % bs
-            if end > known:  # the last input is the token the previous step sampled for this request
+            if s.num_drafts:  # speculative drafts after the known tokens
+                ids[off + k - s.num_drafts:off + k] = req.spec_token_ids[:s.num_drafts]
+            elif end > known:  # the last input is the token the previous step sampled for this request
                 assert end == known + 1, "at most one sampled token can be in flight per request"
                 ids[off + k - 1] = 0
                 feed_dst[num_feeds] = off + k - 1
@@ -117,9 +120,10 @@ class ModelRunner:
             qsl[i + 1] = off
             ctx[i] = end
             max_ctx = max(max_ctx, end)
-            if s.completes:
-                rows[num_rows] = off - 1
-                num_rows += 1
+            if s.completes:  # the last known token's row, then one row per draft
+                for j in range(s.num_drafts + 1):
+                    rows[num_rows] = off - 1 - s.num_drafts + j
+                    num_rows += 1
         if graph_batch is not None and graph_batch > n:
             # padding rows write their K/V nowhere (slot -1) and attend to one token of the null block
             ids[n:], pos[n:], slots[n:], ctx[n:] = 0, 0, -1, 1

@@ -1,0 +1,40 @@
+"""A request's prompt as the engine takes it: text, token ids or vLLM's prompt dicts, checked before queuing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from revolta_engine.errors import InvalidRequestError, PromptTooLongError
+
+PromptInput = str | list[int] | dict
+
+
+def prompt_text_and_ids(prompt: PromptInput, tokenize: Callable[[str], list[int]]) -> tuple[str | None, list[int]]:
+    """``(text or None, token ids)`` of a string, a list of ids or ``{"prompt"}`` / ``{"prompt_token_ids"}``."""
+    if isinstance(prompt, dict):
+        if "prompt_token_ids" in prompt:
+            return prompt.get("prompt"), list(prompt["prompt_token_ids"])
+        if "prompt" in prompt:
+            prompt = prompt["prompt"]
+        else:
+            raise InvalidRequestError("a prompt dict needs 'prompt' or 'prompt_token_ids'", param="prompt")
+    if isinstance(prompt, str):
+        return prompt, tokenize(prompt)
+    if isinstance(prompt, list | tuple) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return None, list(prompt)
+    raise InvalidRequestError("a prompt must be a string or a list of token ids", param="prompt")
+
+
+def check_prompt_ids(ids: list[int], vocab: int, max_model_len: int, block_size: int, usable_blocks: int) -> None:
+    """Reject a prompt the engine could never run: empty, unknown ids, too long, or larger than the KV cache."""
+    if not ids:
+        raise InvalidRequestError("the prompt is empty", param="prompt")
+    if min(ids) < 0 or max(ids) >= vocab:
+        bad = next(t for t in ids if not 0 <= t < vocab)
+        raise InvalidRequestError(f"token id {bad} is outside the vocabulary (0..{vocab - 1})", param="prompt")
+    if len(ids) >= max_model_len:
+        raise PromptTooLongError(len(ids), max_model_len)
+    need_blocks = -(-(len(ids) + 1) // block_size)
+    if need_blocks > usable_blocks:
+        raise InvalidRequestError(f"the prompt needs {need_blocks} KV blocks but the cache holds only {usable_blocks}",
+                                  param="prompt")

@@ -1,0 +1,94 @@
+"""Speculative decoding with n-gram drafts (vLLM's ``speculative_config={"method": "ngram", ...}``).
+
+After a request's newest token arrives, the longest suffix of its tokens (``prompt_lookup_max`` down to
+``prompt_lookup_min`` tokens) is looked up earlier in the same sequence; the up to ``num_speculative_tokens``
+tokens that followed the most recent earlier occurrence become draft tokens. The next step feeds the newest
+token and the drafts together and samples at every one of those positions. Drafts are kept while each equals
+the token sampled at its position; the first sample that differs (or the one after the last draft) is the
+step's extra token. Because a draft is a fixed token, keeping it exactly when an independent sample of the
+target distribution equals it, and otherwise keeping that sample, draws each token from the target
+distribution: greedy output is unchanged, and random sampling keeps its distribution.
+
+Requests with a grammar, penalties, logprobs or a pending ``min_tokens`` are not given drafts (their sampling
+depends on the tokens before each position in ways a batched verification does not reproduce here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from revolta_engine.errors import InvalidRequestError
+
+MAX_SPECULATIVE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """Resolved n-gram speculation settings."""
+
+    num_speculative_tokens: int
+    prompt_lookup_max: int
+    prompt_lookup_min: int
+
+
+def parse_speculative_config(raw: dict[str, Any] | None) -> SpeculativeConfig | None:
+    """Validate vLLM's ``speculative_config`` dict; only the ``ngram`` method exists here."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InvalidRequestError("speculative_config must be a JSON object", param="speculative_config")
+    known = {"method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise InvalidRequestError(f"speculative_config: unknown key(s) {', '.join(unknown)}; this engine knows "
+                                  f"{', '.join(sorted(known))}", param="speculative_config")
+    method = raw.get("method", "ngram")
+    if method != "ngram":
+        raise InvalidRequestError(f"speculative_config.method {method!r} is not supported; use 'ngram' (draft "
+                                  "tokens looked up in the prompt and output so far)", param="speculative_config")
+    k = raw.get("num_speculative_tokens")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
+        raise InvalidRequestError(f"speculative_config.num_speculative_tokens must be an integer from 1 to "
+                                  f"{MAX_SPECULATIVE_TOKENS}, got {k!r}", param="speculative_config")
+    hi, lo = raw.get("prompt_lookup_max", 4), raw.get("prompt_lookup_min", 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (hi, lo)) or not 1 <= lo <= hi <= 64:
+        raise InvalidRequestError("speculative_config needs 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got "
+                                  f"{lo!r} and {hi!r}", param="speculative_config")
+    return SpeculativeConfig(k, hi, lo)
+
+
+def propose_ngram(tokens: list[int], k: int, lookup_max: int, lookup_min: int) -> list[int]:
+    """Up to ``k`` draft tokens: what followed the latest earlier occurrence of the longest matching suffix."""
+    n_tokens = len(tokens)
+    if k <= 0 or n_tokens < lookup_min + 1:
+        return []
+    arr = np.asarray(tokens, dtype=np.int64)
+    for n in range(min(lookup_max, n_tokens - 1), lookup_min - 1, -1):
+        suffix = arr[n_tokens - n:]
+        # windows that start at i and end before the suffix itself, so a continuation exists
+        windows = np.lib.stride_tricks.sliding_window_view(arr[:n_tokens - 1], n)
+        hits = np.flatnonzero((windows == suffix).all(axis=1))
+        if hits.size:
+            start = int(hits[-1]) + n
+            return arr[start:start + k].tolist()
+    return []
+
+
+def wants_drafts(request: Any) -> bool:
+    """Whether a request's sampling allows verifying several positions in one step."""
+    p = request.sampling_params
+    return (request.grammar is None and p.logprobs is None and p.repetition_penalty == 1.0
+            and not p.presence_penalty and not p.frequency_penalty
+            and request.num_output_tokens >= p.min_tokens)
+
+
+def accepted_tokens(drafts: list[int], sampled: list[int]) -> list[int]:
+    """The tokens a verification step yields: sampled tokens up to and including the first that differs from
+    its draft (all ``len(drafts) + 1`` when every draft matched)."""
+    for i, draft in enumerate(drafts):
+        if sampled[i] != draft:
+            return sampled[:i + 1]
+    return sampled[:len(drafts) + 1]

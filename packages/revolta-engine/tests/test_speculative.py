@@ -1,0 +1,144 @@
+"""N-gram speculative decoding: the draft proposer, the verification rule, and the engine's output with drafts
+equal to its output without them (greedy), on a tiny random Llama and on SmolLM2 copying a passage."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from revolta_engine import LLM, SamplingParams
+from revolta_engine.engine.speculative import accepted_tokens, parse_speculative_config, propose_ngram
+from revolta_engine.errors import InvalidRequestError
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
+
+
+def test_proposer_prefers_the_longest_suffix_and_its_latest_occurrence():
+    #          0  1  2  3  4  5  6  7  8  9 10 11
+    tokens = [1, 2, 3, 9, 2, 3, 7, 8, 5, 1, 2, 3]
+    # suffix [1, 2, 3] occurred at 0 (followed by 9, 2, 3, 7); [2, 3] alone would pick the later 4 (7, 8)
+    assert propose_ngram(tokens, 4, 3, 1) == [9, 2, 3, 7]
+    assert propose_ngram(tokens, 4, 2, 1) == [7, 8, 5, 1]
+    assert propose_ngram(tokens, 2, 2, 1) == [7, 8]
+    assert propose_ngram([4, 5, 6], 3, 3, 1) == []  # nothing repeats
+    assert propose_ngram([4, 4, 4, 4], 3, 2, 1) == [4]  # the match right before the end: one token follows it
+    assert propose_ngram([1, 2, 1], 3, 2, 2) == []  # below prompt_lookup_min
+
+
+def test_verification_keeps_matching_drafts_then_one_sampled_token():
+    assert accepted_tokens([5, 6, 7], [5, 6, 7, 8]) == [5, 6, 7, 8]  # all kept, plus the bonus token
+    assert accepted_tokens([5, 6, 7], [5, 9, 7, 8]) == [5, 9]  # the first mismatch's sample ends the run
+    assert accepted_tokens([5], [4, 1]) == [4]
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"method": "eagle", "num_speculative_tokens": 2}, "not supported"),
+    ({"method": "ngram"}, "num_speculative_tokens"),
+    ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3, "prompt_lookup_max": 2}, "prompt_lookup"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "model": "x"}, "unknown key"),
+])
+def test_bad_configs_are_refused(raw, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        parse_speculative_config(raw)
+
+
+def repetitive_prompts(n: int) -> list[dict]:
+    rng = random.Random(0)
+    out = []
+    for i in range(n):
+        motif = [rng.randrange(5, 400) for _ in range(6 + i % 3)]
+        out.append({"prompt_token_ids": (motif * 8)[:18 + 5 * i]})
+    return out
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    {"max_num_batched_tokens": 16},  # chunked prefill around the drafts
+    {"num_gpu_blocks_override": 12, "max_num_seqs": 8},  # preemption clears drafts and recomputes
+])
+def test_greedy_output_is_unchanged(tiny_llama, extra):
+    prompts = repetitive_prompts(8)
+    params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    plain = LLM(str(tiny_llama), dtype="float32", **extra).generate(prompts, params)
+    spec = LLM(str(tiny_llama), dtype="float32", speculative_config=NGRAM, **extra)
+    out = spec.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in out] == [o.outputs[0].token_ids for o in plain]
+    assert spec.llm_engine.get_stats().spec_decode_num_draft_tokens > 0
+
+
+def test_stops_inside_an_accepted_run_are_exact(tiny_llama):
+    prompts = repetitive_prompts(4)
+    base = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    plain = LLM(str(tiny_llama), dtype="float32")
+    spec = LLM(str(tiny_llama), dtype="float32", speculative_config=NGRAM)
+    ref = [o.outputs[0].token_ids for o in plain.generate(prompts, base)]
+    for i, p in enumerate(prompts):
+        stop_at = ref[i][len(ref[i]) // 2]
+        params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True, stop_token_ids=[stop_at])
+        want = plain.generate(p, params)[0].outputs[0]
+        got = spec.generate(p, params)[0].outputs[0]
+        assert got.token_ids == want.token_ids and got.finish_reason == want.finish_reason == "stop"
+        for max_tokens in (1, 2, 7):
+            short = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+            assert spec.generate(p, short)[0].outputs[0].token_ids == ref[i][:max_tokens]
+
+
+def test_requests_that_need_per_position_sampling_get_no_drafts(tiny_llama):
+    spec = LLM(str(tiny_llama), dtype="float32", speculative_config=NGRAM)
+    prompts = repetitive_prompts(3)
+    spec.generate(prompts, SamplingParams(temperature=0.0, max_tokens=12, logprobs=2, repetition_penalty=1.2))
+    assert spec.llm_engine.get_stats().spec_decode_num_draft_tokens == 0
+
+
+def test_speculation_refuses_async_scheduling_and_hybrid_models(tiny_llama, tmp_path):
+    with pytest.raises(InvalidRequestError, match="async_scheduling"):
+        LLM(str(tiny_llama), speculative_config=NGRAM, async_scheduling=True)
+    from hybrid_checkpoints import make_family_checkpoint
+
+    with pytest.raises(InvalidRequestError, match="hybrid"):
+        LLM(str(make_family_checkpoint(tmp_path, "qwen3_5")), speculative_config=NGRAM)
+
+
+PASSAGE = ("The quick brown fox jumps over the lazy dog. Paged attention stores keys and values in fixed-size "
+           "blocks, and prefix caching reuses blocks whose tokens hash to the same value. ")
+COPY = [{"role": "user", "content": "Copy this text exactly, word for word:\n\n" + PASSAGE * 2}]
+
+
+@pytest.fixture(scope="module")
+def smol_pair():
+    return LLM(max_model_len=512), LLM(max_model_len=512, speculative_config=NGRAM)
+
+
+def test_smollm2_copies_with_most_drafts_accepted(smol_pair):
+    plain, spec = smol_pair
+    params = SamplingParams(temperature=0.0, max_tokens=48)
+    want = plain.chat(COPY, params)[0].outputs[0].token_ids
+    got = spec.chat(COPY, params)[0].outputs[0].token_ids
+    assert got == want
+    stats = spec.llm_engine.get_stats()
+    assert stats.spec_decode_num_accepted_tokens >= 0.5 * stats.spec_decode_num_draft_tokens > 0
+    assert stats.spec_decode_num_drafts < len(got)  # fewer verification steps than tokens
+
+
+def test_random_sampling_keeps_its_distribution(smol_pair):
+    """The 2nd, 3rd and 4th sampled tokens of 400 sequences, with and without drafts, have the same marginal
+    distributions (two-sample chi-square over the tokens seen at least 10 times, the rest pooled)."""
+    from collections import Counter
+
+    plain, spec = smol_pair
+    params = SamplingParams(temperature=1.3, max_tokens=4, n=400, seed=1234)
+    a_out = [c.token_ids for c in plain.chat(COPY, params)[0].outputs]
+    b_out = [c.token_ids for c in spec.chat(COPY, params)[0].outputs]
+    assert spec.llm_engine.get_stats().spec_decode_num_accepted_tokens > 0
+    chi2, dof = 0.0, 0
+    for pos in (1, 2, 3):
+        a = Counter(t[pos] for t in a_out if len(t) > pos)
+        b = Counter(t[pos] for t in b_out if len(t) > pos)
+        common = [k for k in set(a) | set(b) if a[k] + b[k] >= 10]
+        cells = [(a[k], b[k]) for k in common]
+        cells.append((sum(a.values()) - sum(x for x, _ in cells), sum(b.values()) - sum(y for _, y in cells)))
+        chi2 += sum((x - y) ** 2 / (x + y) for x, y in cells if x + y)
+        dof += len(cells) - 1
+    assert chi2 < dof + 4 * (2 * dof) ** 0.5, (chi2, dof)  # about 4 standard deviations of the null
