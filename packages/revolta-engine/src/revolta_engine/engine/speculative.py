@@ -53,7 +53,10 @@ def parse_speculative_config(raw: dict[str, Any] | None) -> SpeculativeConfig | 
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
         raise InvalidRequestError(f"speculative_config.num_speculative_tokens must be an integer from 1 to "
                                   f"{MAX_SPECULATIVE_TOKENS}, got {k!r}", param="speculative_config")
-    hi, lo = raw.get("prompt_lookup_max", 4), raw.get("prompt_lookup_min", 1)
+    hi = raw.get("prompt_lookup_max", 4)
+    # Matches of a single token are mostly chance in free text (SmolLM2 on the CPU: 4% of their drafts accepted
+    # and 18% slower, against 10% and 3% from two tokens up): two by default.
+    lo = raw.get("prompt_lookup_min", min(2, hi) if isinstance(hi, int) else 2)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (hi, lo)) or not 1 <= lo <= hi <= 64:
         raise InvalidRequestError("speculative_config needs 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got "
                                   f"{lo!r} and {hi!r}", param="speculative_config")
