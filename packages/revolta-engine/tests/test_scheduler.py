@@ -63,3 +63,25 @@ def test_finish_frees_blocks():
     assert kv.usage() > 0
     s.finish(r, RequestStatus.FINISHED_ABORTED)
     assert kv.usage() == 0 and not s.has_unfinished()
+
+
+def test_drafts_are_scheduled_after_the_newest_token_and_dropped_before_preempting():
+    s = Scheduler(KVCacheManager(4, 4, False), max_num_seqs=4, max_num_batched_tokens=100, max_model_len=100)
+    a, b = make_request("a", 5), make_request("b", 3)
+    s.add(a)
+    s.add(b)
+    run_step(s)  # both prefilled, one token each: a holds 2 blocks (6 tokens), b 1 block (4 tokens); 3 usable
+    a.spec_token_ids = [3, 4]
+    out = s.schedule()
+    first = out.scheduled[0]
+    assert first.request is a and first.num_new_tokens == 3 and first.num_drafts == 2 and first.completes
+    assert not out.preempted
+    # b's block is full: its next token needs a new block, and no draft room is left anywhere
+    b.spec_token_ids = [9, 9, 9, 9]
+    s.kv.free(a)
+    s.running.remove(a)
+    hog = make_request("hog", 8)
+    assert s.kv.allocate_slots(hog, 8, [])  # 2 blocks: nothing free but b's own
+    out = s.schedule()
+    assert [(x.request.request_id, x.num_new_tokens, x.num_drafts) for x in out.scheduled] == [("b", 1, 0)]
+    assert not out.preempted and b.spec_token_ids == []

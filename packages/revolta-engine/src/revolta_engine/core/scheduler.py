@@ -98,6 +98,10 @@ class Scheduler:
                 i += 1
                 continue
             while not self.kv.allocate_slots(request, num_new):
+                if request.spec_token_ids:  # drafts are optional: drop them before preempting anyone
+                    request.spec_token_ids = []
+                    num_new = min(self._target(request) - request.num_computed_tokens, budget)
+                    continue
                 victim = self.running[-1]
                 assert victim.request_id not in scheduled_ids or victim is request
                 self._preempt(victim)
