@@ -28,3 +28,14 @@ def test_activation_quant_rejects_an_unknown_choice(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--activation-quant", "int4"])
     assert "invalid choice: 'int4'" in capsys.readouterr().err
+
+
+def test_speculative_config_flag_is_a_json_object(capsys):
+    args = engine_args_from(build_parser().parse_args(
+        ["serve", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']))
+    assert args.speculative_config == {"method": "ngram", "num_speculative_tokens": 3}
+    for bad in ("{bad", "[1, 2]"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", "--speculative-config", bad])
+    err = capsys.readouterr().err
+    assert "not valid JSON" in err and "expected a JSON object" in err
