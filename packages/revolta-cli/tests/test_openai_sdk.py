@@ -194,6 +194,25 @@ def test_vllm_prompt_logprobs_field(smol_server):
     assert streamed.status_code == 400 and "prompt_logprobs" in streamed.text
 
 
+def test_logit_bias_and_allowed_token_ids(client, smol_server):
+    """OpenAI's logit_bias forces (or bans) tokens; vLLM's allowed_token_ids restricts them; bad values are 400s."""
+    ids = httpx.post(smol_server.url + "/tokenize", json={"prompt": " Paris", "add_special_tokens": False}).json()
+    paris = ids["tokens"][-1]
+    forced = client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=3, temperature=0,
+                                       logit_bias={str(paris): 100})
+    assert forced.choices[0].text == " Paris" * 3
+    chat = client.chat.completions.create(model=SMOL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                          max_tokens=2, temperature=0.7, logit_bias={str(paris): 100})
+    assert chat.choices[0].message.content == " Paris" * 2
+    only = client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=2, temperature=0,
+                                     extra_body={"allowed_token_ids": [paris]})
+    assert only.choices[0].text == " Paris" * 2
+    for bias, message in (({"abc": 5}, "token ids"), ({str(paris): 150}, "-100 to 100"),
+                          ({"99999999": 5}, "outside the vocabulary")):
+        with pytest.raises(openai.BadRequestError, match=message):
+            client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1, logit_bias=bias)
+
+
 def test_completions_stream_with_usage(client):
     chunks = list(client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=4, temperature=0,
                                             stream=True, stream_options={"include_usage": True},

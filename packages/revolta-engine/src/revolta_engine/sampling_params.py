@@ -47,6 +47,7 @@ class SamplingParams:
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     allowed_token_ids: list[int] | None = None
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit (OpenAI's range -100..100)
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     structured_outputs: StructuredOutputsParams | None = None
     extra_args: dict = field(default_factory=dict)
@@ -91,6 +92,16 @@ class SamplingParams:
             raise bad("logprobs", f"must be non-negative, got {self.logprobs}")
         if self.prompt_logprobs is not None and self.prompt_logprobs < 0:
             raise bad("prompt_logprobs", f"must be non-negative, got {self.prompt_logprobs}")
+        if self.logit_bias is not None:
+            if not isinstance(self.logit_bias, dict):
+                raise bad("logit_bias", "must map token ids to biases")
+            for token, value in self.logit_bias.items():
+                if not isinstance(token, int) or isinstance(token, bool):
+                    raise bad("logit_bias", f"keys must be token ids, got {token!r}")
+                if not isinstance(value, int | float) or not -100.0 <= value <= 100.0:
+                    raise bad("logit_bias", f"values must be numbers from -100 to 100, got {value!r} for {token}")
+        if self.allowed_token_ids is not None and not self.allowed_token_ids:
+            raise bad("allowed_token_ids", "must not be empty")
         if any(not s for s in self.stop):  # type: ignore[union-attr]
             raise bad("stop", "must not contain empty strings")
         if self.seed is not None and not isinstance(self.seed, int):

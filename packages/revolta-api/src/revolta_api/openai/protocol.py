@@ -70,6 +70,7 @@ class SamplingFields(OpenAIBaseModel):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    logit_bias: dict[str, float] | None = None  # token id (as a string) -> bias from -100 to 100
     # vLLM extras
     top_k: int | None = Field(None, ge=-1, le=_INT32_MAX)
     min_p: float | None = Field(None, ge=0.0, le=1.0)
@@ -82,6 +83,7 @@ class SamplingFields(OpenAIBaseModel):
     spaces_between_special_tokens: bool = True
     request_id: str | None = Field(None, max_length=256)
     prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)  # vLLM: every prompt token's logprob + top k
+    allowed_token_ids: list[TokenId] | None = Field(None, min_length=1)  # vLLM: sample only among these
     # structured output (read by revolta_api.structured): OpenAI's, vLLM's, and vLLM's older names
     response_format: dict[str, Any] | None = None
     structured_outputs: dict[str, Any] | None = None

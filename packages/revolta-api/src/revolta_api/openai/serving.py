@@ -56,6 +56,7 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
                           f"generated here (max_tokens, or what fits after the {prompt_len}-token prompt "
                           f"in the {max_model_len}-token context).", param="min_tokens")
     return SamplingParams(
+        logit_bias=logit_bias_ids(req.logit_bias), allowed_token_ids=req.allowed_token_ids,
         n=req.n, max_tokens=max_tokens, min_tokens=req.min_tokens, seed=req.seed, stop=req.stop,
         stop_token_ids=req.stop_token_ids, include_stop_str_in_output=req.include_stop_str_in_output,
         ignore_eos=req.ignore_eos, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
@@ -63,6 +64,23 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
         skip_special_tokens=req.skip_special_tokens,
         spaces_between_special_tokens=req.spaces_between_special_tokens, extra_args=extra,
         structured_outputs=openai_structured_outputs(req.structured_fields()), **kwargs)
+
+
+def logit_bias_ids(raw: dict[str, float] | None) -> dict[int, float] | None:
+    """OpenAI's ``logit_bias`` (token ids as JSON object keys) with integer keys; a bad key or bias is a 400."""
+    if not raw:
+        return None
+    out: dict[int, float] = {}
+    for key, value in raw.items():
+        try:
+            token = int(key)
+        except ValueError:
+            raise bad_request(f"logit_bias keys must be token ids, got {key!r}.", param="logit_bias") from None
+        if not -100.0 <= value <= 100.0:
+            raise bad_request(f"logit_bias values must be from -100 to 100, got {value} for token {key}.",
+                              param="logit_bias")
+        out[token] = float(value)
+    return out
 
 
 def clamp_logprob(value: float) -> float:

@@ -26,7 +26,7 @@ from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
-from revolta_engine.engine.prompt_input import check_prompt_ids, prompt_text_and_ids
+from revolta_engine.engine.prompt_input import check_prompt_ids, check_sampling_token_ids, prompt_text_and_ids
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
 from revolta_engine.engine.speculative import (
     accepted_tokens,
@@ -198,8 +198,9 @@ class LLMEngine:
         if isinstance(params, SamplingParams):
             params.validate()
         text, ids = prompt_text_and_ids(prompt, self.tokenize_prompt)
-        check_prompt_ids(ids, int(self.text_config.vocab_size), self.max_model_len, self.kv.block_size,
-                         self.kv.pool.num_usable_blocks)
+        vocab = int(self.text_config.vocab_size)
+        check_prompt_ids(ids, vocab, self.max_model_len, self.kv.block_size, self.kv.pool.num_usable_blocks)
+        check_sampling_token_ids(params.allowed_token_ids, params.logit_bias, vocab)
         max_tokens = params.max_tokens or (self.max_model_len - len(ids))
         # Compiled here, before anything is queued: a constraint that cannot compile fails this request only.
         grammar = self.grammars.compile(params.structured_outputs) if params.structured_outputs else None

@@ -38,3 +38,12 @@ def check_prompt_ids(ids: list[int], vocab: int, max_model_len: int, block_size:
     if need_blocks > usable_blocks:
         raise InvalidRequestError(f"the prompt needs {need_blocks} KV blocks but the cache holds only {usable_blocks}",
                                   param="prompt")
+
+
+def check_sampling_token_ids(allowed: list[int] | None, logit_bias: dict[int, float] | None, vocab: int) -> None:
+    """``allowed_token_ids`` and ``logit_bias`` must name tokens of the vocabulary."""
+    for param, ids in (("allowed_token_ids", allowed or []), ("logit_bias", list(logit_bias or {}))):
+        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise InvalidRequestError(f"{param}: token id {bad} is outside the vocabulary (0..{vocab - 1})",
+                                      param=param)

@@ -119,7 +119,7 @@ class Sampler:
             self._grammar_mask(logits, rows)
         params = [r.params for r in rows]
         penalties = any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params)
-        masks = any(r.params.allowed_token_ids or r.blocked_ids for r in rows)
+        masks = any(r.params.allowed_token_ids or r.blocked_ids or r.params.logit_bias for r in rows)
         if not penalties and not masks and all(p.greedy for p in params):
             return ops.argmax(logits)  # greedy fast path: nothing modifies the logits (one kernel on CUDA)
         logits = logits.clone()
@@ -130,6 +130,10 @@ class Sampler:
                 [p.frequency_penalty for p in params],
             )
         for i, row in enumerate(rows):
+            if row.params.logit_bias:
+                bias = row.params.logit_bias
+                logits[i, _device_tensor(list(bias), torch.long, logits.device)] += _device_tensor(
+                    list(bias.values()), logits.dtype, logits.device)
             if row.params.allowed_token_ids:
                 mask = torch.full_like(logits[i], float("-inf"))
                 mask[_device_tensor(row.params.allowed_token_ids, torch.long, logits.device)] = 0.0
