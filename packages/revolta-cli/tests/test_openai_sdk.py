@@ -213,6 +213,22 @@ def test_logit_bias_and_allowed_token_ids(client, smol_server):
             client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1, logit_bias=bias)
 
 
+def test_cache_salt_keeps_prefix_cache_hits_within_a_salt(client):
+    """vLLM's cache_salt: a salted prompt reuses only blocks computed under the same salt."""
+    prompt = "Tell me about the history of the city of Lyon, its silk industry and its food. " * 4
+
+    def cached(**extra) -> int:
+        reply = client.completions.create(model=SMOL_NAME, prompt=prompt, max_tokens=1, temperature=0,
+                                          extra_body=extra)
+        return reply.usage.prompt_tokens_details.cached_tokens
+
+    cached(cache_salt="tenant-a")
+    assert cached(cache_salt="tenant-b") == 0
+    assert cached() == 0  # unsalted blocks are another cache again
+    assert cached(cache_salt="tenant-a") > 0
+    assert cached() > 0
+
+
 def test_completions_stream_with_usage(client):
     chunks = list(client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=4, temperature=0,
                                             stream=True, stream_options={"include_usage": True},

@@ -84,6 +84,8 @@ class SamplingFields(OpenAIBaseModel):
     request_id: str | None = Field(None, max_length=256)
     prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)  # vLLM: every prompt token's logprob + top k
     allowed_token_ids: list[TokenId] | None = Field(None, min_length=1)  # vLLM: sample only among these
+    # vLLM: salts this request's prefix-cache (and KV offload) block hashes, so tenants never share blocks
+    cache_salt: str | None = Field(None, min_length=1, max_length=1024)
     # structured output (read by revolta_api.structured): OpenAI's, vLLM's, and vLLM's older names
     response_format: dict[str, Any] | None = None
     structured_outputs: dict[str, Any] | None = None

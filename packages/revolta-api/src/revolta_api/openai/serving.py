@@ -45,7 +45,7 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
     prompt_logprobs = max(wanted) if wanted else None
     room = max_model_len - prompt_len
     max_tokens = room if requested_max is None else min(requested_max, room)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"cache_salt": req.cache_salt} if req.cache_salt else {}
     kwargs: dict[str, Any] = {}
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
         value = getattr(req, name)
