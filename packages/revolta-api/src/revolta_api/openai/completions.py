@@ -147,9 +147,9 @@ class _CompletionCall:
         if out.prompt_logprobs is not None:
             self._prompt_lps[p] = out.prompt_logprobs
 
-    def _prompt_logprob_block(self, i: int, out: Any) -> tuple[dict | None, int]:
-        ids = self.prompts[i][1]
-        positions = self._prompt_lps[i] if self._prompt_lps[i] is not None else [None] * len(ids)
+    def _prompt_logprob_block(self, p: int) -> tuple[dict | None, int]:
+        ids = self.prompts[p][1]
+        positions = self._prompt_lps[p] if self._prompt_lps[p] is not None else [None] * len(ids)
         return self._logprobs(ids, positions, 0)
 
     def _prompt_logprobs_field(self, p: int) -> list | None:
@@ -178,7 +178,7 @@ class _CompletionCall:
                     started[i] = True
                     if self.body.echo:
                         texts[i] = self._echo_text(p)
-                        blocks[i], offsets[i] = self._prompt_logprob_block(p, out)
+                        blocks[i], offsets[i] = self._prompt_logprob_block(p)
                 texts[i] += comp.text
                 counts[i] += len(comp.token_ids)
                 block, offsets[i] = self._logprobs(comp.token_ids, comp.logprobs, offsets[i])
@@ -225,7 +225,7 @@ class _CompletionCall:
                         started[i] = True
                         if self.body.echo:
                             text = self._echo_text(p) + text
-                            block, offsets[i] = self._prompt_logprob_block(p, out)
+                            block, offsets[i] = self._prompt_logprob_block(p)
                     if not text and not comp.token_ids and comp.finish_reason is None:
                         continue
                     counts[i] += len(comp.token_ids)
