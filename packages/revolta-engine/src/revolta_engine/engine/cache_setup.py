@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -34,8 +35,11 @@ class EngineCaches:
 
 
 def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, max_seqs: int,
-                    enable_caching: bool, max_batched: int, max_model_len: int) -> EngineCaches:
-    """Size the KV cache from the memory budget (after the state pool, if any) and allocate both."""
+                    enable_caching: bool, max_batched: int, max_model_len: int,
+                    agree: Callable[[int], int] | None = None) -> EngineCaches:
+    """Size the KV cache from the memory budget (after the state pool, if any) and allocate both.
+
+    ``agree`` (tensor parallelism): turns this rank's block count into the one every rank uses (the smallest)."""
     # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
     # (with prefix caching) as many snapshots of states at block boundaries.
     state_spec = model.state_cache_spec() if hasattr(model, "state_cache_spec") else None
@@ -46,6 +50,8 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
         # one spare slot past the owned ones: CUDA graphs point their padding rows at it
         state_bytes = (state_slots.num_slots + 1) * state_spec.bytes_per_slot
     num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes)
+    if agree is not None:
+        num_blocks = agree(num_blocks)
     kv_caches = allocate_kv_cache(spec, num_blocks, device)
     state_caches = []
     if state_spec is not None and state_slots is not None:

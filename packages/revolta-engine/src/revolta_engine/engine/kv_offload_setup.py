@@ -57,6 +57,11 @@ def resolve_offload_options(cfg: ConfigResolver) -> KVOffloadOptions | None:
                             int((disk_gib or DEFAULT_DISK_GIB) * 2**30))
 
 
+def offload_requested(args: EngineArgs) -> bool:
+    """Whether the arguments ask for KV offload (CPU memory or a directory)."""
+    return bool(args.kv_offloading_size) or bool(args.kv_offload_path)
+
+
 def model_identity(path: Path, load_format: str, seed: int) -> dict[str, Any]:
     """What distinguishes one model's weights from another's without hashing gigabytes: the files' names,
     sizes and modification times (random ``dummy`` weights: the seed)."""

@@ -23,6 +23,16 @@ class LLM:
         self.llm_engine = LLMEngine(EngineArgs.from_kwargs(**engine_args))
         self._ids = itertools.count()
 
+    def shutdown(self) -> None:
+        """Release what the engine holds outside this process (tensor-parallel workers, KV offload writes)."""
+        self.llm_engine.shutdown()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
     def get_tokenizer(self):
         """The model's tokenizer (None with skip_tokenizer_init)."""
         return self.llm_engine.tokenizer

@@ -20,11 +20,10 @@ from revolta_engine.config import (
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
-from revolta_engine.engine.cache_setup import allocate_caches
 from revolta_engine.engine.chat import render_chat
+from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
-from revolta_engine.engine.kv_offload_setup import offload_connector
-from revolta_engine.engine.model_builder import load_model
+from revolta_engine.engine.kv_offload_setup import offload_connector, offload_requested
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
 from revolta_engine.engine.prompt_input import check_prompt_ids, check_sampling_token_ids, prompt_text_and_ids
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
@@ -42,9 +41,8 @@ from revolta_engine.outputs import RequestOutput
 from revolta_engine.sample.sampler import Sampler, sampling_row
 from revolta_engine.sample.structured import GrammarBackend
 from revolta_engine.sampling_params import SamplingParams
-from revolta_engine.worker.cuda_graph import capture_decode_graphs
-from revolta_engine.worker.kv_cache import KVCacheSpec, resolve_kv_cache_dtype
-from revolta_engine.worker.model_runner import ModelRunner
+from revolta_engine.worker.kv_cache import resolve_kv_cache_dtype
+from revolta_engine.worker.shard_runtime import ShardSettings
 from revolta_engine.worker.state_cache import reset_slots
 
 logger = logging.getLogger(__name__)
@@ -120,23 +118,21 @@ class LLMEngine:
         if self.async_scheduling and self.speculative is not None:
             raise InvalidRequestError("speculative decoding needs async_scheduling off (drafts come from the "
                                       "newest tokens on the host)", param="speculative_config")
-        if args.tensor_parallel_size != 1:
-            raise InvalidRequestError("tensor_parallel_size > 1 is not supported yet", param="tensor_parallel_size")
-
-        weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
-        self.model = load_model(hf_config, weights, self.max_model_len, self.dtype, self.device, args.seed)
-        if weights is not None:
-            self.checkpoint.check_all_shards_read()
-
-        num_layers, num_kv_heads, head_dim = self.model.kv_cache_shape()
         kv_dtype = resolve_kv_cache_dtype(args.kv_cache_dtype, self.dtype)
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
-        spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, block_size, kv_dtype)
-        caches = allocate_caches(self.model, spec, self.device, cfg, max_seqs, enable_caching, max_batched,
-                                 self.max_model_len)
+        settings = ShardSettings(args, str(model_path), self.dtype, self.max_model_len, block_size, max_batched,
+                                 max_seqs, enable_caching, kv_dtype, str(cfg.values["activation_quant"].value),
+                                 args.tensor_parallel_size)
+        check_tensor_parallel(settings, hf_config, self.device, offload_requested(args))
+        weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
+        runtime, self.runner, self.tp_workers = build_engine_runtime(hf_config, weights, settings, self.device, cfg,
+                                                                     args.enforce_eager)
+        if weights is not None:
+            self.checkpoint.check_all_shards_read()
+        self.model, spec, caches = runtime.model, runtime.spec, runtime.caches
         num_blocks, kv_caches, state_slots = caches.num_blocks, caches.kv_caches, caches.state_slots
-        self.state_caches = state_caches = caches.state_caches
+        self.state_caches = caches.state_caches
         if self.speculative is not None and state_slots is not None:
             raise InvalidRequestError("speculative decoding is not supported for hybrid (Gated DeltaNet) models: "
                                       "their recurrent state cannot be rolled back past rejected drafts",
@@ -146,13 +142,6 @@ class LLMEngine:
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
-        self.runner = ModelRunner(self.model, kv_caches, block_size, self.device, state_caches,
-                                  max_num_tokens=max_batched, max_num_seqs=max_seqs,
-                                  max_model_len=self.max_model_len)
-        if self.device.type == "cuda":
-            self.runner.graph_runner = capture_decode_graphs(
-                self.model, kv_caches, self.runner.buffers, max_seqs, self.max_model_len, self.device, self.dtype,
-                enforce_eager=args.enforce_eager, state_caches=state_caches, pad_slot=caches.pad_slot)
         self.sampler = Sampler()
         self.grammars = GrammarBackend(self.tokenizer, int(self.text_config.vocab_size), self.eos_token_ids)
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
@@ -165,7 +154,7 @@ class LLMEngine:
         logger.info(
             "KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB, %s); up to %.1f requests of %d tokens at once",
             num_blocks - 1, block_size, self.kv_capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
-            str(kv_dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
+            str(spec.dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
         )
 
     # ----------------------------------------------------------------------------------- info
@@ -356,10 +345,13 @@ class LLMEngine:
             self.kv_connector.load([b for b, _ in loads], [d for _, d in loads])
 
     def shutdown(self) -> None:
-        """Finish what the engine owes outside its process: queued KV offload stores. Idempotent."""
+        """Finish what the engine owes outside its process: queued KV offload stores, the tensor-parallel
+        workers. Idempotent."""
         if self.kv_connector is not None:
             self._transfer_kv()
             self.kv_connector.close()
+        if self.tp_workers is not None:
+            self.tp_workers.stop()
 
     def _finish(self, step: InFlightStep, touched: dict[str, ParentRequestState]) -> None:
         """Append a launched step's sampled tokens, check stops and update the outputs."""

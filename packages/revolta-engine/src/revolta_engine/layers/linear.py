@@ -35,6 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from revolta_engine.distributed.communication import tp_all_reduce
+from revolta_engine.distributed.parallel_state import get_tp_layout
+from revolta_engine.distributed.sharding import FeatureAxes, narrow_features
 from revolta_kernels import ops, ops_quant
 
 if TYPE_CHECKING:
@@ -94,11 +97,25 @@ class Linear(nn.Module):
 
     With a ``quant`` method the weight is held quantized (see :mod:`revolta_engine.layers.quant`) instead of
     as a dense ``weight``; the method creates, loads and applies it.
+
+    Tensor parallelism (``parallel``, under :func:`~revolta_engine.distributed.tensor_parallel_layout`): a
+    ``"column"`` layer holds this rank's slice of the output features, a ``"row"`` layer its slice of the input
+    features and sums the partial outputs over the ranks (the bias is added once, after the sum). The loader
+    hands every checkpoint tensor through :meth:`shard_checkpoint` to keep this rank's part.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False,
-                 quant: QuantLinearMethod | None = None) -> None:
+                 quant: QuantLinearMethod | None = None, parallel: str = "none") -> None:
         super().__init__()
+        layout = get_tp_layout()
+        self.parallel = parallel if layout.size > 1 else "none"
+        self.full_in_features, self.full_out_features = in_features, out_features
+        self.in_start = self.out_start = 0
+        if self.parallel == "column":
+            self.out_start, out_features = self._split_out(out_features)
+        elif self.parallel == "row":
+            self.in_start, in_features = layout.split(in_features, f"the input size of a {in_features}x"
+                                                      f"{out_features} layer")
         self.in_features = in_features
         self.out_features = out_features
         self.quant = quant
@@ -108,17 +125,56 @@ class Linear(nn.Module):
             quant.create_weights(self, in_features, out_features)
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
 
+    def _split_out(self, out_features: int) -> tuple[int, int]:
+        return get_tp_layout().split(out_features, f"the output size of a {self.full_in_features}x{out_features} "
+                                                   "layer")
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.quant is None:
-            if self.bias is None:
-                return dense_matmul(x, self.weight)
+        if self.parallel == "row":
+            return self._reduced(self._matmul(x))
+        if self.quant is None and self.bias is not None:
             return F.linear(x, self.weight, self.bias)
-        y = self.quant.apply(self, x)
+        y = self._matmul(x)
         return y if self.bias is None else y + self.bias
+
+    def _matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ W.T`` of the weight this rank holds (no bias)."""
+        return dense_matmul(x, self.weight) if self.quant is None else self.quant.apply(self, x)
+
+    def _reduced(self, y: torch.Tensor) -> torch.Tensor:
+        """A row-parallel layer's partial output summed over the ranks, then the bias."""
+        y = tp_all_reduce(y)
+        return y if self.bias is None else y + self.bias
+
+    def checkpoint_axes(self, param_name: str) -> FeatureAxes:
+        """Where a checkpoint tensor of this layer keeps its output and input features."""
+        if self.quant is not None and param_name in self.quant.param_names:
+            return self.quant.checkpoint_axes(param_name, self.full_in_features)
+        return FeatureAxes(out_axis=0) if param_name == "bias" else FeatureAxes(out_axis=0, in_axis=1)
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor, out_start: int | None = None,
+                         out_size: int | None = None) -> torch.Tensor:
+        """This rank's part of checkpoint tensor ``param_name`` (whole on one rank). ``out_start`` /
+        ``out_size``: the output features to keep, when they are not the layer's own column slice."""
+        if self.parallel == "none":
+            return tensor
+        axes = self.checkpoint_axes(param_name)
+        if self.parallel == "column":
+            start = self.out_start if out_start is None else out_start
+            size = self.out_features if out_size is None else out_size
+            return narrow_features(tensor, axes.out_axis, axes.out_per_element, start, size, param_name)
+        if param_name == "bias":
+            return tensor  # row-parallel: the whole bias, added once after the sum
+        shard = narrow_features(tensor, axes.in_axis, axes.in_per_element, self.in_start, self.in_features,
+                                param_name)
+        if param_name == "g_idx":  # groups counted from this rank's first input channel
+            return self.quant.shard_g_idx(shard, self.in_start, self.full_in_features)  # type: ignore[union-attr]
+        return shard
 
     def fuses_norm(self, inp: AddNorm) -> bool:
         """Whether :meth:`forward_prenorm` computes ``inp``'s add + norm inside this layer's kernel."""
-        if not FUSED_NORM or not inp.x.is_cuda or inp.x.dtype != torch.float16 or self.bias is not None:
+        if (not FUSED_NORM or not inp.x.is_cuda or inp.x.dtype != torch.float16 or self.bias is not None
+                or self.parallel == "row"):
             return False
         if self.quant is None:
             return _dense_fuses_norm(inp, self.weight)
@@ -157,9 +213,9 @@ class Linear(nn.Module):
         """``forward(silu_and_mul(x))`` for ``x = [gate, up]``, fused where :meth:`fuses_silu` says so."""
         if not self.fuses_silu(x):
             return self.forward(ops.silu_and_mul(x))
-        if self.quant is None:
-            return ops_quant.dense_linear(x, self.weight, True)
-        y = self.quant.apply_silu(self, x)
+        y = ops_quant.dense_linear(x, self.weight, True) if self.quant is None else self.quant.apply_silu(self, x)
+        if self.parallel == "row":
+            return self._reduced(y)
         return y if self.bias is None else y + self.bias
 
     def permute_outputs(self, order: torch.Tensor) -> None:
@@ -181,18 +237,48 @@ class MergedLinear(Linear):
     """Several projections of the same input stacked on the output dimension (q/k/v, gate/up).
 
     ``shard_sizes`` are the output sizes of the parts in order; the loader writes part ``i`` with
-    :meth:`load_shard`.
+    :meth:`load_shard`. Column-parallel, each part is split on its own (this rank holds a slice of q, of k and of
+    v); ``part_slices`` gives each part's ``(start, size)`` on this rank where an even split is not what the model
+    wants (KV heads copied to several ranks).
     """
 
     def __init__(self, in_features: int, shard_sizes: list[int], bias: bool = False,
-                 quant: QuantLinearMethod | None = None) -> None:
-        super().__init__(in_features, sum(shard_sizes), bias, quant)
-        self.shard_sizes = shard_sizes
-        self.shard_offsets = [sum(shard_sizes[:i]) for i in range(len(shard_sizes))]
+                 quant: QuantLinearMethod | None = None, parallel: str = "none",
+                 part_slices: list[tuple[int, int]] | None = None) -> None:
+        layout = get_tp_layout()
+        if parallel == "column" and layout.size > 1:
+            slices = part_slices or [layout.split(n, f"part {i} of a merged {in_features}-input projection "
+                                                     f"({n} outputs)") for i, n in enumerate(shard_sizes)]
+        else:
+            slices = [(0, n) for n in shard_sizes]
+        self.part_slices = slices
+        self.full_part_sizes = list(shard_sizes)
+        super().__init__(in_features, sum(size for _, size in slices), bias, quant, parallel)
+        self.shard_sizes = [size for _, size in slices]
+        self.shard_offsets = [sum(self.shard_sizes[:i]) for i in range(len(self.shard_sizes))]
+
+    def _split_out(self, out_features: int) -> tuple[int, int]:
+        return 0, out_features  # the parts are split one by one (part_slices)
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor, out_start: int | None = None,
+                         out_size: int | None = None) -> torch.Tensor:
+        """As :meth:`Linear.shard_checkpoint`; a whole merged tensor (all parts stacked, as some checkpoints store
+        them) keeps this rank's slice of every part."""
+        axes = self.checkpoint_axes(param_name)
+        if self.parallel != "column" or out_start is not None or axes.out_axis is None:
+            return super().shard_checkpoint(param_name, tensor, out_start, out_size)
+        pieces, offset = [], 0
+        for full, (start, size) in zip(self.full_part_sizes, self.part_slices, strict=True):
+            pieces.append(super().shard_checkpoint(param_name, tensor, offset + start, size))
+            offset += full
+        return torch.cat(pieces, dim=axes.out_axis)
 
     def load_shard(self, index: int, param_name: str, tensor: torch.Tensor) -> None:
-        """Copy one part's weight or bias into its slice."""
+        """Copy one part's weight or bias (the checkpoint's whole part; this rank's slice is kept) into its slice."""
         start, size = self.shard_offsets[index], self.shard_sizes[index]
+        if self.parallel == "column":
+            part_start, part_size = self.part_slices[index]
+            tensor = self.shard_checkpoint(param_name, tensor, part_start, part_size)
         if self.quant is not None and param_name in self.quant.param_names:
             self.load_quantized(param_name, tensor, start, size)
             return

@@ -15,16 +15,19 @@ class SwiGLUMLP(nn.Module):
     """``down(silu(gate(x)) * up(x))`` with gate/up merged into one projection.
 
     ``quant``: the checkpoint's quantization; ``prefix`` is the block's checkpoint name (``model.layers.3.mlp``),
-    which the per-module rules of the quantization config are matched against.
+    which the per-module rules of the quantization config are matched against. ``parallel="column"``: tensor
+    parallelism splits the intermediate channels over the ranks (gate/up column-, down row-parallel).
     """
 
     def __init__(self, hidden: int, inter: int, bias: bool = False, quant: QuantConfig | None = None,
-                 prefix: str = "mlp") -> None:
+                 prefix: str = "mlp", parallel: str = "none") -> None:
         super().__init__()
         self.gate_up_proj = MergedLinear(
             hidden, [inter, inter], bias=bias,
-            quant=make_linear_method(quant, f"{prefix}.gate_up_proj", (f"{prefix}.gate_proj", f"{prefix}.up_proj")))
-        self.down_proj = Linear(inter, hidden, bias=bias, quant=make_linear_method(quant, f"{prefix}.down_proj"))
+            quant=make_linear_method(quant, f"{prefix}.gate_up_proj", (f"{prefix}.gate_proj", f"{prefix}.up_proj")),
+            parallel=parallel)
+        self.down_proj = Linear(inter, hidden, bias=bias, quant=make_linear_method(quant, f"{prefix}.down_proj"),
+                                parallel="row" if parallel == "column" else "none")
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

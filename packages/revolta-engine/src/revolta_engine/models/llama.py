@@ -9,13 +9,46 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from revolta_engine.distributed.parallel_state import get_tp_layout
+from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
+from revolta_engine.layers.vocab_parallel import (
+    VocabParallelEmbedding,
+    gather_vocab_logits,
+    shard_vocab_rows,
+    vocab_rows_per_rank,
+)
 from revolta_engine.models.weights import WeightLoader
+
+
+def attention_head_slices(num_heads: int, num_kv_heads: int, head_dim: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """Tensor parallelism for attention: ``(query heads, KV heads, [(start, size)] of q, k and v)`` on this rank.
+
+    Query heads are split evenly. KV heads too when there are at least as many as ranks; with fewer, each rank
+    keeps the one KV head its query heads read (copied on several ranks), as vLLM does."""
+    layout = get_tp_layout()
+    tp, rank = layout.size, layout.rank
+    if num_heads % tp:
+        raise UnsupportedModelError(f"num_attention_heads ({num_heads}) is not divisible by tensor_parallel_size "
+                                    f"{tp}")
+    heads = num_heads // tp
+    if num_kv_heads >= tp:
+        if num_kv_heads % tp:
+            raise UnsupportedModelError(f"num_key_value_heads ({num_kv_heads}) is not divisible by "
+                                        f"tensor_parallel_size {tp}")
+        kv_heads, kv_first = num_kv_heads // tp, rank * (num_kv_heads // tp)
+    else:
+        if tp % num_kv_heads:
+            raise UnsupportedModelError(f"tensor_parallel_size {tp} is not a multiple of num_key_value_heads "
+                                        f"({num_kv_heads}), so the KV heads cannot be shared out evenly")
+        kv_heads, kv_first = 1, rank // (tp // num_kv_heads)
+    kv = (kv_first * head_dim, kv_heads * head_dim)
+    return heads, kv_heads, [(rank * heads * head_dim, heads * head_dim), kv, kv]
 
 
 class LlamaAttention(nn.Module):
@@ -27,16 +60,19 @@ class LlamaAttention(nn.Module):
     def __init__(self, config: PretrainedConfig, layer_idx: int, rotary: RotaryEmbedding) -> None:
         super().__init__()
         hidden = config.hidden_size
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = getattr(config, "num_key_value_heads", None) or self.num_heads
-        self.head_dim = getattr(config, "head_dim", None) or hidden // self.num_heads
+        total_heads = config.num_attention_heads
+        total_kv_heads = getattr(config, "num_key_value_heads", None) or total_heads
+        self.head_dim = getattr(config, "head_dim", None) or hidden // total_heads
+        # this rank's heads (all of them on one rank)
+        self.num_heads, self.num_kv_heads, slices = attention_head_slices(total_heads, total_kv_heads, self.head_dim)
         bias = getattr(config, "attention_bias", self.qkv_bias_default)
-        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        q_size, kv_size = total_heads * self.head_dim, total_kv_heads * self.head_dim
         quant, name = parse_quant_config(config), f"model.layers.{layer_idx}.self_attn"
         self.qkv_proj = MergedLinear(hidden, [q_size, kv_size, kv_size], bias=bias, quant=make_linear_method(
-            quant, f"{name}.qkv_proj", tuple(f"{name}.{p}_proj" for p in "qkv")))
+            quant, f"{name}.qkv_proj", tuple(f"{name}.{p}_proj" for p in "qkv")), parallel="column",
+            part_slices=slices)
         self.o_proj = Linear(q_size, hidden, bias=getattr(config, "attention_out_bias", False) and bias,
-                             quant=make_linear_method(quant, f"{name}.o_proj"))
+                             quant=make_linear_method(quant, f"{name}.o_proj"), parallel="row")
         if self.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -67,7 +103,7 @@ class LlamaMLP(SwiGLUMLP):
 
     def __init__(self, config: PretrainedConfig, prefix: str = "mlp") -> None:
         super().__init__(config.hidden_size, config.intermediate_size, bool(getattr(config, "mlp_bias", False)),
-                         parse_quant_config(config), prefix)
+                         parse_quant_config(config), prefix, parallel="column")
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -98,8 +134,7 @@ class LlamaModel(nn.Module):
         num_heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
         self.rotary = RotaryEmbedding(config, head_dim, max_position)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.embed_tokens.weight.requires_grad_(False)
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(
             self.layer_cls(config, i, self.rotary) for i in range(config.num_hidden_layers)
         )
@@ -118,6 +153,7 @@ class LlamaForCausalLM(nn.Module):
     """Causal LM head over :class:`LlamaModel`; ties the head to the embedding when the config says so."""
 
     model_cls: type[LlamaModel] = LlamaModel
+    supports_tensor_parallel = True  # attention and MLP split by heads and channels (not the MoE subclasses)
     stacked_params = [
         (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
         (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1),
@@ -128,8 +164,10 @@ class LlamaForCausalLM(nn.Module):
         self.config = config
         self.model = self.model_cls(config, max_position)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        self.tp_size = get_tp_layout().size  # ranks the vocabulary is split over
         if not self.tie_word_embeddings:
-            self.lm_head = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+            rows = config.vocab_size if get_tp_layout().size == 1 else vocab_rows_per_rank(config.vocab_size)
+            self.lm_head = nn.Parameter(torch.empty(rows, config.hidden_size), requires_grad=False)
 
     def kv_cache_shape(self) -> tuple[int, int, int]:
         """(attention layers, KV heads, head_dim): what the paged KV cache must hold."""
@@ -143,7 +181,12 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits of the given hidden states, in float32."""
         weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
-        return dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
+        logits = dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
+        return gather_vocab_logits(logits, self.config.vocab_size, self.tp_size)
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """Tensor parallelism: this rank's vocabulary rows of the LM head."""
+        return shard_vocab_rows(tensor, self.config.vocab_size) if param_name == "lm_head" else tensor
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""

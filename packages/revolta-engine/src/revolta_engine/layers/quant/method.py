@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 import revolta_kernels
+from revolta_engine.distributed.sharding import FeatureAxes
 from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 from revolta_engine.layers.quant.config import QuantConfig
 from revolta_kernels import ops_quant
@@ -82,6 +83,25 @@ class QuantLinearMethod:
     def to_kernel_layout(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         """Convert a checkpoint tensor (already shape-checked) into the kernel layout of its slice."""
         raise NotImplementedError
+
+    def checkpoint_axes(self, name: str, full_in_features: int) -> FeatureAxes:
+        """Where checkpoint tensor ``name`` of a layer with ``full_in_features`` inputs keeps its output and input
+        features (tensor parallelism cuts a rank's share along them)."""
+        raise NotImplementedError
+
+    def shard_g_idx(self, g_idx: torch.Tensor, in_start: int, full_in_features: int) -> torch.Tensor:
+        """A row-parallel rank's slice of ``g_idx`` (input channels ``in_start`` on), renumbered from its first
+        group. Act-order checkpoints scatter a group's channels over the whole input, so their slices would need
+        groups of other ranks: refused (ValueError)."""
+        group = self.config.group_for(full_in_features)
+        first = in_start // group
+        local = g_idx.to(torch.int64) - first
+        groups = (g_idx.numel() + group - 1) // group
+        if local.numel() and (int(local.min()) < 0 or int(local.max()) >= groups):
+            raise ValueError("an act-order (desc_act) GPTQ layer cannot be split over its input channels across "
+                             "tensor-parallel ranks (its groups span the whole input); use tensor_parallel_size 1 "
+                             "or a checkpoint quantized without desc_act")
+        return local.to(g_idx.dtype)
 
     def load(self, layer: Any, name: str, tensor: torch.Tensor, start: int, size: int) -> None:
         """Check, repack and copy checkpoint tensor ``name`` of the part ``[start, start + size)`` of N."""
@@ -240,6 +260,14 @@ class AWQLinearMethod(QuantLinearMethod):
         natural = fields.view(fields.shape[0], -1, 8)[..., list(AWQ_UNDO)].reshape(fields.shape)
         return pack_int32(natural, 4, 0 if name == "qweight" else 1)
 
+    def checkpoint_axes(self, name: str, full_in_features: int) -> FeatureAxes:
+        group = self.config.group_for(full_in_features)
+        return {
+            "qweight": FeatureAxes(1, 0, self.pack, 1),
+            "qzeros": FeatureAxes(1, 0, self.pack, group),
+            "scales": FeatureAxes(1, 0, 1, group),
+        }[name]
+
 
 class GPTQLinearMethod(QuantLinearMethod):
     """GPTQ checkpoints: qweight ``[K / pack, N]`` packed along K, qzeros ``[K / G, N / pack]``, g_idx ``[K]``."""
@@ -261,6 +289,15 @@ class GPTQLinearMethod(QuantLinearMethod):
 
     def to_kernel_layout(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
+
+    def checkpoint_axes(self, name: str, full_in_features: int) -> FeatureAxes:
+        group = self.config.group_for(full_in_features)
+        return {
+            "qweight": FeatureAxes(1, 0, 1, self.pack),
+            "qzeros": FeatureAxes(1, 0, self.pack, group),
+            "scales": FeatureAxes(1, 0, 1, group),
+            "g_idx": FeatureAxes(None, 0, 1, 1),
+        }[name]
 
 
 def make_linear_method(config: QuantConfig | None, module_name: str,

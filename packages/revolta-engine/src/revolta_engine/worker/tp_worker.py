@@ -1,0 +1,100 @@
+"""The main function of a tensor-parallel worker process (ranks 1..N-1).
+
+It loads its shard, reports to rank 0 over a pipe (an error's text, or that it is loaded), joins the process
+groups, builds its cache and runner as rank 0 does, then runs every step rank 0 broadcasts until it gets None.
+It exits if rank 0's process goes away, so a killed engine leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import torch
+
+from revolta_engine.config import ConfigResolver
+from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
+from revolta_engine.distributed.parallel_state import (
+    TensorParallelLayout,
+    destroy_process_groups,
+    init_process_groups,
+)
+from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
+from revolta_engine.worker.shard_runtime import (
+    ShardRuntime,
+    ShardSettings,
+    build_shard_runtime,
+    load_shard_model,
+    shard_device,
+)
+from revolta_engine.worker.step_plan import StepPlan
+
+logger = logging.getLogger(__name__)
+
+_PARENT_POLL_S = 1.0
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Leave as soon as the engine's process is gone (a worker must not outlive it, also when it is killed)."""
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="revolta-tp-parent-watch", daemon=True).start()
+
+
+def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int) -> None:
+    """Entry point of rank ``rank``'s process (spawned by :class:`~revolta_engine.engine.tp_launcher.TPWorkers`)."""
+    _exit_with_parent(parent_pid)
+    logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s rank {rank} %(levelname)s %(message)s")
+    from revolta_engine.layers.activation_quant import apply_activation_quant
+    from revolta_engine.loader import load_checkpoint
+
+    device = shard_device(torch.device(str(settings.args.device) if settings.args.device != "auto" else
+                                       ("cuda" if torch.cuda.is_available() else "cpu")), rank)
+    try:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        else:
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // settings.tensor_parallel_size))
+        checkpoint = load_checkpoint(settings.model_path, skip_tokenizer_init=True,
+                                     load_format=settings.args.load_format)
+        apply_activation_quant(settings.activation_quant, device)
+        weights = None if settings.args.load_format == "dummy" else checkpoint.iter_weights()
+        model = load_shard_model(checkpoint.hf_config, weights, settings, device, rank)
+        if weights is not None:
+            checkpoint.check_all_shards_read()
+    except BaseException as exc:  # reported to rank 0, which raises it at startup
+        conn.send(("failed", type(exc).__name__, str(exc)))
+        return
+    conn.send(("loaded",))
+    init_process_groups(TensorParallelLayout(rank, settings.tensor_parallel_size), settings.init_method, device)
+    try:
+        runtime = build_shard_runtime(model, settings, device, ConfigResolver(settings.args))
+        _serve_steps(runtime, device)
+    finally:
+        destroy_process_groups()
+
+
+@torch.inference_mode()
+def _serve_steps(runtime: ShardRuntime, device: torch.device) -> None:
+    """Mirror rank 0's steps: the same forward pass over this rank's shard, the same logits collectives, and the
+    sampled token ids rank 0 broadcasts (the next step may feed them on the device)."""
+    runner, model = runtime.runner, runtime.model
+    while True:
+        plan: StepPlan | None = broadcast_object(None)
+        if plan is None:
+            return
+        runner.execute(plan.scheduled, plan.block_tables, keep_rows=plan.keep_rows)  # type: ignore[arg-type]
+        kept = runner.kept_hidden
+        if plan.keep_rows and kept is not None:  # rank 0's prompt logprobs, pass by pass
+            for lo in range(0, kept.shape[0], ROWS_PER_PASS):
+                model.compute_logits(kept[lo:lo + ROWS_PER_PASS])
+        if plan.num_sampled:
+            tokens = broadcast_tensor(torch.empty(plan.num_sampled, dtype=torch.int64, device=device))
+            runner.record_sampled(tokens, [s.request.request_id for s in plan.scheduled if s.completes
+                                           for _ in range(s.num_drafts + 1)])
