@@ -7,6 +7,7 @@ import multiprocessing
 import pytest
 import torch
 from checkpoints import make_tiny_checkpoint
+from hybrid_checkpoints import make_family_checkpoint
 from parity import assert_greedy_parity, reference_greedy
 from transformers import AutoModelForCausalLM
 
@@ -138,3 +139,22 @@ def test_unsupported_combinations_fail_at_startup(tiny_llama, tmp_path):
     with pytest.raises(ValueError, match="at least 1"):
         LLM(str(tiny_llama), tensor_parallel_size=0, **ENGINE)
     assert not multiprocessing.active_children()
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"])
+def test_moe_and_hybrid_models_split_over_ranks(tmp_path, family):
+    # experts split by channels (router replicated); Gated DeltaNet by key/value heads (conv rows, decay
+    # parameters and recurrent state follow); gated attention by heads
+    path = make_family_checkpoint(tmp_path, family)
+    ref_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    gen = torch.Generator().manual_seed(4)
+    shared = torch.randint(3, ref_model.config.vocab_size, (64,), generator=gen).tolist()
+    # a 130-token prompt (more than one delta-rule chunk), and two sharing a 64-token prefix: a state snapshot hit
+    prompts = [torch.randint(3, ref_model.config.vocab_size, (130,), generator=gen).tolist(), shared + [5, 6],
+               shared + [7, 8, 9]]
+    with LLM(str(path), tensor_parallel_size=2, **{**ENGINE, "max_model_len": 512}) as llm:
+        outs = [llm.generate({"prompt_token_ids": p}, GREEDY)[0] for p in prompts]
+        assert llm.llm_engine.get_stats().prefix_cache_hits >= 64
+    for prompt, out in zip(prompts, outs, strict=True):
+        assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
+                             reference_greedy(ref_model, prompt, GREEDY.max_tokens))

@@ -58,8 +58,12 @@ def init_process_groups(layout: TensorParallelLayout, init_method: str, device: 
     host messages (the step plans rank 0 sends)."""
     backend = "nccl" if device.type == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=timeout_s)
-    dist.init_process_group(backend, init_method=init_method, rank=layout.rank, world_size=layout.size,
-                            timeout=timeout, **({"device_id": device} if device.type == "cuda" else {}))
+    if device.type == "cuda":  # bound to the rank's GPU: NCCL connects eagerly, and on the right device
+        dist.init_process_group(backend, init_method=init_method, rank=layout.rank, world_size=layout.size,
+                                timeout=timeout, device_id=device)
+    else:
+        dist.init_process_group(backend, init_method=init_method, rank=layout.rank, world_size=layout.size,
+                                timeout=timeout)
     _groups["device"] = dist.group.WORLD
     _groups["host"] = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else dist.group.WORLD
     _groups["layout"] = layout

@@ -31,8 +31,8 @@ def check_tensor_parallel(settings: ShardSettings, hf_config: Any, device: torch
         return
     cls = resolve_model_class(hf_config)
     if not getattr(cls, "supports_tensor_parallel", False):
-        raise UnsupportedModelError(f"{cls.__name__} cannot be split over tensor-parallel ranks yet (dense Llama, "
-                                    "Qwen2 and Qwen3 models can); use tensor_parallel_size 1")
+        raise UnsupportedModelError(f"{cls.__name__} cannot be split over tensor-parallel ranks yet; use "
+                                    "tensor_parallel_size 1")
     if device.type == "cuda" and torch.cuda.device_count() < tp:
         raise InvalidRequestError(f"tensor_parallel_size {tp} needs {tp} GPUs, but {torch.cuda.device_count()} "
                                   "are visible", param="tensor_parallel_size")

@@ -43,7 +43,6 @@ from revolta_engine.sample.structured import GrammarBackend
 from revolta_engine.sampling_params import SamplingParams
 from revolta_engine.worker.kv_cache import resolve_kv_cache_dtype
 from revolta_engine.worker.shard_runtime import ShardSettings
-from revolta_engine.worker.state_cache import reset_slots
 
 logger = logging.getLogger(__name__)
 
@@ -300,7 +299,7 @@ class LLMEngine:
         keep = prompt_rows.rows if prompt_rows is not None else None
         if self.state_caches:
             slots, sources = self.kv.state_slots.take_pending()  # type: ignore[union-attr]
-            reset_slots(self.state_caches, slots, sources)
+            self.runner.reset_state_slots(slots, sources)
             snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in sched.scheduled])
             state_slots = [self.kv.state_slot(s.request.request_id) for s in sched.scheduled]
             logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots, keep_rows=keep)

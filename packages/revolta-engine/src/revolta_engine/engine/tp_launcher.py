@@ -143,6 +143,7 @@ class TensorParallelRunner:
     def __init__(self, runner: ModelRunner, workers: TPWorkers) -> None:
         self.inner = runner
         self.workers = workers
+        self._resets: list[tuple[int, int | None]] = []  # state slots the workers reset before their next step
 
     @property
     def kept_hidden(self) -> torch.Tensor | None:
@@ -152,10 +153,17 @@ class TensorParallelRunner:
     def graph_runner(self) -> Any:
         return self.inner.graph_runner
 
+    def reset_state_slots(self, slots: list[int], sources: list[int | None]) -> None:
+        """Reset rank 0's state slots now and the workers' before their next step."""
+        self.inner.reset_state_slots(slots, sources)
+        self._resets.extend(zip(slots, sources, strict=True))
+
     def execute(self, scheduled: list, block_tables: list[list[int]], state_slots: list[int] | None = None,
                 snapshots: list | None = None, keep_rows: list[int] | None = None) -> torch.Tensor:
         """Send the step to the workers, then run rank 0's shard (see :meth:`ModelRunner.execute`)."""
-        broadcast_object(StepPlan([remote_scheduled(s) for s in scheduled], block_tables, keep_rows))
+        resets, self._resets = self._resets, []
+        broadcast_object(StepPlan([remote_scheduled(s) for s in scheduled], block_tables, keep_rows, resets,
+                                  state_slots, snapshots))
         return self.inner.execute(scheduled, block_tables, state_slots, snapshots, keep_rows)
 
     def record_sampled(self, token_ids: torch.Tensor, request_ids: list[str]) -> None:

@@ -15,19 +15,40 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from revolta_engine.distributed.parallel_state import get_tp_layout
+from revolta_engine.distributed.sharding import narrow_features
+from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.forward_context import get_forward_context
-from revolta_engine.layers.linear import Linear, MergedLinear
+from revolta_engine.layers.linear import Linear, MergedLinear, PartSlice
 from revolta_engine.layers.norm import AddNorm
 from revolta_engine.layers.quant import QuantConfig, make_linear_method
 from revolta_kernels import ops_hybrid
 
 
 class _Weight(nn.Module):
-    """A module holding one parameter named ``weight`` (checkpoint layout of ``conv1d`` and gated norms)."""
+    """A module holding one parameter named ``weight`` (checkpoint layout of ``conv1d`` and gated norms).
 
-    def __init__(self, *shape: int) -> None:
+    ``rows``: tensor parallelism keeps these ranges of the checkpoint's first axis (None: the whole tensor)."""
+
+    def __init__(self, *shape: int, rows: PartSlice | None = None) -> None:
         super().__init__()
+        self.rows = rows
+        if rows is not None:
+            shape = (sum(size for _, size in rows), *shape[1:])
         self.weight = nn.Parameter(torch.empty(*shape), requires_grad=False)
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of the checkpoint tensor."""
+        if self.rows is None:
+            return tensor
+        return torch.cat([narrow_features(tensor, 0, 1, start, size, param_name) for start, size in self.rows])
+
+
+def _split_heads(total: int, what: str) -> tuple[int, int]:
+    try:
+        return get_tp_layout().split(total, what)
+    except ValueError as e:
+        raise UnsupportedModelError(str(e)) from None
 
 
 class GatedDeltaNet(nn.Module):
@@ -41,30 +62,48 @@ class GatedDeltaNet(nn.Module):
                  name: str = "linear_attn") -> None:
         super().__init__()
         self.state_idx = state_idx
-        self.num_k_heads = config.linear_num_key_heads
-        self.num_v_heads = config.linear_num_value_heads
         self.head_k_dim = config.linear_key_head_dim
         self.head_v_dim = config.linear_value_head_dim
+        # tensor parallelism: this rank's key heads and the value heads that read them (all on one rank)
+        k_first, self.num_k_heads = _split_heads(config.linear_num_key_heads, "linear_num_key_heads")
+        v_first, self.num_v_heads = _split_heads(config.linear_num_value_heads, "linear_num_value_heads")
         self.key_dim = self.num_k_heads * self.head_k_dim
         self.value_dim = self.num_v_heads * self.head_v_dim
         self.conv_dim = 2 * self.key_dim + self.value_dim
+        full_key = config.linear_num_key_heads * self.head_k_dim
+        full_value = config.linear_num_value_heads * self.head_v_dim
+        k0, v0 = k_first * self.head_k_dim, v_first * self.head_v_dim
+        conv_rows: PartSlice = [(k0, self.key_dim), (full_key + k0, self.key_dim), (2 * full_key + v0, self.value_dim)]
+        self.v_heads_first = v_first
+        full_conv = 2 * full_key + full_value
+        nv = config.linear_num_value_heads
+        parts = [[*conv_rows], [(v0, self.value_dim)], [(v_first, self.num_v_heads)], [(v_first, self.num_v_heads)]]
         self.conv_kernel = config.linear_conv_kernel_dim
         if getattr(config, "hidden_act", "silu") != "silu":
             raise ValueError(f"Gated DeltaNet with activation {config.hidden_act!r} is not supported (only silu)")
         self.eps = config.rms_norm_eps
         self.in_proj_ba: MergedLinear | None = None
         if quant is None:
-            self.in_proj = MergedLinear(config.hidden_size,
-                                        [self.conv_dim, self.value_dim, self.num_v_heads, self.num_v_heads])
+            self.in_proj = MergedLinear(config.hidden_size, [full_conv, full_value, nv, nv], parallel="column",
+                                        part_slices=parts)
         else:
-            self.in_proj = MergedLinear(config.hidden_size, [self.conv_dim, self.value_dim], quant=make_linear_method(
-                quant, f"{name}.in_proj_qkvz", (f"{name}.in_proj_qkv", f"{name}.in_proj_z")))
-            self.in_proj_ba = MergedLinear(config.hidden_size, [self.num_v_heads, self.num_v_heads])
-        self.conv1d = _Weight(self.conv_dim, 1, self.conv_kernel)
+            self.in_proj = MergedLinear(config.hidden_size, [full_conv, full_value], quant=make_linear_method(
+                quant, f"{name}.in_proj_qkvz", (f"{name}.in_proj_qkv", f"{name}.in_proj_z")), parallel="column",
+                part_slices=parts[:2])
+            self.in_proj_ba = MergedLinear(config.hidden_size, [nv, nv], parallel="column", part_slices=parts[2:])
+        split = get_tp_layout().size > 1
+        self.conv1d = _Weight(full_conv, 1, self.conv_kernel, rows=conv_rows if split else None)
         self.dt_bias = nn.Parameter(torch.empty(self.num_v_heads), requires_grad=False)
         self.A_log = nn.Parameter(torch.empty(self.num_v_heads), requires_grad=False)
         self.norm = _Weight(self.head_v_dim)
-        self.out_proj = Linear(self.value_dim, config.hidden_size, quant=make_linear_method(quant, f"{name}.out_proj"))
+        self.out_proj = Linear(full_value, config.hidden_size, quant=make_linear_method(quant, f"{name}.out_proj"),
+                               parallel="row")
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """This rank's value heads of ``dt_bias`` and ``A_log``."""
+        if tensor.shape[0] == self.num_v_heads:
+            return tensor
+        return narrow_features(tensor, 0, 1, self.v_heads_first, self.num_v_heads, param_name)
 
     def forward(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer on ``norm(h)`` (norm fused into the input projection where it can be), and ``h``."""

@@ -100,15 +100,18 @@ class Linear(nn.Module):
 
     Tensor parallelism (``parallel``, under :func:`~revolta_engine.distributed.tensor_parallel_layout`): a
     ``"column"`` layer holds this rank's slice of the output features, a ``"row"`` layer its slice of the input
-    features and sums the partial outputs over the ranks (the bias is added once, after the sum). The loader
+    features and sums the partial outputs over the ranks (the bias is added once, after the sum), unless
+    ``reduce_results`` is False because the block it ends sums once for several layers (a MoE block). The loader
     hands every checkpoint tensor through :meth:`shard_checkpoint` to keep this rank's part.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False,
-                 quant: QuantLinearMethod | None = None, parallel: str = "none") -> None:
+                 quant: QuantLinearMethod | None = None, parallel: str = "none", reduce_results: bool = True) -> None:
         super().__init__()
         layout = get_tp_layout()
         self.parallel = parallel if layout.size > 1 else "none"
+        self.reduce_results = reduce_results  # row-parallel: False leaves the sum to the caller (one for a block)
+        self.tp_rank = layout.rank
         self.full_in_features, self.full_out_features = in_features, out_features
         self.in_start = self.out_start = 0
         if self.parallel == "column":
@@ -142,8 +145,12 @@ class Linear(nn.Module):
         return dense_matmul(x, self.weight) if self.quant is None else self.quant.apply(self, x)
 
     def _reduced(self, y: torch.Tensor) -> torch.Tensor:
-        """A row-parallel layer's partial output summed over the ranks, then the bias."""
-        y = tp_all_reduce(y)
+        """A row-parallel layer's partial output summed over the ranks, then the bias (without the sum: the bias
+        goes into rank 0's part)."""
+        if self.reduce_results:
+            y = tp_all_reduce(y)
+        elif self.tp_rank != 0:
+            return y
         return y if self.bias is None else y + self.bias
 
     def checkpoint_axes(self, param_name: str) -> FeatureAxes:
@@ -233,32 +240,43 @@ class Linear(nn.Module):
         self.quant.load(self, param_name, tensor, start, self.out_features if size is None else size)
 
 
+# This rank's output features of one part of a merged projection: ranges of the part's features, in order (a
+# Gated DeltaNet's conv part keeps a slice of q, of k and of v).
+PartSlice = list[tuple[int, int]]
+
+
 class MergedLinear(Linear):
     """Several projections of the same input stacked on the output dimension (q/k/v, gate/up).
 
     ``shard_sizes`` are the output sizes of the parts in order; the loader writes part ``i`` with
     :meth:`load_shard`. Column-parallel, each part is split on its own (this rank holds a slice of q, of k and of
-    v); ``part_slices`` gives each part's ``(start, size)`` on this rank where an even split is not what the model
-    wants (KV heads copied to several ranks).
+    v); ``part_slices`` gives each part's ranges on this rank where an even split is not what the model wants
+    (KV heads copied to several ranks, a part made of several tensors).
     """
 
     def __init__(self, in_features: int, shard_sizes: list[int], bias: bool = False,
                  quant: QuantLinearMethod | None = None, parallel: str = "none",
-                 part_slices: list[tuple[int, int]] | None = None) -> None:
+                 part_slices: list[PartSlice] | None = None) -> None:
         layout = get_tp_layout()
         if parallel == "column" and layout.size > 1:
-            slices = part_slices or [layout.split(n, f"part {i} of a merged {in_features}-input projection "
-                                                     f"({n} outputs)") for i, n in enumerate(shard_sizes)]
+            slices = part_slices or [[layout.split(n, f"part {i} of a merged {in_features}-input projection "
+                                                      f"({n} outputs)")] for i, n in enumerate(shard_sizes)]
         else:
-            slices = [(0, n) for n in shard_sizes]
+            slices = [[(0, n)] for n in shard_sizes]
         self.part_slices = slices
         self.full_part_sizes = list(shard_sizes)
-        super().__init__(in_features, sum(size for _, size in slices), bias, quant, parallel)
-        self.shard_sizes = [size for _, size in slices]
+        super().__init__(in_features, sum(size for ranges in slices for _, size in ranges), bias, quant, parallel)
+        self.shard_sizes = [sum(size for _, size in ranges) for ranges in slices]
         self.shard_offsets = [sum(self.shard_sizes[:i]) for i in range(len(self.shard_sizes))]
 
     def _split_out(self, out_features: int) -> tuple[int, int]:
         return 0, out_features  # the parts are split one by one (part_slices)
+
+    def _cut(self, param_name: str, tensor: torch.Tensor, offset: int, ranges: PartSlice) -> torch.Tensor:
+        """The ranges (features of a part that starts at ``offset``) of a checkpoint tensor."""
+        pieces = [Linear.shard_checkpoint(self, param_name, tensor, offset + start, size) for start, size in ranges]
+        axis = self.checkpoint_axes(param_name).out_axis
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=axis if axis is not None else 0)
 
     def shard_checkpoint(self, param_name: str, tensor: torch.Tensor, out_start: int | None = None,
                          out_size: int | None = None) -> torch.Tensor:
@@ -268,17 +286,16 @@ class MergedLinear(Linear):
         if self.parallel != "column" or out_start is not None or axes.out_axis is None:
             return super().shard_checkpoint(param_name, tensor, out_start, out_size)
         pieces, offset = [], 0
-        for full, (start, size) in zip(self.full_part_sizes, self.part_slices, strict=True):
-            pieces.append(super().shard_checkpoint(param_name, tensor, offset + start, size))
+        for full, ranges in zip(self.full_part_sizes, self.part_slices, strict=True):
+            pieces.append(self._cut(param_name, tensor, offset, ranges))
             offset += full
         return torch.cat(pieces, dim=axes.out_axis)
 
     def load_shard(self, index: int, param_name: str, tensor: torch.Tensor) -> None:
         """Copy one part's weight or bias (the checkpoint's whole part; this rank's slice is kept) into its slice."""
         start, size = self.shard_offsets[index], self.shard_sizes[index]
-        if self.parallel == "column":
-            part_start, part_size = self.part_slices[index]
-            tensor = self.shard_checkpoint(param_name, tensor, part_start, part_size)
+        if self.parallel == "column" and self.checkpoint_axes(param_name).out_axis is not None:
+            tensor = self._cut(param_name, tensor, 0, self.part_slices[index])
         if self.quant is not None and param_name in self.quant.param_names:
             self.load_quantized(param_name, tensor, start, size)
             return

@@ -16,18 +16,19 @@ class SwiGLUMLP(nn.Module):
 
     ``quant``: the checkpoint's quantization; ``prefix`` is the block's checkpoint name (``model.layers.3.mlp``),
     which the per-module rules of the quantization config are matched against. ``parallel="column"``: tensor
-    parallelism splits the intermediate channels over the ranks (gate/up column-, down row-parallel).
+    parallelism splits the intermediate channels over the ranks (gate/up column-, down row-parallel; with
+    ``reduce_results`` False the output is this rank's part of the sum).
     """
 
     def __init__(self, hidden: int, inter: int, bias: bool = False, quant: QuantConfig | None = None,
-                 prefix: str = "mlp", parallel: str = "none") -> None:
+                 prefix: str = "mlp", parallel: str = "none", reduce_results: bool = True) -> None:
         super().__init__()
         self.gate_up_proj = MergedLinear(
             hidden, [inter, inter], bias=bias,
             quant=make_linear_method(quant, f"{prefix}.gate_up_proj", (f"{prefix}.gate_proj", f"{prefix}.up_proj")),
             parallel=parallel)
         self.down_proj = Linear(inter, hidden, bias=bias, quant=make_linear_method(quant, f"{prefix}.down_proj"),
-                                parallel="row" if parallel == "column" else "none")
+                                parallel="row" if parallel == "column" else "none", reduce_results=reduce_results)
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

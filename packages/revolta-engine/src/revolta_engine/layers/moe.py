@@ -9,6 +9,9 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from revolta_engine.distributed.communication import tp_all_reduce
+from revolta_engine.distributed.parallel_state import get_tp_layout
+from revolta_engine.distributed.sharding import narrow_features
 from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.layers.linear import Linear
 from revolta_engine.layers.mlp import SwiGLUMLP
@@ -38,6 +41,9 @@ class FusedExperts(nn.Module):
     def __init__(self, num_experts: int, hidden: int, inter: int) -> None:
         super().__init__()
         self.num_experts = num_experts
+        self.full_inter = inter
+        # tensor parallelism: every rank holds every expert, over its slice of the intermediate channels
+        self.inter_start, inter = get_tp_layout().split(inter, "moe_intermediate_size")
         self.inter = inter
         self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * inter, hidden), requires_grad=False)
         self.down_proj = nn.Parameter(torch.empty(num_experts, hidden, inter), requires_grad=False)
@@ -52,10 +58,24 @@ class FusedExperts(nn.Module):
             start = 0 if proj == "gate_proj" else self.inter
             target, rows = self.gate_up_proj.data[expert], slice(start, start + self.inter)
         part = target[rows]
+        if self.inter != self.full_inter:  # this rank's channels: rows of gate/up, columns of down
+            axis = 1 if proj == "down_proj" else 0
+            tensor = narrow_features(tensor, axis, 1, self.inter_start, self.inter, proj)
         if tuple(tensor.shape) != tuple(part.shape):
             raise ValueError(f"expected shape {tuple(part.shape)}, got {tuple(tensor.shape)}")
         part.copy_(tensor)
         return "down_proj" if proj == "down_proj" else "gate_up_proj"
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """This rank's channels of a stacked checkpoint tensor (``gate_up_proj`` [E, 2I, H], ``down_proj`` [E, H, I])."""
+        if self.inter == self.full_inter:
+            return tensor
+        if param_name == "down_proj":
+            return narrow_features(tensor, 2, 1, self.inter_start, self.inter, param_name)
+        halves = tensor.split(self.full_inter, dim=1)
+        if len(halves) != 2:
+            raise ValueError(f"expected {2 * self.full_inter} gate/up rows, got {tensor.shape[1]}")
+        return torch.cat([narrow_features(h, 1, 1, self.inter_start, self.inter, param_name) for h in halves], dim=1)
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         return ops_hybrid.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
@@ -81,12 +101,15 @@ class SparseMoeBlock(nn.Module):
         hidden = config.hidden_size
         self.top_k = config.num_experts_per_tok
         self.renormalize = renormalize
+        self.tp_size = get_tp_layout().size  # > 1: each rank's experts give part of the output, summed here
         self.gate = Linear(hidden, config.num_experts)
         self.experts = FusedExperts(config.num_experts, hidden, config.moe_intermediate_size)
         self.shared_expert: SwiGLUMLP | None = None
         if shared_expert:
+            # split like the experts, and summed with them: one all-reduce for the block
             self.shared_expert = SwiGLUMLP(hidden, config.shared_expert_intermediate_size,
-                                           quant=parse_quant_config(config), prefix=f"{prefix}.shared_expert")
+                                           quant=parse_quant_config(config), prefix=f"{prefix}.shared_expert",
+                                           parallel="column", reduce_results=False)
             self.shared_expert_gate = Linear(hidden, 1)
 
     def _fused_ok(self, x: torch.Tensor) -> bool:
@@ -105,9 +128,12 @@ class SparseMoeBlock(nn.Module):
                 and inp.x.shape[0] <= MOE_ROUTER_NORM_MAX_TOKENS and inp.norm.weight.dtype == inp.x.dtype):
             logits, x, residual = ops_hybrid.moe_router_norm(inp.x, inp.residual, self.gate.weight, inp.norm.weight,
                                                              inp.norm.eps, inp.norm.zero_centered)
-            return self._fused_block(x, logits), residual
+            return self._summed(self._fused_block(x, logits)), residual
         x, residual = inp.run()
         return self.forward(x), residual
+
+    def _summed(self, out: torch.Tensor) -> torch.Tensor:
+        return tp_all_reduce(out) if self.tp_size > 1 else out
 
     def _fused_block(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         shared = self.shared_expert
@@ -121,10 +147,10 @@ class SparseMoeBlock(nn.Module):
         if self._fused_ok(x):
             # the router GEMV as our kernel: its weight stream starts before the previous kernel ends (PDL)
             logits = ops_hybrid.moe_router(x, self.gate.weight) if self.gate.bias is None else self.gate(x)
-            return self._fused_block(x, logits)
+            return self._summed(self._fused_block(x, logits))
         weights, ids = ops_hybrid.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
         # transformers casts the routing weights to the activations' dtype before weighting
         out = self.experts(x, weights.to(x.dtype), ids)
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
-        return out
+        return self._summed(out)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
+from revolta_engine.distributed.parallel_state import get_tp_layout
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.gated_deltanet import GatedDeltaNet
 from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
@@ -23,6 +24,13 @@ from revolta_engine.layers.moe import SparseMoeBlock
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import QuantConfig, make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
+from revolta_engine.layers.vocab_parallel import (
+    VocabParallelEmbedding,
+    gather_vocab_logits,
+    shard_vocab_rows,
+    vocab_rows_per_rank,
+)
+from revolta_engine.models.llama import attention_head_slices
 from revolta_engine.models.moe_weights import MoeWeightLoader
 from revolta_engine.worker.state_cache import StateCacheSpec
 from revolta_kernels import ops
@@ -36,15 +44,17 @@ class GatedAttention(nn.Module):
     def __init__(self, config: PretrainedConfig, attn_idx: int, rotary: RotaryEmbedding,
                  quant: QuantConfig | None = None, name: str = "self_attn") -> None:
         super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        total_heads, total_kv = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // total_heads
+        # this rank's heads; each head's q is followed by its gate in the projection
+        self.num_heads, self.num_kv_heads, slices = attention_head_slices(total_heads, total_kv, self.head_dim, 2)
         bias = bool(getattr(config, "attention_bias", False))
-        q2, kv = 2 * self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        q2, kv = 2 * total_heads * self.head_dim, total_kv * self.head_dim
         self.qkv_proj = MergedLinear(config.hidden_size, [q2, kv, kv], bias=bias, quant=make_linear_method(
-            quant, f"{name}.qkv_proj", tuple(f"{name}.{p}_proj" for p in "qkv")))
-        self.o_proj = Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias,
-                             quant=make_linear_method(quant, f"{name}.o_proj"))
+            quant, f"{name}.qkv_proj", tuple(f"{name}.{p}_proj" for p in "qkv")), parallel="column",
+            part_slices=slices)
+        self.o_proj = Linear(total_heads * self.head_dim, config.hidden_size, bias=bias,
+                             quant=make_linear_method(quant, f"{name}.o_proj"), parallel="row")
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, zero_centered=True)
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, zero_centered=True)
         self.rotary = rotary
@@ -99,8 +109,7 @@ class HybridModel(nn.Module):
         super().__init__()
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.rotary = RotaryEmbedding(config, head_dim, max_position)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.embed_tokens.weight.requires_grad_(False)
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
         types = list(config.layer_types)
         if any(t not in (LINEAR, FULL) for t in types):
             raise ValueError(f"unsupported layer types {sorted(set(types) - {LINEAR, FULL})}")
@@ -127,6 +136,7 @@ class HybridForCausalLM(nn.Module):
     quantized) and ``in_proj_ba`` (b and a, kept in fp16 by the quantizers), instead of one merged ``in_proj``.
     """
 
+    supports_tensor_parallel = True  # mixers split by heads, MLPs and experts by channels
     stacked_params = [
         (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
         (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1),
@@ -147,8 +157,14 @@ class HybridForCausalLM(nn.Module):
                                    for old, new, i in type(self).stacked_params]
         self.model = HybridModel(config, max_position, self.make_mlp, self.quant_config, self.checkpoint_prefix)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        self.tp_size = get_tp_layout().size  # ranks the vocabulary is split over
         if not self.tie_word_embeddings:
-            self.lm_head = nn.Parameter(torch.empty(config.vocab_size, config.hidden_size), requires_grad=False)
+            rows = config.vocab_size if self.tp_size == 1 else vocab_rows_per_rank(config.vocab_size)
+            self.lm_head = nn.Parameter(torch.empty(rows, config.hidden_size), requires_grad=False)
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """Tensor parallelism: this rank's vocabulary rows of the LM head."""
+        return shard_vocab_rows(tensor, self.config.vocab_size) if param_name == "lm_head" else tensor
 
     def make_mlp(self, config: PretrainedConfig, layer_idx: int) -> nn.Module:
         raise NotImplementedError
@@ -181,7 +197,8 @@ class HybridForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits of the given hidden states, in float32."""
         weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
-        return dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
+        logits = dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
+        return gather_vocab_logits(logits, self.config.vocab_size, self.tp_size)
 
     def rename(self, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
         """Checkpoint names -> ours (subclasses split fused tensors here)."""

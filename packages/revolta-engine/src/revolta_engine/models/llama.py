@@ -26,8 +26,10 @@ from revolta_engine.layers.vocab_parallel import (
 from revolta_engine.models.weights import WeightLoader
 
 
-def attention_head_slices(num_heads: int, num_kv_heads: int, head_dim: int) -> tuple[int, int, list[tuple[int, int]]]:
-    """Tensor parallelism for attention: ``(query heads, KV heads, [(start, size)] of q, k and v)`` on this rank.
+def attention_head_slices(num_heads: int, num_kv_heads: int, head_dim: int,
+                          q_per_head: int = 1) -> tuple[int, int, list[list[tuple[int, int]]]]:
+    """Tensor parallelism for attention: ``(query heads, KV heads, [[(start, size)]] of q, k and v)`` on this rank.
+    ``q_per_head``: q outputs per head in units of ``head_dim`` (2 where each head's q is followed by its gate).
 
     Query heads are split evenly. KV heads too when there are at least as many as ranks; with fewer, each rank
     keeps the one KV head its query heads read (copied on several ranks), as vLLM does."""
@@ -47,8 +49,9 @@ def attention_head_slices(num_heads: int, num_kv_heads: int, head_dim: int) -> t
             raise UnsupportedModelError(f"tensor_parallel_size {tp} is not a multiple of num_key_value_heads "
                                         f"({num_kv_heads}), so the KV heads cannot be shared out evenly")
         kv_heads, kv_first = 1, rank // (tp // num_kv_heads)
-    kv = (kv_first * head_dim, kv_heads * head_dim)
-    return heads, kv_heads, [(rank * heads * head_dim, heads * head_dim), kv, kv]
+    kv = [(kv_first * head_dim, kv_heads * head_dim)]
+    q_width = heads * head_dim * q_per_head
+    return heads, kv_heads, [[(rank * q_width, q_width)], kv, kv]
 
 
 class LlamaAttention(nn.Module):
@@ -153,7 +156,7 @@ class LlamaForCausalLM(nn.Module):
     """Causal LM head over :class:`LlamaModel`; ties the head to the embedding when the config says so."""
 
     model_cls: type[LlamaModel] = LlamaModel
-    supports_tensor_parallel = True  # attention and MLP split by heads and channels (not the MoE subclasses)
+    supports_tensor_parallel = True  # attention split by heads, MLPs and experts by channels
     stacked_params = [
         (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
         (".gate_proj.", ".gate_up_proj.", 0), (".up_proj.", ".gate_up_proj.", 1),

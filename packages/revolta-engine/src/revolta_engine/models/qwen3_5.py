@@ -38,7 +38,8 @@ class Qwen3_5ForCausalLM(HybridForCausalLM):
         super().__init__(text, max_position, prefix)
 
     def make_mlp(self, config: PretrainedConfig, layer_idx: int) -> nn.Module:
-        return SwiGLUMLP(config.hidden_size, config.intermediate_size, quant=self.quant_config, prefix=self.mlp_name(layer_idx))
+        return SwiGLUMLP(config.hidden_size, config.intermediate_size, quant=self.quant_config,
+                         prefix=self.mlp_name(layer_idx), parallel="column")
 
     def rename(self, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
         for name, tensor in weights:

@@ -45,7 +45,8 @@ class Qwen3NextForCausalLM(HybridForCausalLM):
         if is_moe_layer(config, layer_idx):
             return SparseMoeBlock(config, renormalize=bool(config.norm_topk_prob), shared_expert=True,
                                   prefix=self.mlp_name(layer_idx))
-        return SwiGLUMLP(config.hidden_size, config.intermediate_size, quant=self.quant_config, prefix=self.mlp_name(layer_idx))
+        return SwiGLUMLP(config.hidden_size, config.intermediate_size, quant=self.quant_config,
+                         prefix=self.mlp_name(layer_idx), parallel="column")
 
     def rename(self, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
         for name, tensor in weights:

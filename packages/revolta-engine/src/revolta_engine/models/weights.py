@@ -50,10 +50,10 @@ class WeightLoader:
         param = self._param(name, name)
         owner, _, attr = name.rpartition(".")
         quantized: Any = self.model.get_submodule(owner) if owner else self.model
-        shard = getattr(quantized, "shard_checkpoint", None)
-        if shard is not None:  # tensor parallelism: keep this rank's part (the whole tensor on one rank)
+        shard_fn = getattr(quantized, "shard_checkpoint", None)
+        if shard_fn is not None:  # tensor parallelism: keep this rank's part (the whole tensor on one rank)
             try:
-                tensor = shard(attr, tensor)
+                tensor = shard_fn(attr, tensor)
             except ValueError as e:
                 raise ModelLoadError(f"tensor {name!r}: {e}") from None
         if getattr(quantized, "quant", None) is not None and attr in quantized.quant.param_names:

@@ -18,6 +18,7 @@ from revolta_engine.forward_context import (
     forward_context,
 )
 from revolta_engine.worker.input_buffers import Layout, StepBuffers, host_views
+from revolta_engine.worker.state_cache import reset_slots
 
 
 @dataclass
@@ -55,6 +56,11 @@ class ModelRunner:
         self._sampled_rows: dict[str, int] = {}  # request id -> row of ``_sampled``
         self._graph_views: dict[Layout, dict[str, torch.Tensor]] = {}
         self.kept_hidden: torch.Tensor | None = None  # hidden states of execute()'s keep_rows
+
+    def reset_state_slots(self, slots: list[int], sources: list[int | None]) -> None:
+        """Hybrid models: start these state slots fresh or from snapshot slots (see :func:`reset_slots`)."""
+        if slots:
+            reset_slots(self.state_caches, slots, sources)
 
     def record_sampled(self, token_ids: torch.Tensor, request_ids: list[str]) -> None:
         """Remember the device tensor of the ids just sampled, one row per request in ``request_ids``."""

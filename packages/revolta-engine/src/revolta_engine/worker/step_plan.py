@@ -58,12 +58,16 @@ class RemoteScheduled:
 
 @dataclass
 class StepPlan:
-    """One forward pass for the workers: the batch, its block tables, and the prompt rows whose hidden states
-    rank 0 keeps (prompt logprobs: the workers take part in those logits too)."""
+    """One forward pass for the workers: the batch, its block tables, the prompt rows whose hidden states rank 0
+    keeps (prompt logprobs: the workers take part in those logits too), and hybrid models' state slots."""
 
     scheduled: list[RemoteScheduled]
     block_tables: list[list[int]]
     keep_rows: list[int] | None = None
+    # hybrid models: slots to reset first ((slot, snapshot slot or None)), each sequence's slot, the snapshots
+    state_resets: list[tuple[int, int | None]] = field(default_factory=list)
+    state_slots: list[int] | None = None
+    snapshots: list[tuple[int, int, int]] | None = None
     num_sampled: int = field(init=False)  # rows rank 0 samples, whose token ids it then broadcasts
 
     def __post_init__(self) -> None:

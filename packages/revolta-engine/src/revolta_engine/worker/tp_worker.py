@@ -89,7 +89,10 @@ def _serve_steps(runtime: ShardRuntime, device: torch.device) -> None:
         plan: StepPlan | None = broadcast_object(None)
         if plan is None:
             return
-        runner.execute(plan.scheduled, plan.block_tables, keep_rows=plan.keep_rows)  # type: ignore[arg-type]
+        if plan.state_resets:
+            runner.reset_state_slots([slot for slot, _ in plan.state_resets], [src for _, src in plan.state_resets])
+        runner.execute(plan.scheduled, plan.block_tables, plan.state_slots, plan.snapshots,  # type: ignore[arg-type]
+                       keep_rows=plan.keep_rows)
         kept = runner.kept_hidden
         if plan.keep_rows and kept is not None:  # rank 0's prompt logprobs, pass by pass
             for lo in range(0, kept.shape[0], ROWS_PER_PASS):
