@@ -158,3 +158,18 @@ def test_moe_and_hybrid_models_split_over_ranks(tmp_path, family):
     for prompt, out in zip(prompts, outs, strict=True):
         assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
                              reference_greedy(ref_model, prompt, GREEDY.max_tokens))
+
+
+def test_one_split_engine_per_process_and_a_dropped_one_stops_its_workers(tiny_llama):
+    import gc
+
+    from revolta_engine.errors import InvalidRequestError
+
+    llm = LLM(str(tiny_llama), tensor_parallel_size=2, **ENGINE)
+    with pytest.raises(InvalidRequestError, match="still running"):
+        LLM(str(tiny_llama), tensor_parallel_size=2, **ENGINE)
+    assert len(multiprocessing.active_children()) == 1
+    del llm
+    gc.collect()
+    assert not multiprocessing.active_children()
+    assert _generate(tiny_llama, [[5, 6, 7]])[0].outputs[0].token_ids  # the process can start another

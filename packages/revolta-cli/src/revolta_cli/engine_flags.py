@@ -39,7 +39,7 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="fraction of GPU memory the engine may use")
     g.add_argument("--kv-cache-memory-bytes", type=int, default=None, help="KV cache size (overrides the above)")
-    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=None, help="GPUs to split the model over")
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=None, help="GPUs (or CPU processes) to split the model over (tensor parallelism)")
     g.add_argument("--enforce-eager", action="store_true", default=None, help="do not capture CUDA graphs")
     g.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                    help="prepare the next step while the GPU runs this one (default: on for CUDA)")

@@ -59,6 +59,8 @@ def init_process_groups(layout: TensorParallelLayout, init_method: str, device: 
     backend = "nccl" if device.type == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=timeout_s)
     if device.type == "cuda":  # bound to the rank's GPU: NCCL connects eagerly, and on the right device
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         dist.init_process_group(backend, init_method=init_method, rank=layout.rank, world_size=layout.size,
                                 timeout=timeout, device_id=device)
     else:

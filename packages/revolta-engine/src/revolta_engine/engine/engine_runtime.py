@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 import torch
@@ -63,6 +64,7 @@ def build_engine_runtime(hf_config: Any, weights: Any, settings: ShardSettings, 
     runner: Any = runtime.runner
     if workers is not None:
         runner = TensorParallelRunner(runtime.runner, workers)
+        weakref.finalize(runner, workers.stop)  # an engine dropped without shutdown() still stops its workers
         logger.info("Tensor parallelism over %d ranks (%s); decode runs without CUDA graphs", workers.size,
                     "NCCL" if device.type == "cuda" else "gloo")
     elif device.type == "cuda":

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from revolta_engine import errors
 from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
@@ -26,7 +27,7 @@ from revolta_engine.distributed.parallel_state import (
     destroy_process_groups,
     init_process_groups,
 )
-from revolta_engine.errors import ModelLoadError
+from revolta_engine.errors import InvalidRequestError, ModelLoadError
 from revolta_engine.worker.model_runner import ModelRunner
 from revolta_engine.worker.shard_runtime import ShardSettings
 from revolta_engine.worker.step_plan import StepPlan, remote_scheduled
@@ -54,6 +55,10 @@ class TPWorkers:
     """The processes of ranks 1..N-1."""
 
     def __init__(self, settings: ShardSettings) -> None:
+        if dist.is_initialized():
+            raise InvalidRequestError("another tensor-parallel engine is still running in this process; call its "
+                                      "shutdown() (or leave its `with LLM(...)` block) first",
+                                      param="tensor_parallel_size")
         settings.init_method = settings.init_method or _free_tcp_address()
         self.settings = settings
         self.size = settings.tensor_parallel_size
