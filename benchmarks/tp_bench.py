@@ -34,7 +34,13 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+FULL_THREADS = torch.get_num_threads()
+
+
 def timed(llm: LLM, prompts: list[list[int]], params: SamplingParams) -> tuple[float, int]:
+    # one engine at tensor_parallel_size 1 uses every core; a split one gives rank 0 its share (as the engine does)
+    tp = llm.llm_engine.args.tensor_parallel_size
+    torch.set_num_threads(max(1, FULL_THREADS // tp) if llm.llm_engine.device.type == "cpu" else FULL_THREADS)
     _sync()
     t0 = time.perf_counter()
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
@@ -74,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
 
     result: dict = {"config": str(args.config or "default ~0.4B Llama"), "tp": args.tp,
                     "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-                    "torch_threads": torch.get_num_threads(),
+                    "torch_threads_tp1": FULL_THREADS,
                     "rank0_weight_bytes": {str(tp): weight_bytes(llm) for tp, llm in engines.items()}}
     decode = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)

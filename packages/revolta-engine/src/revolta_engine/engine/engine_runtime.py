@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import weakref
 from typing import Any
 
@@ -50,6 +51,13 @@ def build_engine_runtime(hf_config: Any, weights: Any, settings: ShardSettings, 
     """``(runtime, runner, workers)``: rank 0's shard (the whole model on one rank) and the runner the engine
     drives (a :class:`TensorParallelRunner` over the workers when there are any). ``weights`` None: dummy."""
     workers = TPWorkers(settings) if settings.tensor_parallel_size > 1 else None
+    if workers is not None and device.type == "cpu":
+        # every rank computes at once: each takes its share of the cores (more threads only contend)
+        threads = max(1, (os.cpu_count() or 1) // settings.tensor_parallel_size)
+        if torch.get_num_threads() > threads:
+            logger.info("Tensor parallelism on the CPU: torch uses %d thread(s) in this process (one share of the "
+                        "%s cores per rank)", threads, os.cpu_count())
+            torch.set_num_threads(threads)
     try:
         model = load_shard_model(hf_config, weights, settings, device, 0)
         if workers is not None:
