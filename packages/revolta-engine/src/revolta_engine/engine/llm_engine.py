@@ -122,7 +122,7 @@ class LLMEngine:
                 "user" if "kv_cache_dtype" in args.explicit else "default")
         settings = ShardSettings(args, str(model_path), self.dtype, self.max_model_len, block_size, max_batched,
                                  max_seqs, enable_caching, kv_dtype, str(cfg.values["activation_quant"].value),
-                                 args.tensor_parallel_size)
+                                 args.tensor_parallel_size, str(self.device))
         check_tensor_parallel(settings, hf_config, self.device, offload_requested(args))
         weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
         runtime, self.runner, self.tp_workers = build_engine_runtime(hf_config, weights, settings, self.device, cfg,

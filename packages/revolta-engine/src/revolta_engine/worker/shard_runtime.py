@@ -35,6 +35,7 @@ class ShardSettings:
     kv_cache_dtype: torch.dtype
     activation_quant: str
     tensor_parallel_size: int
+    device: str = "cpu"  # rank 0's device as resolved ("cuda" or "cpu"); rank r > 0 takes GPU r
     init_method: str = ""  # where the ranks meet (tcp://host:port), set by the launcher
 
 

@@ -54,8 +54,7 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
     from revolta_engine.layers.activation_quant import apply_activation_quant
     from revolta_engine.loader import load_checkpoint
 
-    device = shard_device(torch.device(str(settings.args.device) if settings.args.device != "auto" else
-                                       ("cuda" if torch.cuda.is_available() else "cpu")), rank)
+    device = shard_device(torch.device(settings.device), rank)
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
