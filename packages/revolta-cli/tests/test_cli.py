@@ -28,7 +28,7 @@ def _tiny_args(tiny_model, *extra: str) -> list[str]:
 def test_doctor_reports_the_toolchain():
     result = revolta("doctor")
     assert result.returncode == 0, result.stderr
-    for word in ("python", "torch", "CUDA devices", "revolta-kernels", "dtype"):
+    for word in ("python", "torch", "CUDA devices", "revolta-kernels", "dtype", "collectives", "tensor parallelism"):
         assert word in result.stdout
 
 

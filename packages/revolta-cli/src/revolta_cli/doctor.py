@@ -47,6 +47,7 @@ def run(ns: argparse.Namespace) -> int:
                                f"{props.total_memory / 2**30:.1f} GiB")
     else:
         _line("CUDA devices", "none visible (the engine runs on the CPU)")
+    _interconnect(torch)
     try:
         import revolta_kernels
 
@@ -55,6 +56,23 @@ def run(ns: argparse.Namespace) -> int:
         _line("revolta-kernels", f"not usable: {exc}")
     _profile()
     return 0
+
+
+def _interconnect(torch: Any) -> None:
+    """What tensor parallelism can use: the collective backends, and which GPUs reach each other directly."""
+    import torch.distributed as dist
+
+    backends = [name for name, ok in (("nccl", dist.is_available() and dist.is_nccl_available()),
+                                      ("gloo", dist.is_available() and dist.is_gloo_available())) if ok]
+    _line("collectives", ", ".join(backends) or "none (torch.distributed is unavailable)")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count > 1:
+        for i in range(count):
+            peers = [j for j in range(count) if j != i and torch.cuda.can_device_access_peer(i, j)]
+            _line(f"  cuda:{i} peer access", ", ".join(f"cuda:{j}" for j in peers) or "none (copies go through the host)")
+        _line("tensor parallelism", f"up to {count} GPUs (--tensor-parallel-size)")
+    else:
+        _line("tensor parallelism", "CPU processes over gloo" + (" (one GPU visible)" if count == 1 else ""))
 
 
 def _profile() -> None:
