@@ -37,7 +37,9 @@ def test_verification_keeps_matching_drafts_then_one_sampled_token():
     ({"method": "ngram"}, "num_speculative_tokens"),
     ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
     ({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3, "prompt_lookup_max": 2}, "prompt_lookup"),
-    ({"method": "ngram", "num_speculative_tokens": 2, "model": "x"}, "unknown key"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "model": "x"}, "draft_model"),
+    ({"method": "draft_model", "num_speculative_tokens": 2}, "needs .model."),
+    ({"num_speculative_tokens": 2, "draft_model": "x"}, "unknown key"),
 ])
 def test_bad_configs_are_refused(raw, message):
     with pytest.raises(InvalidRequestError, match=message):

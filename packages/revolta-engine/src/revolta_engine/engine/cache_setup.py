@@ -36,10 +36,11 @@ class EngineCaches:
 
 def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, max_seqs: int,
                     enable_caching: bool, max_batched: int, max_model_len: int,
-                    agree: Callable[[int], int] | None = None) -> EngineCaches:
+                    agree: Callable[[int], int] | None = None, extra_bytes_per_block: int = 0) -> EngineCaches:
     """Size the KV cache from the memory budget (after the state pool, if any) and allocate both.
 
-    ``agree`` (tensor parallelism): turns this rank's block count into the one every rank uses (the smallest)."""
+    ``agree`` (tensor parallelism): turns this rank's block count into the one every rank uses (the smallest).
+    ``extra_bytes_per_block``: what each block also costs outside this cache (a draft model's KV)."""
     # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
     # (with prefix caching) as many snapshots of states at block boundaries.
     state_spec = model.state_cache_spec() if hasattr(model, "state_cache_spec") else None
@@ -49,7 +50,8 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
         state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
         # one spare slot past the owned ones: CUDA graphs point their padding rows at it
         state_bytes = (state_slots.num_slots + 1) * state_spec.bytes_per_slot
-    num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes)
+    num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes,
+                                extra_bytes_per_block=extra_bytes_per_block)
     if agree is not None:
         num_blocks = agree(num_blocks)
     kv_caches = allocate_kv_cache(spec, num_blocks, device)

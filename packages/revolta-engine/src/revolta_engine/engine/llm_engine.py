@@ -21,6 +21,7 @@ from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.engine.chat import render_chat
+from revolta_engine.engine.draft_model import load_draft_model
 from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector, offload_requested
@@ -29,8 +30,8 @@ from revolta_engine.engine.prompt_input import check_prompt_ids, check_sampling_
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
 from revolta_engine.engine.speculative import (
     accepted_tokens,
+    next_drafts,
     parse_speculative_config,
-    propose_ngram,
     wants_drafts,
 )
 from revolta_engine.engine.stats import EngineStats
@@ -124,6 +125,8 @@ class LLMEngine:
                                  max_seqs, enable_caching, kv_dtype, str(cfg.values["activation_quant"].value),
                                  args.tensor_parallel_size, str(self.device))
         check_tensor_parallel(settings, hf_config, self.device, offload_requested(args))
+        self.draft = load_draft_model(self.speculative, int(self.text_config.vocab_size), settings)
+        settings.draft_kv_bytes_per_block = self.draft.bytes_per_block if self.draft is not None else 0
         weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
         runtime, self.runner, self.tp_workers = build_engine_runtime(hf_config, weights, settings, self.device, cfg,
                                                                      args.enforce_eager)
@@ -141,6 +144,8 @@ class LLMEngine:
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
+        if self.draft is not None:
+            self.draft.allocate(num_blocks, max_batched, max_seqs)
         self.sampler = Sampler()
         self.grammars = GrammarBackend(self.tokenizer, int(self.text_config.vocab_size), self.eos_token_ids)
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
@@ -220,6 +225,8 @@ class LLMEngine:
             self._sync_ids.discard(rid)
             for state in parent.children:
                 self.children.pop(state.request.request_id, None)
+                if self.draft is not None:
+                    self.draft.forget(state.request.request_id)
                 if not state.request.status.finished:
                     self.scheduler.finish(state.request, RequestStatus.FINISHED_ABORTED)
         self._transfer_kv()  # full blocks of the aborted requests go to the offload tiers now
@@ -304,6 +311,8 @@ class LLMEngine:
             state_slots = [self.kv.state_slot(s.request.request_id) for s in sched.scheduled]
             logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots, keep_rows=keep)
         else:
+            if self.draft is not None:
+                self.draft.propose(sched.scheduled, tables)  # the drafts this step verifies
             logits = self.runner.execute(sched.scheduled, tables, keep_rows=keep)
         if prompt_rows is not None and self.runner.kept_hidden is not None:
             record_prompt_logprobs(self.runner.kept_hidden, prompt_rows, self.model.compute_logits)
@@ -383,18 +392,15 @@ class LLMEngine:
                 parent.note_token()
                 if req.status.finished:
                     self.scheduler.finish(req, req.status)
+                    if self.draft is not None:
+                        self.draft.forget(req.request_id)
                     break
+            if self.draft is not None and s.num_drafts:
+                self.draft.verified(req)  # its cache keeps what it was fed of the tokens just kept
             if self.speculative is not None and not req.status.finished and wants_drafts(req):
-                req.spec_token_ids = self._propose(req)
+                req.spec_token_ids = next_drafts(self.speculative, req, self.max_model_len, self.draft is not None)
             touched[parent.request_id] = parent
 
-    def _propose(self, req: Request) -> list[int]:
-        """Draft tokens for the request's next step, within its max_tokens and the context length."""
-        spec = self.speculative
-        assert spec is not None
-        room = min(spec.num_speculative_tokens, req.max_tokens - req.num_output_tokens - 1,
-                   self.max_model_len - req.num_tokens - 1)
-        return propose_ngram(req.all_token_ids, room, spec.prompt_lookup_max, spec.prompt_lookup_min)
 
 
 def _needs_host_tokens(params: SamplingParams) -> bool:

@@ -16,10 +16,12 @@ CPU_KV_CACHE_BYTES = 2 * 2**30  # default KV budget on the CPU
 
 
 def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, model: nn.Module,
-                   max_num_batched_tokens: int, max_model_len: int, reserved_bytes: int = 0) -> int:
+                   max_num_batched_tokens: int, max_model_len: int, reserved_bytes: int = 0,
+                   extra_bytes_per_block: int = 0) -> int:
     """Number of blocks to allocate, including the null block 0.
 
-    ``reserved_bytes`` (hybrid models' recurrent state pool) come out of the same budget first.
+    ``reserved_bytes`` (hybrid models' recurrent state pool) come out of the same budget first;
+    ``extra_bytes_per_block`` (a draft model's cache over the same blocks) is paid for each block too.
     """
     override = cfg.resolve("num_gpu_blocks_override")
     if override:
@@ -32,17 +34,18 @@ def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver,
             budget = _gpu_budget(device, cfg.resolve("gpu_memory_utilization"), max_num_batched_tokens, spec,
                                  model, max_model_len)
             cfg.set("kv_cache_memory_bytes", budget, "profile")
-    if reserved_bytes and int(budget) - reserved_bytes < 2 * spec.bytes_per_block:
+    per_block = spec.bytes_per_block + extra_bytes_per_block
+    if reserved_bytes and int(budget) - reserved_bytes < 2 * per_block:
         raise MemoryError(
             f"the recurrent state pool needs {reserved_bytes / 2**20:.0f} MiB of the {int(budget) / 2**20:.0f} "
             f"MiB cache budget, leaving too little for the KV cache; lower max_num_seqs or raise "
             f"gpu_memory_utilization / kv_cache_memory_bytes"
         )
-    num_blocks = (int(budget) - reserved_bytes) // spec.bytes_per_block
+    num_blocks = (int(budget) - reserved_bytes) // per_block
     if num_blocks < 2:
         raise MemoryError(
             f"only {budget / 2**20:.0f} MiB are left for the KV cache, less than two blocks of "
-            f"{spec.bytes_per_block / 2**20:.2f} MiB; raise gpu_memory_utilization or kv_cache_memory_bytes"
+            f"{per_block / 2**20:.2f} MiB; raise gpu_memory_utilization or kv_cache_memory_bytes"
         )
     return num_blocks
 

@@ -1,13 +1,16 @@
-"""Speculative decoding with n-gram drafts (vLLM's ``speculative_config={"method": "ngram", ...}``).
+"""Speculative decoding: n-gram drafts (vLLM's ``speculative_config={"method": "ngram", ...}``) or a draft
+model's (``{"model": PATH, ...}``, see :mod:`revolta_engine.engine.draft_model`), verified the same way.
 
 After a request's newest token arrives, the longest suffix of its tokens (``prompt_lookup_max`` down to
 ``prompt_lookup_min`` tokens) is looked up earlier in the same sequence; the up to ``num_speculative_tokens``
 tokens that followed the most recent earlier occurrence become draft tokens. The next step feeds the newest
 token and the drafts together and samples at every one of those positions. Drafts are kept while each equals
 the token sampled at its position; the first sample that differs (or the one after the last draft) is the
-step's extra token. Because a draft is a fixed token, keeping it exactly when an independent sample of the
-target distribution equals it, and otherwise keeping that sample, draws each token from the target
-distribution: greedy output is unchanged, and random sampling keeps its distribution.
+step's extra token. Because a draft is chosen without looking at the target's samples, keeping it exactly when
+an independent sample of the target distribution equals it, and otherwise keeping that sample, draws each token
+from the target distribution: greedy output is unchanged, and random sampling keeps its distribution. (A draft
+is accepted with the target's probability of that token, so the most likely token is the best draft: the draft
+model proposes greedily.)
 
 Requests with a grammar, penalties, logprobs or a pending ``min_tokens`` are not given drafts (their sampling
 depends on the tokens before each position in ways a batched verification does not reproduce here).
@@ -27,28 +30,39 @@ MAX_SPECULATIVE_TOKENS = 16
 
 @dataclass(frozen=True)
 class SpeculativeConfig:
-    """Resolved n-gram speculation settings."""
+    """Resolved speculation settings: ``method`` "ngram" (lookup settings used) or "draft_model" (``model``)."""
 
     num_speculative_tokens: int
     prompt_lookup_max: int
     prompt_lookup_min: int
+    method: str = "ngram"
+    model: str | None = None
 
 
 def parse_speculative_config(raw: dict[str, Any] | None) -> SpeculativeConfig | None:
-    """Validate vLLM's ``speculative_config`` dict; only the ``ngram`` method exists here."""
+    """Validate vLLM's ``speculative_config`` dict: ``{"method": "ngram", ...}`` or ``{"model": PATH, ...}``
+    (``method`` "draft_model", implied by ``model``)."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise InvalidRequestError("speculative_config must be a JSON object", param="speculative_config")
-    known = {"method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}
+    known = {"method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequestError(f"speculative_config: unknown key(s) {', '.join(unknown)}; this engine knows "
                                   f"{', '.join(sorted(known))}", param="speculative_config")
-    method = raw.get("method", "ngram")
-    if method != "ngram":
+    model = raw.get("model")
+    method = raw.get("method", "draft_model" if model is not None else "ngram")
+    if method not in ("ngram", "draft_model"):
         raise InvalidRequestError(f"speculative_config.method {method!r} is not supported; use 'ngram' (draft "
-                                  "tokens looked up in the prompt and output so far)", param="speculative_config")
+                                  "tokens looked up in the prompt and output so far) or 'draft_model' with 'model' "
+                                  "(a smaller model of the same vocabulary)", param="speculative_config")
+    if method == "draft_model" and (not isinstance(model, str) or not model):
+        raise InvalidRequestError("speculative_config.method 'draft_model' needs 'model': the draft model's "
+                                  "checkpoint", param="speculative_config")
+    if method == "ngram" and model is not None:
+        raise InvalidRequestError("speculative_config: 'model' belongs to the 'draft_model' method, not 'ngram'",
+                                  param="speculative_config")
     k = raw.get("num_speculative_tokens")
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
         raise InvalidRequestError(f"speculative_config.num_speculative_tokens must be an integer from 1 to "
@@ -60,7 +74,7 @@ def parse_speculative_config(raw: dict[str, Any] | None) -> SpeculativeConfig | 
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (hi, lo)) or not 1 <= lo <= hi <= 64:
         raise InvalidRequestError("speculative_config needs 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got "
                                   f"{lo!r} and {hi!r}", param="speculative_config")
-    return SpeculativeConfig(k, hi, lo)
+    return SpeculativeConfig(k, hi, lo, method, model)
 
 
 def propose_ngram(tokens: list[int], k: int, lookup_max: int, lookup_min: int) -> list[int]:
@@ -95,3 +109,13 @@ def accepted_tokens(drafts: list[int], sampled: list[int]) -> list[int]:
         if sampled[i] != draft:
             return sampled[:i + 1]
     return sampled[:len(drafts) + 1]
+
+
+def next_drafts(spec: SpeculativeConfig, request: Any, max_model_len: int, placeholders: bool) -> list[int]:
+    """Draft tokens for the request's next step, within its max_tokens and the context length. ``placeholders``:
+    a draft model fills them once the step is scheduled (the scheduler makes room for as many)."""
+    room = min(spec.num_speculative_tokens, request.max_tokens - request.num_output_tokens - 1,
+               max_model_len - request.num_tokens - 1)
+    if placeholders:
+        return [0] * max(room, 0)
+    return propose_ngram(request.all_token_ids, room, spec.prompt_lookup_max, spec.prompt_lookup_min)
