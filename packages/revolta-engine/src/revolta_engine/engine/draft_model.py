@@ -109,7 +109,9 @@ class DraftModel:
         by_id = {req.request_id: req for req in requests}
         first: dict[str, int] = {}
         while pending:
-            items, owners, budget = [], [], self.budget
+            items: list[RemoteScheduled] = []
+            owners: list[str] = []
+            budget = self.budget
             for rid, start in list(pending.items()):
                 if budget <= 0 or len(items) == self.max_seqs:
                     break
