@@ -1,10 +1,11 @@
-"""N-gram speculative decoding: batch-1 output tokens per second with and without drafts, and how many drafts
+"""Speculative decoding (n-gram drafts, or a draft model): batch-1 output tokens per second with and without drafts, and how many drafts
 are accepted, on a text-copying request (drafts mostly right) and an open question (drafts mostly absent).
 
 Both engines run side by side and the rounds interleave, so machine drift falls on both. CPU: the embedded
 SmolLM2-135M; a GPU: pass ``--model`` (dummy weights make meaningless text, so use a real checkpoint).
 
     python3 benchmarks/spec_decode_bench.py --out bench_out/spec_decode.json
+    python3 benchmarks/spec_decode_bench.py --draft-model self --out bench_out/spec_draft_self.json
 """
 
 from __future__ import annotations
@@ -42,13 +43,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default=None, help="checkpoint (default: the embedded SmolLM2-135M)")
     ap.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     ap.add_argument("--lookup-min", type=int, default=None, help="prompt_lookup_min (default: the engine's)")
+    ap.add_argument("--draft-model", default=None,
+                    help="draft-model speculation with this checkpoint ('self': the target drafts for itself, "
+                         "which shows the mechanics' cost at full acceptance) instead of n-gram drafts")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("bench_out/spec_decode.json"))
     args = ap.parse_args(argv)
     plain = LLM(args.model, max_model_len=1024)
-    config = {"method": "ngram", "num_speculative_tokens": args.k}
-    if args.lookup_min is not None:
+    config: dict = {"method": "ngram", "num_speculative_tokens": args.k}
+    if args.draft_model is not None:
+        from revolta_engine.loader import default_model
+
+        draft = args.draft_model if args.draft_model != "self" else (args.model or str(default_model()))
+        config = {"model": draft, "num_speculative_tokens": args.k}
+    elif args.lookup_min is not None:
         config.update(prompt_lookup_min=args.lookup_min, prompt_lookup_max=max(4, args.lookup_min))
     spec = LLM(args.model, max_model_len=1024, speculative_config=config)
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
