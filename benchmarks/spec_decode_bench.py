@@ -1,5 +1,5 @@
-"""Speculative decoding (n-gram drafts, or a draft model): batch-1 output tokens per second with and without drafts, and how many drafts
-are accepted, on a text-copying request (drafts mostly right) and an open question (drafts mostly absent).
+"""Speculative decoding (n-gram drafts, or a draft model): batch-1 output tokens per second with and without
+drafts, and how many drafts are accepted, on a text-copying request and an open question.
 
 Both engines run side by side and the rounds interleave, so machine drift falls on both. CPU: the embedded
 SmolLM2-135M; a GPU: pass ``--model`` (dummy weights make meaningless text, so use a real checkpoint).
