@@ -173,3 +173,16 @@ def test_one_split_engine_per_process_and_a_dropped_one_stops_its_workers(tiny_l
     gc.collect()
     assert not multiprocessing.active_children()
     assert _generate(tiny_llama, [[5, 6, 7]])[0].outputs[0].token_ids  # the process can start another
+
+
+def test_quantized_hybrid_model_splits_over_ranks(tmp_path):
+    # Qwen3.5 GPTQ group 64: the Gated DeltaNet's quantized in_proj keeps a slice of q, k, v and z on each rank
+    src = make_family_checkpoint(tmp_path / "src", "qwen3_5", hidden_size=128, intermediate_size=256, head_dim=32,
+                                 linear_key_head_dim=32, linear_value_head_dim=32)
+    quantize_checkpoint(src, tmp_path / "q", "gptq", 4, 64, dequantized_dst=tmp_path / "dense")
+    ref_model = AutoModelForCausalLM.from_pretrained(tmp_path / "dense", dtype=torch.float32).eval()
+    prompts = _prompts(ref_model.config.vocab_size)
+    outs = _generate(tmp_path / "q", prompts)
+    for prompt, out in zip(prompts, outs, strict=True):
+        assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
+                             reference_greedy(ref_model, prompt, GREEDY.max_tokens))
