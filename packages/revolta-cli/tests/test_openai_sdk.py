@@ -260,3 +260,30 @@ def test_health_version_and_metrics(smol_server):
                  "revolta:prefix_cache_hits_total", "revolta:num_preemptions_total",
                  'revolta:request_success_total{finished_reason="length"'):
         assert name in metrics, name
+
+
+def test_bad_words_keep_a_word_out_of_the_answer(client):
+    """vLLM's bad_words: the token sequence of a word (at the start or after a space) is never generated."""
+    plain = client.chat.completions.create(model=SMOL_NAME, messages=CAPITAL, max_tokens=16, temperature=0)
+    assert "Paris" in plain.choices[0].message.content
+    banned = client.chat.completions.create(model=SMOL_NAME, messages=CAPITAL, max_tokens=16, temperature=0,
+                                            extra_body={"bad_words": ["Paris"]})
+    assert "Paris" not in banned.choices[0].message.content
+    with pytest.raises(openai.BadRequestError, match="bad_words"):
+        client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1, extra_body={"bad_words": [" "]})
+
+
+def test_truncate_prompt_tokens_keeps_the_prompt_end(client, smol_server):
+    prompt = "Once upon a time there was a lighthouse keeper who lived alone. The capital of France is"
+    tail = httpx.post(smol_server.url + "/tokenize", json={"prompt": prompt}).json()["tokens"][-6:]
+    cut = client.completions.create(model=SMOL_NAME, prompt=prompt, max_tokens=4, temperature=0,
+                                    extra_body={"truncate_prompt_tokens": 6})
+    assert cut.usage.prompt_tokens == 6
+    direct = client.completions.create(model=SMOL_NAME, prompt=tail, max_tokens=4, temperature=0)
+    assert cut.choices[0].text == direct.choices[0].text
+    chat = client.chat.completions.create(model=SMOL_NAME, messages=CAPITAL, max_tokens=1,
+                                          extra_body={"truncate_prompt_tokens": 3})
+    assert chat.usage.prompt_tokens == 3
+    with pytest.raises(openai.BadRequestError, match="truncate_prompt_tokens"):
+        client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1,
+                                  extra_body={"truncate_prompt_tokens": 0})

@@ -48,6 +48,8 @@ class SamplingParams:
     spaces_between_special_tokens: bool = True
     allowed_token_ids: list[int] | None = None
     logit_bias: dict[int, float] | None = None  # token id -> added to its logit (OpenAI's range -100..100)
+    bad_words: list[str] | None = None  # words whose tokens are never generated in that order (vLLM)
+    truncate_prompt_tokens: int | None = None  # keep only the prompt's last k tokens (-1: as many as fit)
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     structured_outputs: StructuredOutputsParams | None = None
     extra_args: dict = field(default_factory=dict)
@@ -104,12 +106,25 @@ class SamplingParams:
             raise bad("allowed_token_ids", "must not be empty")
         if any(not s for s in self.stop):  # type: ignore[union-attr]
             raise bad("stop", "must not contain empty strings")
+        if self.bad_words is not None and (not isinstance(self.bad_words, list)
+                                           or not all(isinstance(w, str) and w.strip() for w in self.bad_words)):
+            raise bad("bad_words", "must be a list of non-empty strings")
+        k = self.truncate_prompt_tokens
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not (k == -1 or k >= 1)):
+            raise bad("truncate_prompt_tokens", f"must be -1 (as many as fit) or at least 1, got {k!r}")
         if self.seed is not None and not isinstance(self.seed, int):
             raise bad("seed", f"must be an integer, got {self.seed!r}")
         if self.structured_outputs is not None:
             if not isinstance(self.structured_outputs, StructuredOutputsParams):
                 raise bad("structured_outputs", "must be a StructuredOutputsParams")
             self.structured_outputs.validate()
+
+    @property
+    def needs_host_tokens(self) -> bool:
+        """Whether sampling reads the previously sampled tokens on the host (penalties, a grammar's next mask, bad
+        words): such requests keep the engine's loop synchronous."""
+        return bool(self.repetition_penalty != 1.0 or self.presence_penalty or self.frequency_penalty
+                    or self.structured_outputs is not None or self.bad_words)
 
     @property
     def greedy(self) -> bool:

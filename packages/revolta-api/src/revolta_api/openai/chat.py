@@ -36,6 +36,7 @@ from revolta_api.streaming import (
     until_disconnect,
 )
 from revolta_api.structured import after_reasoning
+from revolta_engine.engine.prompt_input import truncate_prompt
 from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
 router = APIRouter()
@@ -58,7 +59,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
         continue_final_message=body.continue_final_message, chat_template=body.chat_template,
         template_kwargs=body.chat_template_kwargs, tools=tools)
-    prompt_ids = tokenize_prompt(client.tokenizer, prompt)
+    prompt_ids = truncate_prompt(tokenize_prompt(client.tokenizer, prompt), body.truncate_prompt_tokens,
+                                 client.info.max_model_len)
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
     params = sampling_params(
         body, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,

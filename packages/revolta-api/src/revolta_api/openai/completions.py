@@ -34,6 +34,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
+from revolta_engine.engine.prompt_input import truncate_prompt
 from revolta_engine.outputs import PositionLogprobs
 
 router = APIRouter()
@@ -51,7 +52,8 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
         raise bad_request("suffix is not supported.", param="suffix")
     tokenizer = state.client.tokenizer
     max_model_len = state.client.info.max_model_len
-    prompts = _prompts(body, tokenizer)
+    prompts = [(text, truncate_prompt(ids, body.truncate_prompt_tokens, max_model_len))
+               for text, ids in _prompts(body, tokenizer)]
     vocab = state.client.info.vocab_size
     params = []
     for _, ids in prompts:

@@ -84,6 +84,8 @@ class SamplingFields(OpenAIBaseModel):
     request_id: str | None = Field(None, max_length=256)
     prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)  # vLLM: every prompt token's logprob + top k
     allowed_token_ids: list[TokenId] | None = Field(None, min_length=1)  # vLLM: sample only among these
+    bad_words: list[str] | None = None  # vLLM: words never generated
+    truncate_prompt_tokens: int | None = Field(None, ge=-1, le=_INT32_MAX)  # vLLM: keep the prompt's last k tokens
     # vLLM: salts this request's prefix-cache (and KV offload) block hashes, so tenants never share blocks
     cache_salt: str | None = Field(None, min_length=1, max_length=1024)
     # structured output (read by revolta_api.structured): OpenAI's, vLLM's, and vLLM's older names

@@ -61,7 +61,7 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
         stop_token_ids=req.stop_token_ids, include_stop_str_in_output=req.include_stop_str_in_output,
         ignore_eos=req.ignore_eos, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
         presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-        skip_special_tokens=req.skip_special_tokens,
+        skip_special_tokens=req.skip_special_tokens, bad_words=req.bad_words,
         spaces_between_special_tokens=req.spaces_between_special_tokens, extra_args=extra,
         structured_outputs=openai_structured_outputs(req.structured_fields()), **kwargs)
 

@@ -73,6 +73,8 @@ class Request:
         self.grammar: GrammarState | None = None
         # speculative decoding: draft tokens the next step feeds after the newest token and verifies
         self.spec_token_ids: list[int] = []
+        # bad_words as token sequences (see revolta_engine.sample.bad_words)
+        self.bad_words_ids: list[list[int]] = []
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -26,7 +26,13 @@ from revolta_engine.engine.engine_runtime import build_engine_runtime, check_ten
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector, offload_requested
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
-from revolta_engine.engine.prompt_input import check_prompt_ids, check_sampling_token_ids, prompt_text_and_ids
+from revolta_engine.engine.prompt_input import (
+    check_prompt_ids,
+    check_sampling_token_ids,
+    encode_prompt,
+    prompt_text_and_ids,
+    truncate_prompt,
+)
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
 from revolta_engine.engine.speculative import (
     accepted_tokens,
@@ -39,8 +45,9 @@ from revolta_engine.errors import InvalidRequestError
 from revolta_engine.layers.activation_quant import apply_activation_quant
 from revolta_engine.loader import load_checkpoint
 from revolta_engine.outputs import RequestOutput
+from revolta_engine.sample.bad_words import bad_words_token_ids
 from revolta_engine.sample.sampler import Sampler, sampling_row
-from revolta_engine.sample.structured import GrammarBackend
+from revolta_engine.sample.structured import GrammarBackend, advance_grammar
 from revolta_engine.sampling_params import SamplingParams
 from revolta_engine.worker.kv_cache import resolve_kv_cache_dtype
 from revolta_engine.worker.shard_runtime import ShardSettings
@@ -175,12 +182,7 @@ class LLMEngine:
 
     def tokenize_prompt(self, prompt: str) -> list[int]:
         """Tokenize a text prompt, adding BOS unless the text already starts with it."""
-        if self.tokenizer is None:
-            raise InvalidRequestError("this engine has no tokenizer (skip_tokenizer_init); send token ids",
-                                      param="prompt")
-        bos = self.tokenizer.bos_token
-        add_special = not (bos and prompt.startswith(bos))
-        return list(self.tokenizer.encode(prompt, add_special_tokens=add_special))
+        return encode_prompt(self.tokenizer, prompt)
 
     # ------------------------------------------------------------------------------- requests
     def add_request(self, request_id: str, prompt: str | list[int] | dict, params: SamplingParams,
@@ -191,6 +193,8 @@ class LLMEngine:
         if isinstance(params, SamplingParams):
             params.validate()
         text, ids = prompt_text_and_ids(prompt, self.tokenize_prompt)
+        ids = truncate_prompt(ids, params.truncate_prompt_tokens, self.max_model_len)
+        bad_words = bad_words_token_ids(self.tokenizer, params.bad_words)
         vocab = int(self.text_config.vocab_size)
         check_prompt_ids(ids, vocab, self.max_model_len, self.kv.block_size, self.kv.pool.num_usable_blocks)
         check_sampling_token_ids(params.allowed_token_ids, params.logit_bias, vocab)
@@ -202,12 +206,13 @@ class LLMEngine:
         for i in range(params.n):
             child_id = request_id if params.n == 1 else f"{i}_{request_id}"
             req = Request(child_id, ids, params, max_tokens, self.eos_token_ids, arrival)
+            req.bad_words_ids = bad_words
             if grammar is not None:
                 req.grammar = self.grammars.new_state(grammar)  # one matcher per sequence
             states.append(CompletionState(i, req, self.tokenizer))
         parent = ParentRequestState(request_id, text, ids, params, states, arrival)
         self.parents[request_id] = parent
-        if _needs_host_tokens(params):
+        if params.needs_host_tokens:
             self._sync_ids.add(request_id)
         for i, state in enumerate(states):
             gen = None
@@ -285,16 +290,6 @@ class LLMEngine:
                 for state in parent.children:
                     self.children.pop(state.request.request_id, None)
         return outputs
-
-    def _advance_grammar(self, req: Request, token: int) -> None:
-        """Feed the sampled token to the request's matcher; the request ends when its grammar does."""
-        grammar = req.grammar
-        assert grammar is not None
-        if not grammar.accept(token):
-            logger.error("request %s: the grammar rejected sampled token %d; stopping it", req.request_id, token)
-            req.status = RequestStatus.FINISHED_STOPPED
-        elif grammar.terminated and not req.status.finished:
-            req.status = RequestStatus.FINISHED_STOPPED  # e.g. ignore_eos: the grammar's end is still the end
 
     def _launch(self, sched) -> InFlightStep:
         """Run the model and the sampler on the scheduled batch without waiting for the device."""
@@ -387,7 +382,7 @@ class LLMEngine:
                 self.stats.num_generation_tokens += 1
                 req.check_token_stop(self.max_model_len)
                 if req.grammar is not None:
-                    self._advance_grammar(req, token)
+                    advance_grammar(req, token)
                 state.on_token(token, logprobs[first + i])
                 parent.note_token()
                 if req.status.finished:
@@ -400,11 +395,3 @@ class LLMEngine:
             if self.speculative is not None and not req.status.finished and wants_drafts(req):
                 req.spec_token_ids = next_drafts(self.speculative, req, self.max_model_len, self.draft is not None)
             touched[parent.request_id] = parent
-
-
-
-def _needs_host_tokens(params: SamplingParams) -> bool:
-    """Sampling that reads the previously sampled tokens on the host (penalties, a grammar's next mask) keeps
-    the loop synchronous."""
-    return bool(params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
-                or params.structured_outputs is not None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from revolta_engine.errors import InvalidRequestError, PromptTooLongError
 
@@ -47,3 +48,24 @@ def check_sampling_token_ids(allowed: list[int] | None, logit_bias: dict[int, fl
         if bad is not None:
             raise InvalidRequestError(f"{param}: token id {bad} is outside the vocabulary (0..{vocab - 1})",
                                       param=param)
+
+
+def truncate_prompt(ids: list[int], keep: int | None, max_model_len: int) -> list[int]:
+    """vLLM's ``truncate_prompt_tokens``: the prompt's last ``keep`` tokens (-1: the last ``max_model_len - 1``, room
+    for one generated token); None keeps the prompt whole."""
+    if keep is None:
+        return ids
+    if keep == 0 or keep < -1:
+        raise InvalidRequestError(f"truncate_prompt_tokens must be -1 (as many as fit) or at least 1, got {keep}",
+                                  param="truncate_prompt_tokens")
+    keep = max_model_len - 1 if keep == -1 else keep
+    return ids[-keep:] if len(ids) > keep else ids
+
+
+def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
+    """Tokenize a text prompt, adding BOS unless the text already starts with it."""
+    if tokenizer is None:
+        raise InvalidRequestError("this engine has no tokenizer (skip_tokenizer_init); send token ids", param="prompt")
+    bos = tokenizer.bos_token
+    add_special = not (bos and prompt.startswith(bos))
+    return list(tokenizer.encode(prompt, add_special_tokens=add_special))

@@ -12,7 +12,7 @@ from the target distribution: greedy output is unchanged, and random sampling ke
 is accepted with the target's probability of that token, so the most likely token is the best draft: the draft
 model proposes greedily.)
 
-Requests with a grammar, penalties, logprobs or a pending ``min_tokens`` are not given drafts (their sampling
+Requests with a grammar, penalties, bad words, logprobs or a pending ``min_tokens`` are not given drafts (their sampling
 depends on the tokens before each position in ways a batched verification does not reproduce here).
 """
 
@@ -98,7 +98,7 @@ def wants_drafts(request: Any) -> bool:
     """Whether a request's sampling allows verifying several positions in one step."""
     p = request.sampling_params
     return (request.grammar is None and p.logprobs is None and p.repetition_penalty == 1.0
-            and not p.presence_penalty and not p.frequency_penalty
+            and not p.presence_penalty and not p.frequency_penalty and not request.bad_words_ids
             and request.num_output_tokens >= p.min_tokens)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from revolta_engine.sample.bad_words import banned_next_tokens
 from revolta_engine.sample.penalties import apply_penalties
 from revolta_engine.sampling_params import SamplingParams
 from revolta_kernels import ops
@@ -27,18 +28,21 @@ class SamplingRow:
     prompt_ids: list[int]
     output_ids: list[int]
     generator: torch.Generator | None
-    blocked_ids: list[int]  # EOS / stop ids masked while min_tokens is not reached
+    blocked_ids: list[int]  # EOS / stop ids masked while min_tokens is not reached, and bad_words' next tokens
     grammar: GrammarState | None = None  # structured output: tokens the grammar forbids are masked
 
 
 def sampling_row(req: Any, generator: torch.Generator | None, eos_token_ids: set[int]) -> SamplingRow:
     """The row of a request whose next token is sampled now: EOS and stop ids are blocked until
-    ``min_tokens`` (unless a complete grammar decides the end itself)."""
+    ``min_tokens`` (unless a complete grammar decides the end itself), and the tokens that would complete one of
+    its ``bad_words``."""
     p = req.sampling_params
     blocked: list[int] = []
     if (req.num_output_tokens + req.num_pending_tokens < p.min_tokens
             and not (req.grammar is not None and req.grammar.can_end)):
         blocked = sorted((set() if p.ignore_eos else eos_token_ids) | set(p.stop_token_ids or []))
+    if req.bad_words_ids:  # the output is on the host: bad_words keeps the loop synchronous
+        blocked = sorted(set(blocked) | set(banned_next_tokens(req.bad_words_ids, req.output_token_ids)))
     return SamplingRow(p, req.prompt_token_ids, req.output_token_ids, generator, blocked, req.grammar)
 
 

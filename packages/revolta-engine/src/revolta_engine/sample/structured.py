@@ -191,3 +191,16 @@ class GrammarMask:
         else:  # plain torch ops: runs on every GPU (no Triton or JIT kernel build, so Volta too)
             xgr.apply_token_bitmask_inplace(logits, mask.to(logits.device, non_blocking=True), vocab_size=width,
                                             indices=indices, backend="torch_native")
+
+
+def advance_grammar(request: Any, token: int) -> None:
+    """Feed a sampled token to the request's matcher; the request ends when its grammar does."""
+    from revolta_engine.core.request import RequestStatus
+
+    grammar = request.grammar
+    assert grammar is not None
+    if not grammar.accept(token):
+        logger.error("request %s: the grammar rejected sampled token %d; stopping it", request.request_id, token)
+        request.status = RequestStatus.FINISHED_STOPPED
+    elif grammar.terminated and not request.status.finished:
+        request.status = RequestStatus.FINISHED_STOPPED  # e.g. ignore_eos: the grammar's end is still the end
