@@ -39,3 +39,11 @@ def test_speculative_config_flag_is_a_json_object(capsys):
             build_parser().parse_args(["serve", "--speculative-config", bad])
     err = capsys.readouterr().err
     assert "not valid JSON" in err and "expected a JSON object" in err
+
+
+def test_scheduling_policy_flag(capsys):
+    args = engine_args_from(build_parser().parse_args(["serve", "--scheduling-policy", "priority"]))
+    assert args.scheduling_policy == "priority" and "scheduling_policy" in args.explicit
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--scheduling-policy", "lifo"])
+    assert "invalid choice: 'lifo'" in capsys.readouterr().err

@@ -287,3 +287,11 @@ def test_truncate_prompt_tokens_keeps_the_prompt_end(client, smol_server):
     with pytest.raises(openai.BadRequestError, match="truncate_prompt_tokens"):
         client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1,
                                   extra_body={"truncate_prompt_tokens": 0})
+
+
+def test_priority_needs_the_priority_policy(client):
+    """vLLM's per-request priority: refused by a first-come-first-served server unless it is 0."""
+    with pytest.raises(openai.BadRequestError, match="priority scheduling policy"):
+        client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1, extra_body={"priority": 2})
+    ok = client.completions.create(model=SMOL_NAME, prompt="Hello", max_tokens=1, extra_body={"priority": 0})
+    assert ok.choices[0].text is not None

@@ -57,13 +57,13 @@ class EngineClient(Protocol):
     async def shutdown(self) -> None:
         """Stop the engine and free what it holds (idempotent)."""
 
-    def generate(self, request_id: str, prompt: str | list[int], params: SamplingParams
+    def generate(self, request_id: str, prompt: str | list[int], params: SamplingParams, priority: int = 0
                  ) -> AsyncIterator[RequestOutput]:
         """Run one request; yield its DELTA outputs until the one with ``finished=True``.
 
         Raises the engine's typed errors (``InvalidRequestError``, ``PromptTooLongError``) for a request
         it rejects, :class:`EngineDeadError` when the engine is gone. Leaving the iteration early aborts
-        the request.
+        the request. ``priority``: for the engine's priority scheduling policy (lower runs first).
         """
 
     def abort(self, request_id: str) -> None:
@@ -137,13 +137,13 @@ class StreamingClientBase:
         self._stats = StatsSnapshot()
 
     # Hooks the concrete clients implement.
-    def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams) -> None:
+    def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams, priority: int) -> None:
         raise NotImplementedError
 
     def _send_abort(self, request_ids: list[str]) -> None:
         raise NotImplementedError
 
-    async def generate(self, request_id: str, prompt: str | list[int], params: SamplingParams
+    async def generate(self, request_id: str, prompt: str | list[int], params: SamplingParams, priority: int = 0
                        ) -> AsyncIterator[RequestOutput]:
         """See :meth:`EngineClient.generate`."""
         if self._dead is not None:
@@ -155,7 +155,7 @@ class StreamingClientBase:
         self._streams[request_id] = stream
         finished = False
         try:
-            self._submit(request_id, prompt, params)
+            self._submit(request_id, prompt, params, priority)
             while not finished:
                 out = await stream.get()
                 finished = out.finished

@@ -11,7 +11,7 @@ ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "blo
                 "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
                 "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
-                "kv_offload_path", "kv_offload_disk_size", "speculative_config")
+                "kv_offload_path", "kv_offload_disk_size", "speculative_config", "scheduling_policy")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -39,7 +39,8 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--gpu-memory-utilization", type=float, default=None,
                    help="fraction of GPU memory the engine may use")
     g.add_argument("--kv-cache-memory-bytes", type=int, default=None, help="KV cache size (overrides the above)")
-    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=None, help="GPUs (or CPU processes) to split the model over (tensor parallelism)")
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=None,
+                   help="GPUs (or CPU processes) to split the model over (tensor parallelism)")
     g.add_argument("--enforce-eager", action="store_true", default=None, help="do not capture CUDA graphs")
     g.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                    help="prepare the next step while the GPU runs this one (default: on for CUDA)")
@@ -47,7 +48,10 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--load-format", default=None, help="auto or dummy (random weights, for benchmarks)")
     g.add_argument("--speculative-config", type=json_object, default=None, metavar="JSON",
                    help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (drafts '
-                        "looked up in the prompt and output so far)")
+                        'looked up in the prompt and output so far) or \'{"model": "PATH", "num_speculative_tokens": '
+                        "4}' (a smaller draft model of the same vocabulary)")
+    g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default=None,
+                   help="fcfs (default), or priority: requests with a lower `priority` field run first")
     o = parser.add_argument_group("KV offload (the revolta-offload package)")
     o.add_argument("--kv-offloading-size", type=float, default=None, metavar="GIB",
                    help="keep full KV blocks in this much CPU memory too, and copy them back for a prefix that "

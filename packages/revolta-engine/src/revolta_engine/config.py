@@ -66,6 +66,7 @@ class EngineArgs:
     kv_offload_path: str | None = None  # directory of the filesystem KV tier (blocks survive restarts)
     kv_offload_disk_size: float | None = None  # GiB cap of that directory (default 16)
     speculative_config: dict | None = None  # {"method": "ngram", "num_speculative_tokens": k, ...} as in vLLM
+    scheduling_policy: str = "fcfs"  # "fcfs", or "priority": lower request priority values run first (vLLM)
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.
     explicit: frozenset[str] = field(default_factory=frozenset, repr=False)
 

@@ -115,7 +115,8 @@ def _step_loop(engine: Any, inputs: zmq.Socket, outputs: zmq.Socket, encoder: ms
                 changed = True
                 if isinstance(message, AddRequest):
                     try:
-                        engine.add_request(message.request_id, message.prompt, message.params)
+                        engine.add_request(message.request_id, message.prompt, message.params,
+                                           priority=message.priority)
                     except RevoltaError as exc:
                         outputs.send(encoder.encode(RequestFailed(message.request_id, error_info(exc))))
                 elif isinstance(message, AbortRequests):

@@ -27,6 +27,7 @@ class AddRequest(msgspec.Struct, tag="add"):
     request_id: str
     prompt: str | list[int]
     params: SamplingParams
+    priority: int = 0
 
 
 class AbortRequests(msgspec.Struct, tag="abort"):

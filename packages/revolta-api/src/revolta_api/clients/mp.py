@@ -148,8 +148,9 @@ class MPEngineClient(StreamingClientBase):
         except zmq.Again:
             return False
 
-    def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams) -> None:
-        if self._dead is not None or not self._tasks or not self._send(AddRequest(request_id, prompt, params)):
+    def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams, priority: int) -> None:
+        if (self._dead is not None or not self._tasks
+                or not self._send(AddRequest(request_id, prompt, params, priority))):
             raise EngineDeadError("the engine is not running")
 
     def _send_abort(self, request_ids: list[str]) -> None:

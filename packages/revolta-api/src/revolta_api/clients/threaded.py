@@ -61,10 +61,10 @@ class ThreadedEngineClient(StreamingClientBase):
         await asyncio.to_thread(self._thread.join, 30)
         self._die(EngineDeadError("the engine was shut down"))
 
-    def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams) -> None:
+    def _submit(self, request_id: str, prompt: str | list[int], params: SamplingParams, priority: int) -> None:
         if self._thread is None:
             raise EngineDeadError("the engine client was not started")
-        self._commands.put(("add", request_id, prompt, params))
+        self._commands.put(("add", request_id, prompt, params, priority))
 
     def _send_abort(self, request_ids: list[str]) -> None:
         self._commands.put(("abort", request_ids))
@@ -95,9 +95,9 @@ class ThreadedEngineClient(StreamingClientBase):
         while True:
             kind = command[0]
             if kind == "add":
-                _, request_id, prompt, params = command
+                _, request_id, prompt, params, priority = command
                 try:
-                    self.engine.add_request(request_id, prompt, params)
+                    self.engine.add_request(request_id, prompt, params, priority=priority)
                 except RevoltaError as exc:
                     self._to_loop(self._fail, request_id, exc)
             elif kind == "abort":

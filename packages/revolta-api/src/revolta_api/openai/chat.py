@@ -84,7 +84,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         if parsing.stops_after_reasoning:
             params.stop = []  # matched on the content by the parsers, never inside the thinking
     if body.stream:
-        stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params)])
+        stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params, body.priority)])
         return sse_response(call.stream(stream))
     try:
         return Response(encode_json(await until_disconnect(request, call.complete())),
@@ -135,7 +135,8 @@ class _ChatCall:
         cached = 0
         prompt_lps = None
         timer = self.state.metrics.request_timer()
-        async for out in self.state.client.generate(self.request_id, self.prompt_ids, self.params):
+        async for out in self.state.client.generate(self.request_id, self.prompt_ids, self.params,
+                                                   self.body.priority):
             timer.on_output(out)
             cached = out.num_cached_tokens
             prompt_lps = out.prompt_logprobs if out.prompt_logprobs is not None else prompt_lps

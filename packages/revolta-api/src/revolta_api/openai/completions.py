@@ -113,7 +113,7 @@ class _CompletionCall:
 
     def streams(self) -> list[AsyncIterator]:
         client = self.state.client
-        return [client.generate(f"{self.request_id}-{i}", ids, p)
+        return [client.generate(f"{self.request_id}-{i}", ids, p, self.body.priority)
                 for i, ((_, ids), p) in enumerate(zip(self.prompts, self.params, strict=True))]
 
     def _echo_text(self, i: int) -> str:

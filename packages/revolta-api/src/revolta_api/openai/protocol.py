@@ -85,6 +85,7 @@ class SamplingFields(OpenAIBaseModel):
     prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)  # vLLM: every prompt token's logprob + top k
     allowed_token_ids: list[TokenId] | None = Field(None, min_length=1)  # vLLM: sample only among these
     bad_words: list[str] | None = None  # vLLM: words never generated
+    priority: int = Field(0, ge=-_INT32_MAX, le=_INT32_MAX)  # vLLM: lower runs first (priority scheduling)
     truncate_prompt_tokens: int | None = Field(None, ge=-1, le=_INT32_MAX)  # vLLM: keep the prompt's last k tokens
     # vLLM: salts this request's prefix-cache (and KV offload) block hashes, so tenants never share blocks
     cache_salt: str | None = Field(None, min_length=1, max_length=1024)

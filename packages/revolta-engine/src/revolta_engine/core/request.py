@@ -53,6 +53,7 @@ class Request:
         max_tokens: int,
         eos_token_ids: set[int],
         arrival_time: float | None = None,
+        priority: int = 0,
     ) -> None:
         self.request_id = request_id
         self.prompt_token_ids = list(prompt_token_ids)
@@ -60,6 +61,7 @@ class Request:
         self.max_tokens = max_tokens
         self.eos_token_ids = eos_token_ids
         self.arrival_time = arrival_time if arrival_time is not None else time.monotonic()
+        self.priority = priority  # the priority policy runs lower values first
         self.all_token_ids: list[int] = list(prompt_token_ids)
         self.output_token_ids: list[int] = []
         self.num_computed_tokens = 0

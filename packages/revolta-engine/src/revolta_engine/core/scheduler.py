@@ -3,17 +3,19 @@
 Each step every running request asks for ``num_tokens - num_computed_tokens`` new tokens, within a
 shared token budget; waiting requests are admitted with whatever their cached prefix saves them. A long
 prompt is simply a request that gets part of its tokens this step and the rest later (chunked prefill);
-a request whose blocks cannot be found preempts the newest running request, which later recomputes.
+a request whose blocks cannot be found preempts the newest running request (under the priority policy: the one
+of lowest priority, then the newest), which later recomputes.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
+from revolta_engine.core.request_queue import make_queue, running_order
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +57,13 @@ class Scheduler:
     """Continuous batching under ``max_num_seqs`` and ``max_num_batched_tokens``."""
 
     def __init__(self, kv: KVCacheManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 max_model_len: int) -> None:
+                 max_model_len: int, policy: str = "fcfs") -> None:
         self.kv = kv
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_model_len = max_model_len
-        self.waiting: deque[Request] = deque()
+        self.by_priority = policy == "priority"
+        self.waiting = make_queue(policy)
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
@@ -142,7 +145,10 @@ class Scheduler:
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_cached
             request.status = RequestStatus.RUNNING
-            self.running.append(request)
+            if self.by_priority:  # the running list stays in priority order: its end is preempted first
+                bisect.insort(self.running, request, key=running_order)
+            else:
+                self.running.append(request)
             out.scheduled.append(ScheduledRequest(request, num_new))
             budget -= num_new
 
@@ -154,7 +160,7 @@ class Scheduler:
         request.num_computed_tokens = 0
         request.num_preemptions += 1
         self.num_preemptions += 1
-        self.waiting.appendleft(request)
+        self.waiting.push_back_preempted(request)
         logger.debug("preempted %s (KV cache full); it will be recomputed", request.request_id)
 
     def advance(self, scheduled: ScheduledRequest) -> None:

@@ -38,8 +38,10 @@ class LLM:
         return self.llm_engine.tokenizer
 
     def generate(self, prompts: PromptType | Sequence[PromptType],
-                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None) -> list[RequestOutput]:
-        """Generate completions for one or many prompts; outputs come back in the prompts' order."""
+                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 priority: Sequence[int] | None = None) -> list[RequestOutput]:
+        """Generate completions for one or many prompts; outputs come back in the prompts' order. ``priority``: one
+        value per prompt (the priority scheduling policy runs lower values first)."""
         if isinstance(prompts, str | dict) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]  # type: ignore[list-item]
         prompts = list(prompts)  # type: ignore[arg-type]
@@ -49,12 +51,15 @@ class LLM:
                        else [sampling_params] * len(prompts))
         if len(params_list) != len(prompts):
             raise ValueError(f"got {len(prompts)} prompts but {len(params_list)} sampling params")
+        priorities = list(priority) if priority is not None else [0] * len(prompts)
+        if len(priorities) != len(prompts):
+            raise ValueError(f"got {len(prompts)} prompts but {len(priorities)} priorities")
         ids = []
         try:
-            for prompt, params in zip(prompts, params_list, strict=True):
+            for prompt, params, prio in zip(prompts, params_list, priorities, strict=True):
                 rid = f"offline-{next(self._ids)}"
                 final = SamplingParams(**{**params.__dict__, "output_kind": RequestOutputKind.FINAL_ONLY})
-                self.llm_engine.add_request(rid, prompt, final)
+                self.llm_engine.add_request(rid, prompt, final, priority=prio)
                 ids.append(rid)
         except Exception:
             self.llm_engine.abort_request(ids)

@@ -19,6 +19,7 @@ from revolta_engine.config import (
 )
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
+from revolta_engine.core.request_queue import POLICIES
 from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.draft_model import load_draft_model
@@ -150,7 +151,11 @@ class LLMEngine:
                                               self.device, hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv_capacity_tokens = self.kv.capacity_tokens
-        self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len)
+        self.policy = cfg.resolve("scheduling_policy")
+        if self.policy not in POLICIES:
+            raise InvalidRequestError(f"scheduling_policy must be one of {', '.join(POLICIES)}, got {self.policy!r}",
+                                      param="scheduling_policy")
+        self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len, self.policy)
         if self.draft is not None:
             self.draft.allocate(num_blocks, max_batched, max_seqs)
         self.sampler = Sampler()
@@ -186,8 +191,12 @@ class LLMEngine:
 
     # ------------------------------------------------------------------------------- requests
     def add_request(self, request_id: str, prompt: str | list[int] | dict, params: SamplingParams,
-                    arrival_time: float | None = None) -> None:
-        """Validate and queue a request; raises InvalidRequestError (engine state unchanged) on bad input."""
+                    arrival_time: float | None = None, priority: int = 0) -> None:
+        """Validate and queue a request; raises InvalidRequestError (engine state unchanged) on bad input.
+        ``priority``: under the priority scheduling policy, lower values are admitted first and preempted last."""
+        if priority and self.policy != "priority":
+            raise InvalidRequestError(f"priority {priority} needs the priority scheduling policy (this engine "
+                                      "schedules first come first served)", param="priority")
         if request_id in self.parents:
             raise InvalidRequestError(f"request id {request_id!r} is already running", param="request_id")
         if isinstance(params, SamplingParams):
@@ -205,7 +214,7 @@ class LLMEngine:
         states = []
         for i in range(params.n):
             child_id = request_id if params.n == 1 else f"{i}_{request_id}"
-            req = Request(child_id, ids, params, max_tokens, self.eos_token_ids, arrival)
+            req = Request(child_id, ids, params, max_tokens, self.eos_token_ids, arrival, priority)
             req.bad_words_ids = bad_words
             if grammar is not None:
                 req.grammar = self.grammars.new_state(grammar)  # one matcher per sequence
