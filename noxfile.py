@@ -36,10 +36,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy on the engine and the KV offload tiers."""
+    """mypy on the engine, the KV offload tiers, the HTTP layer and the command line."""
     _uv_sync(session)
     session.run("uv", "run", "--frozen", "--all-packages", "--all-extras", "mypy", "packages/revolta-engine/src/revolta_engine",
-                "packages/revolta-offload/src/revolta_offload", external=True)
+                "packages/revolta-offload/src/revolta_offload", "packages/revolta-api/src/revolta_api",
+                "packages/revolta-cli/src/revolta_cli", external=True)
 
 
 # The kernel sessions (kernels_sm70, kernels_build) live beside the kernels they check.

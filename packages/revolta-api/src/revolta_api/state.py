@@ -28,7 +28,7 @@ class ServerState:
     families: list[ApiFamily]
     created: int = field(default_factory=lambda: int(time.time()))
     _renderer: ChatRenderer | None = None
-    _warned_fields: set[str] = field(default_factory=set)
+    _warned_fields: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def model_name(self) -> str:

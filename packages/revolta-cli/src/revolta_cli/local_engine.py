@@ -23,6 +23,8 @@ class LocalGenerator:
 
         if messages is not None:
             prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
+        if prompt is None:
+            raise ValueError("give a prompt or chat messages")
         params = SamplingParams(output_kind=RequestOutputKind.DELTA, **options)
         request_id = f"cli-{next(self._ids)}"
         self.engine.add_request(request_id, prompt, params)

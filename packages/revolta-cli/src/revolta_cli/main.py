@@ -21,8 +21,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     bench_serve.add_parser(bench_sub)
     bench_throughput.add_parser(bench_sub)
-    bench.set_defaults(func=lambda ns: (bench.print_help(), 2)[1])
+    bench.set_defaults(func=lambda ns: _help(bench))
     return parser
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    """Print ``parser``'s help; exit code 2 (a command is missing)."""
+    parser.print_help()
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,7 +77,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         thinking = (body.chat_template_kwargs or {}).get("enable_thinking")
         call.choices = [ChoiceOutput(parsing.output_parser(
             client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=None if thinking is None else
-            bool(thinking), stop=params.stop, tool_call_parser=plan.parser),
+            bool(thinking), stop=list(params.stop or []), tool_call_parser=plan.parser),
             single_call=body.parallel_tool_calls is False) for _ in range(params.n)]
         if params.structured_outputs is not None:
             params.structured_outputs = after_reasoning(params.structured_outputs, call.choices[0].parser.reasoning)

@@ -154,7 +154,7 @@ def _delta(events: list[OutputEvent]) -> dict[str, Any]:
         delta["reasoning"] = delta["reasoning_content"] = reasoning
     if content:
         delta["content"] = content
-    calls = []
+    calls: list[dict[str, Any]] = []
     for e in events:
         if e.kind != "tool_call" or e.tool is None:
             continue

@@ -85,7 +85,7 @@ def _prompts(body: CompletionRequest, tokenizer: Any) -> list[tuple[str | None, 
         raise bad_request("prompt must not be empty.", param="prompt")
     if len(items) > MAX_PROMPTS:
         raise bad_request(f"At most {MAX_PROMPTS} prompts per request, got {len(items)}.", param="prompt")
-    out = []
+    out: list[tuple[str | None, list[int]]] = []
     for item in items:
         if isinstance(item, str):
             ids = (tokenize_prompt(tokenizer, item) if body.add_special_tokens

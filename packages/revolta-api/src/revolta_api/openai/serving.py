@@ -94,9 +94,9 @@ def token_text(tokenizer: Any, token_id: int, decoded: str | None) -> str:
 
 def top_entries(position: PositionLogprobs, k: int) -> list[tuple[int, Any]]:
     """The ``k`` most likely (token id, Logprob) pairs of a position, by rank."""
-    ranked = [(tid, lp) for tid, lp in position.items() if lp.rank is not None]
-    ranked.sort(key=lambda item: item[1].rank)
-    return ranked[:k]
+    ranked = [(tid, lp, lp.rank) for tid, lp in position.items() if lp.rank is not None]
+    ranked.sort(key=lambda item: item[2])
+    return [(tid, lp) for tid, lp, _ in ranked[:k]]
 
 
 def encode_prompt_logprobs(entries: list[PositionLogprobs | None] | None, prompt_ids: list[int],
