@@ -22,6 +22,7 @@ from revolta_api.openai import chat, completions, models, tokenize
 from revolta_api.openai.errors import OPENAI_FAMILY
 from revolta_api.ops import revolta_version
 from revolta_api.ops import router as ops_router
+from revolta_api.responses import router as responses_router
 from revolta_api.state import ServerState
 from revolta_engine.errors import RevoltaError
 
@@ -29,7 +30,8 @@ logger = logging.getLogger("revolta.api")
 
 # Paths anyone may read even when --api-key is set (probes and scrapers carry no key).
 OPEN_PATHS = frozenset({"/health", "/metrics", "/version", "/ping"})
-OPENAI_ROUTERS: tuple[APIRouter, ...] = (chat.router, completions.router, models.router, tokenize.router)
+OPENAI_ROUTERS: tuple[APIRouter, ...] = (chat.router, completions.router, models.router, tokenize.router,
+                                         responses_router)
 API_ROUTERS: tuple[APIRouter, ...] = (*OPENAI_ROUTERS, anthropic_router)
 
 

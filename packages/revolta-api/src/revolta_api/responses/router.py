@@ -1,0 +1,163 @@
+"""``POST /v1/responses``: OpenAI's Responses API, run through the chat pipeline (templates, tool-call and
+reasoning parsers, constrained decoding) and answered as a ``response`` object or its SSE event sequence."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from revolta_api.chat_output import ChatOutputParser
+from revolta_api.chat_parsing import get_parsing
+from revolta_api.chat_template import tokenize_prompt
+from revolta_api.errors import bad_request, to_api_error
+from revolta_api.openai.chat_tools import request_tools, template_messages
+from revolta_api.openai.errors import openai_error_event
+from revolta_api.openai.protocol import ChatCompletionRequest
+from revolta_api.openai.serving import check_prompt_ids, sampling_params
+from revolta_api.responses.items import ItemAssembler
+from revolta_api.responses.protocol import ResponsesRequest, to_chat_request
+from revolta_api.state import ServerState, get_state
+from revolta_api.streaming import (
+    ClientDisconnected,
+    encode_json,
+    prime_streams,
+    sse_response,
+    until_disconnect,
+)
+from revolta_api.structured import after_reasoning
+from revolta_engine.outputs import RequestOutput
+from revolta_engine.sampling_params import SamplingParams
+
+router = APIRouter()
+
+
+@router.post("/v1/responses")
+async def create_response(body: ResponsesRequest, request: Request) -> Response:
+    """OpenAI Responses (streaming and not); nothing is stored."""
+    state = get_state(request)
+    state.check_model(body.model)
+    state.note_unknown_fields("/v1/responses", body.unknown_fields())
+    chat = to_chat_request(body)
+    parsing = get_parsing(request)
+    plan = request_tools(chat, parsing)
+    client = state.client
+    prompt = state.renderer.render(template_messages(chat), add_generation_prompt=True, tools=plan.tools)
+    prompt_ids = tokenize_prompt(client.tokenizer, prompt)
+    check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="input")
+    params = sampling_params(chat, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
+                             requested_max=chat.max_completion_tokens, logprobs=None)
+    if plan.forced is not None:
+        if params.structured_outputs is not None:
+            raise bad_request("tool_choice 'required' or a named function already constrains the output; it cannot "
+                              "be combined with text.format.", param="tool_choice")
+        params.structured_outputs = plan.forced
+    parser = parsing.output_parser(client.tokenizer, prompt_ids=prompt_ids, tools=plan.tools, thinking=None,
+                                   stop=list(params.stop or []), tool_call_parser=plan.parser)
+    if params.structured_outputs is not None:
+        params.structured_outputs = after_reasoning(params.structured_outputs, parser.reasoning)
+    if parsing.stops_after_reasoning:
+        params.stop = []  # matched on the content by the parser, never inside the thinking
+    call = _ResponseCall(state, body, chat, prompt_ids, params, parser)
+    if body.stream:
+        stream, = await prime_streams(request, [client.generate(call.id, prompt_ids, params, chat.priority)])
+        return sse_response(call.stream(stream))
+    try:
+        return Response(encode_json(await until_disconnect(request, call.complete())), media_type="application/json")
+    except ClientDisconnected:
+        return Response(status_code=499)
+
+
+class _ResponseCall:
+    """One response in flight: engine deltas -> parser events -> output items."""
+
+    def __init__(self, state: ServerState, body: ResponsesRequest, chat: ChatCompletionRequest, prompt_ids: list[int],
+                 params: SamplingParams, parser: ChatOutputParser) -> None:
+        self.state, self.body, self.chat = state, body, chat
+        self.prompt_ids, self.params, self.parser = prompt_ids, params, parser
+        self.id = "resp_" + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self.items = ItemAssembler()
+        self.output_tokens = self.cached_tokens = 0
+        self.finish_reason: str | None = None
+        self.single_call = body.parallel_tool_calls is False
+        self._sequence = 0
+
+    def response(self, status: str) -> dict[str, Any]:
+        """The ``response`` object as it stands."""
+        incomplete = status == "incomplete"
+        return {
+            "id": self.id, "object": "response", "created_at": self.created, "status": status,
+            "model": self.state.model_name, "output": list(self.items.items), "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "instructions": self.body.instructions, "max_output_tokens": self.body.max_output_tokens,
+            "temperature": self.body.temperature, "top_p": self.body.top_p, "tools": self.body.tools or [],
+            "tool_choice": self.body.tool_choice or "auto", "parallel_tool_calls": self.body.parallel_tool_calls
+            is not False, "text": self.body.text or {"format": {"type": "text"}}, "metadata": self.body.metadata or {},
+            "store": False, "previous_response_id": None, "reasoning": None, "truncation": "disabled",
+            "user": self.body.user,
+            "usage": {"input_tokens": len(self.prompt_ids),
+                      "input_tokens_details": {"cached_tokens": self.cached_tokens},
+                      "output_tokens": self.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": len(self.prompt_ids) + self.output_tokens} if status != "in_progress" else None,
+        }
+
+    def _final_status(self) -> str:
+        return "incomplete" if self.finish_reason == "length" and self.parser.stopped_by is None else "completed"
+
+    async def _events(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[dict[str, Any]]:
+        timer = self.state.metrics.request_timer()
+        async for out in outputs:
+            timer.on_output(out)
+            self.cached_tokens = out.num_cached_tokens
+            for comp in out.outputs:
+                self.output_tokens += len(comp.token_ids)
+                for event in self.parser.feed(comp.text, list(comp.token_ids)):
+                    if self.single_call and event.tool is not None and event.tool.index > 0:
+                        continue  # parallel_tool_calls=false: the first call only
+                    for item_event in self.items.feed(event):
+                        yield item_event
+                self.finish_reason = comp.finish_reason or self.finish_reason
+            if self.parser.stopped_by is not None:
+                break  # leaving the engine stream aborts the request
+        for event in self.parser.finish():
+            for item_event in self.items.feed(event):
+                yield item_event
+        for item_event in self.items.close():
+            yield item_event
+
+    async def complete(self) -> dict[str, Any]:
+        """Run to the end and build the ``response`` object."""
+        outputs = self.state.client.generate(self.id, self.prompt_ids, self.params, self.chat.priority)
+        try:
+            async for _ in self._events(outputs):
+                pass
+        finally:
+            await outputs.aclose()  # type: ignore[attr-defined]
+        return self.response(self._final_status())
+
+    def _sse(self, payload: dict[str, Any]) -> bytes:
+        payload["sequence_number"] = self._sequence
+        self._sequence += 1
+        return b"event: " + payload["type"].encode() + b"\ndata: " + encode_json(payload) + b"\n\n"
+
+    async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
+        """The Responses SSE sequence; an error after the start becomes an ``error`` event that ends it."""
+        try:
+            yield self._sse({"type": "response.created", "response": self.response("in_progress")})
+            yield self._sse({"type": "response.in_progress", "response": self.response("in_progress")})
+            async for event in self._events(outputs):
+                yield self._sse(event)
+            status = self._final_status()
+            kind = "response.incomplete" if status == "incomplete" else "response.completed"
+            yield self._sse({"type": kind, "response": self.response(status)})
+        except Exception as exc:
+            yield openai_error_event(to_api_error(exc))
+        finally:
+            aclose = getattr(outputs, "aclose", None)
+            if aclose is not None:
+                await aclose()

@@ -1,0 +1,105 @@
+"""OpenAI's Responses API (``POST /v1/responses``) with the real ``openai`` SDK against a real server (SmolLM2):
+text, instructions and message items, streaming events, the max_output_tokens cut-off, forced function calls and
+their results sent back, json_schema output, and 400s for what is not supported."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import openai
+import pytest
+from anthropic_server import serve
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "pattern": "^[A-Za-z ]{1,20}$"}},
+           "required": ["city"], "additionalProperties": False}
+TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather in a city", "parameters": WEATHER}]
+CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]}}, "required": ["city"],
+        "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def oai():
+    with serve(max_model_len=1024) as (base, _):
+        yield openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=600)
+
+
+def test_text_answer_with_usage(oai):
+    resp = oai.responses.create(model="smol", input="What is the capital of France?", max_output_tokens=24,
+                                temperature=0)
+    assert resp.object == "response" and resp.status == "completed"
+    assert "Paris" in resp.output_text
+    assert resp.output[0].type == "message" and resp.output[0].role == "assistant"
+    assert resp.usage.input_tokens > 5 and resp.usage.output_tokens >= 1
+    assert resp.usage.total_tokens == resp.usage.input_tokens + resp.usage.output_tokens
+
+
+def test_instructions_and_message_items(oai):
+    resp = oai.responses.create(
+        model="smol", instructions="Answer with one word.", temperature=0, max_output_tokens=8,
+        input=[{"role": "user", "content": [{"type": "input_text", "text": "What is the capital of Italy?"}]}])
+    assert "Rome" in resp.output_text
+
+
+def test_stream_events_build_the_same_text(oai):
+    kwargs = dict(model="smol", input="What is the capital of France?", max_output_tokens=24, temperature=0)
+    events = list(oai.responses.create(stream=True, **kwargs))
+    types = [e.type for e in events]
+    assert types[:2] == ["response.created", "response.in_progress"] and types[-1] == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    final = events[-1].response
+    assert deltas == final.output_text == oai.responses.create(**kwargs).output_text
+    assert "response.output_item.done" in types and "response.content_part.done" in types
+
+
+def test_max_output_tokens_leaves_the_response_incomplete(oai):
+    resp = oai.responses.create(model="smol", input="Tell me a long story.", max_output_tokens=3, temperature=0)
+    assert resp.status == "incomplete" and resp.incomplete_details.reason == "max_output_tokens"
+    assert resp.usage.output_tokens == 3
+
+
+def test_forced_function_call_and_its_result(oai):
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    resp = oai.responses.create(model="smol", input=ask, tools=TOOLS, tool_choice="required", temperature=0,
+                                max_output_tokens=60)
+    calls = [item for item in resp.output if item.type == "function_call"]
+    assert calls and calls[0].name == "get_weather" and calls[0].call_id
+    jsonschema.validate(json.loads(calls[0].arguments), WEATHER)
+    follow = oai.responses.create(
+        model="smol", tools=TOOLS, tool_choice="none", temperature=0, max_output_tokens=30,
+        input=[*ask, {"type": "function_call", "call_id": calls[0].call_id, "name": "get_weather",
+                      "arguments": calls[0].arguments},
+               {"type": "function_call_output", "call_id": calls[0].call_id, "output": "Sunny, 24 C"}])
+    assert follow.status == "completed" and follow.output_text
+
+
+def test_json_schema_text_format(oai):
+    resp = oai.responses.create(model="smol", input="Name a European capital as JSON.", temperature=0,
+                                max_output_tokens=40,
+                                text={"format": {"type": "json_schema", "name": "city", "schema": CITY}})
+    jsonschema.validate(json.loads(resp.output_text), CITY)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"previous_response_id": "resp_123"}, "does not store responses"),
+    ({"tools": [{"type": "web_search"}]}, "only function tools"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input_image"),
+    ({"text": {"format": {"type": "grammar"}}}, "text.format"),
+    ({"input": []}, "must not be empty"),
+])
+def test_unsupported_requests_are_400s(oai, kwargs, message):
+    with pytest.raises(openai.BadRequestError, match=message):
+        oai.responses.create(**{"model": "smol", "input": "Hi", "max_output_tokens": 2, **kwargs})
+
+
+def test_streamed_function_call_arguments(oai):
+    events = list(oai.responses.create(model="smol", input="What is the weather in Oslo?", tools=TOOLS,
+                                       tool_choice={"type": "function", "name": "get_weather"}, temperature=0,
+                                       max_output_tokens=60, stream=True))
+    args = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    assert done and done[0].arguments == args
+    jsonschema.validate(json.loads(args), WEATHER)
+    final = [item for item in events[-1].response.output if item.type == "function_call"]
+    assert final[0].arguments == args and final[0].status == "completed"
