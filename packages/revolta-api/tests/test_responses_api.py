@@ -1,6 +1,7 @@
 """OpenAI's Responses API (``POST /v1/responses``) with the real ``openai`` SDK against a real server (SmolLM2):
 text, instructions and message items, streaming events, the max_output_tokens cut-off, forced function calls and
-their results sent back, json_schema output, and 400s for what is not supported."""
+their results sent back, json_schema output, stored responses and previous_response_id, and 4xx for what is not
+supported."""
 
 from __future__ import annotations
 
@@ -82,7 +83,6 @@ def test_json_schema_text_format(oai):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"previous_response_id": "resp_123"}, "does not store responses"),
     ({"tools": [{"type": "web_search"}]}, "only function tools"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input_image"),
     ({"text": {"format": {"type": "grammar"}}}, "text.format"),
@@ -103,3 +103,36 @@ def test_streamed_function_call_arguments(oai):
     jsonschema.validate(json.loads(args), WEATHER)
     final = [item for item in events[-1].response.output if item.type == "function_call"]
     assert final[0].arguments == args and final[0].status == "completed"
+
+
+def test_previous_response_id_continues_a_stored_conversation(oai):
+    first = oai.responses.create(model="smol", input="My name is Alice. Please remember it.", temperature=0,
+                                 max_output_tokens=20)
+    assert first.store and oai.responses.retrieve(first.id).output_text == first.output_text
+    follow = oai.responses.create(model="smol", input="What is my name?", previous_response_id=first.id,
+                                  temperature=0, max_output_tokens=12)
+    assert follow.previous_response_id == first.id
+    assert follow.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens  # the history was sent
+    assert "Alice" in follow.output_text
+    streamed = list(oai.responses.create(model="smol", input="And again?", previous_response_id=follow.id,
+                                         temperature=0, max_output_tokens=4, stream=True))
+    kept = oai.responses.retrieve(streamed[-1].response.id)  # streamed ones are kept too
+    assert kept.status == streamed[-1].response.status and kept.output_text == streamed[-1].response.output_text
+    private = oai.responses.create(model="smol", input="Hi", store=False, max_output_tokens=2)
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.retrieve(private.id)
+    oai.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError, match="not found"):
+        oai.responses.create(model="smol", input="Hi", previous_response_id=first.id, max_output_tokens=2)
+
+
+def test_the_store_keeps_the_most_recently_used():
+    from revolta_api.responses.store import ResponseStore
+
+    store = ResponseStore(max_entries=2)
+    for rid in ("a", "b"):
+        store.put({"id": rid}, [])
+    assert store.get("a") is not None  # now the most recent
+    store.put({"id": "c"}, [])
+    assert store.get("b") is None and store.get("a") is not None and store.get("c") is not None
+    assert store.delete("a") and not store.delete("a")

@@ -22,7 +22,7 @@ from revolta_api.openai import chat, completions, models, tokenize
 from revolta_api.openai.errors import OPENAI_FAMILY
 from revolta_api.ops import revolta_version
 from revolta_api.ops import router as ops_router
-from revolta_api.responses import router as responses_router
+from revolta_api.responses.router import router as responses_router
 from revolta_api.state import ServerState
 from revolta_engine.errors import RevoltaError
 

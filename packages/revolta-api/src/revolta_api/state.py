@@ -12,6 +12,7 @@ from revolta_api.chat_template import ChatRenderer
 from revolta_api.engine_client import EngineClient
 from revolta_api.errors import ApiError, ApiFamily
 from revolta_api.metrics import ServerMetrics
+from revolta_api.responses.store import ResponseStore
 
 logger = logging.getLogger("revolta.api")
 
@@ -29,6 +30,7 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
     _renderer: ChatRenderer | None = None
     _warned_fields: set[tuple[str, str]] = field(default_factory=set)
+    responses: ResponseStore = field(default_factory=ResponseStore)  # stored /v1/responses results
 
     @property
     def model_name(self) -> str:

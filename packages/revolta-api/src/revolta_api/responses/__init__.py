@@ -1,5 +1,2 @@
-"""OpenAI's Responses API (``POST /v1/responses``) over the chat pipeline."""
-
-from revolta_api.responses.router import router
-
-__all__ = ["router"]
+"""OpenAI's Responses API (``/v1/responses``) over the chat pipeline: the router is
+:mod:`revolta_api.responses.router`."""

@@ -1,9 +1,8 @@
 """Body of ``POST /v1/responses`` and its translation into a chat completion request.
 
-The conversation (``instructions`` + ``input`` items: messages, earlier function calls and their outputs),
-function tools, ``tool_choice`` and ``text.format`` map onto the chat pipeline's fields, so templates, tool-call
-parsing and constrained decoding are the chat endpoint's own. Nothing is stored: ``previous_response_id`` is
-refused, the client sends the conversation.
+The conversation (``instructions`` + the stored conversation of ``previous_response_id`` + ``input`` items:
+messages, earlier function calls and their outputs), function tools, ``tool_choice`` and ``text.format`` map onto
+the chat pipeline's fields, so templates, tool-call parsing and constrained decoding are the chat endpoint's own.
 """
 
 from __future__ import annotations
@@ -58,12 +57,9 @@ def _text(content: Any, param: str) -> str:
     return "".join(texts)
 
 
-def chat_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
-    """``instructions`` and ``input`` as chat messages (function calls as assistant tool calls, their outputs as
-    tool messages)."""
+def input_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
+    """``input`` as chat messages (function calls as assistant tool calls, their outputs as tool messages)."""
     messages: list[dict[str, Any]] = []
-    if body.instructions:
-        messages.append({"role": "system", "content": body.instructions})
     items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
     for i, item in enumerate(items):
         param = f"input[{i}]"
@@ -92,6 +88,24 @@ def chat_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
             raise bad_request(f"input items of type {kind!r} are not supported.", param=f"{param}.type")
     if not messages:
         raise bad_request("input must not be empty.", param="input")
+    return messages
+
+
+def output_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A response's output items as the chat messages a later turn sends back (reasoning is dropped)."""
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        if item["type"] == "message":
+            text = "".join(part.get("text", "") for part in item["content"])
+            messages.append({"role": "assistant", "content": text})
+        elif item["type"] == "function_call":
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"] or "{}"}}
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
     return messages
 
 
@@ -127,13 +141,12 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
                       param="text.format.type")
 
 
-def to_chat_request(body: ResponsesRequest) -> ChatCompletionRequest:
-    """The chat completion request that runs ``body``; 400 naming the field for what cannot be mapped."""
-    if body.previous_response_id is not None:
-        raise bad_request("this server does not store responses: send the whole conversation in input instead of "
-                          "previous_response_id.", param="previous_response_id")
+def to_chat_request(body: ResponsesRequest, conversation: list[dict[str, Any]]) -> ChatCompletionRequest:
+    """The chat completion request that runs ``body`` over ``conversation`` (earlier turns and this input; the
+    instructions go first); 400 naming the field for what cannot be mapped."""
+    system = [{"role": "system", "content": body.instructions}] if body.instructions else []
     fields: dict[str, Any] = {
-        "model": body.model, "messages": chat_messages(body), "max_completion_tokens": body.max_output_tokens,
+        "model": body.model, "messages": system + conversation, "max_completion_tokens": body.max_output_tokens,
         "temperature": body.temperature, "top_p": body.top_p, "tools": _chat_tools(body.tools),
         "tool_choice": _chat_tool_choice(body.tool_choice), "parallel_tool_calls": body.parallel_tool_calls,
         "response_format": _response_format(body.text),

@@ -1,5 +1,6 @@
-"""``POST /v1/responses``: OpenAI's Responses API, run through the chat pipeline (templates, tool-call and
-reasoning parsers, constrained decoding) and answered as a ``response`` object or its SSE event sequence."""
+"""OpenAI's Responses API: ``POST /v1/responses`` run through the chat pipeline (templates, tool-call and
+reasoning parsers, constrained decoding) and answered as a ``response`` object or its SSE event sequence;
+``GET`` / ``DELETE /v1/responses/{id}`` for the responses kept in memory (``store``, see :mod:`.store`)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from fastapi.responses import Response
 from revolta_api.chat_output import ChatOutputParser
 from revolta_api.chat_parsing import get_parsing
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import bad_request, to_api_error
+from revolta_api.errors import ApiError, bad_request, to_api_error
 from revolta_api.openai.chat_tools import request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
 from revolta_api.openai.serving import check_prompt_ids, sampling_params
 from revolta_api.responses.items import ItemAssembler
-from revolta_api.responses.protocol import ResponsesRequest, to_chat_request
+from revolta_api.responses.protocol import ResponsesRequest, input_messages, output_messages, to_chat_request
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
     ClientDisconnected,
@@ -42,7 +43,16 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     state = get_state(request)
     state.check_model(body.model)
     state.note_unknown_fields("/v1/responses", body.unknown_fields())
-    chat = to_chat_request(body)
+    history: list[dict[str, Any]] = []
+    if body.previous_response_id is not None:
+        stored = state.responses.get(body.previous_response_id)
+        if stored is None:
+            raise ApiError(404, f"Previous response with id '{body.previous_response_id}' not found (responses are "
+                                "kept in this server's memory, the most recent ones only).", "not_found",
+                           param="previous_response_id")
+        history = stored.conversation
+    conversation = history + input_messages(body)
+    chat = to_chat_request(body, conversation)
     parsing = get_parsing(request)
     plan = request_tools(chat, parsing)
     client = state.client
@@ -62,7 +72,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
         params.structured_outputs = after_reasoning(params.structured_outputs, parser.reasoning)
     if parsing.stops_after_reasoning:
         params.stop = []  # matched on the content by the parser, never inside the thinking
-    call = _ResponseCall(state, body, chat, prompt_ids, params, parser)
+    call = _ResponseCall(state, body, chat, prompt_ids, params, parser, conversation)
     if body.stream:
         stream, = await prime_streams(request, [client.generate(call.id, prompt_ids, params, chat.priority)])
         return sse_response(call.stream(stream))
@@ -72,12 +82,32 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
         return Response(status_code=499)
 
 
+@router.get("/v1/responses/{response_id}")
+async def get_response(response_id: str, request: Request) -> Response:
+    """A stored response."""
+    stored = get_state(request).responses.get(response_id)
+    if stored is None:
+        raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
+    return Response(encode_json(stored.response), media_type="application/json")
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete_response(response_id: str, request: Request) -> Response:
+    """Forget a stored response."""
+    if not get_state(request).responses.delete(response_id):
+        raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
+    return Response(encode_json({"id": response_id, "object": "response", "deleted": True}),
+                    media_type="application/json")
+
+
 class _ResponseCall:
     """One response in flight: engine deltas -> parser events -> output items."""
 
     def __init__(self, state: ServerState, body: ResponsesRequest, chat: ChatCompletionRequest, prompt_ids: list[int],
-                 params: SamplingParams, parser: ChatOutputParser) -> None:
+                 params: SamplingParams, parser: ChatOutputParser, conversation: list[dict[str, Any]]) -> None:
         self.state, self.body, self.chat = state, body, chat
+        self.conversation = conversation
+        self.store = body.store is not False  # OpenAI keeps responses unless told not to
         self.prompt_ids, self.params, self.parser = prompt_ids, params, parser
         self.id = "resp_" + uuid.uuid4().hex[:24]
         self.created = int(time.time())
@@ -98,7 +128,8 @@ class _ResponseCall:
             "temperature": self.body.temperature, "top_p": self.body.top_p, "tools": self.body.tools or [],
             "tool_choice": self.body.tool_choice or "auto", "parallel_tool_calls": self.body.parallel_tool_calls
             is not False, "text": self.body.text or {"format": {"type": "text"}}, "metadata": self.body.metadata or {},
-            "store": False, "previous_response_id": None, "reasoning": None, "truncation": "disabled",
+            "store": self.store, "previous_response_id": self.body.previous_response_id, "reasoning": None,
+            "truncation": "disabled",
             "user": self.body.user,
             "usage": {"input_tokens": len(self.prompt_ids),
                       "input_tokens_details": {"cached_tokens": self.cached_tokens},
@@ -108,6 +139,13 @@ class _ResponseCall:
 
     def _final_status(self) -> str:
         return "incomplete" if self.finish_reason == "length" and self.parser.stopped_by is None else "completed"
+
+    def _finished(self) -> dict[str, Any]:
+        """The final response object, kept for later turns unless ``store`` is false."""
+        response = self.response(self._final_status())
+        if self.store:
+            self.state.responses.put(response, self.conversation + output_messages(self.items.items))
+        return response
 
     async def _events(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[dict[str, Any]]:
         timer = self.state.metrics.request_timer()
@@ -138,7 +176,7 @@ class _ResponseCall:
                 pass
         finally:
             await outputs.aclose()  # type: ignore[attr-defined]
-        return self.response(self._final_status())
+        return self._finished()
 
     def _sse(self, payload: dict[str, Any]) -> bytes:
         payload["sequence_number"] = self._sequence
@@ -152,9 +190,9 @@ class _ResponseCall:
             yield self._sse({"type": "response.in_progress", "response": self.response("in_progress")})
             async for event in self._events(outputs):
                 yield self._sse(event)
-            status = self._final_status()
-            kind = "response.incomplete" if status == "incomplete" else "response.completed"
-            yield self._sse({"type": kind, "response": self.response(status)})
+            response = self._finished()
+            kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+            yield self._sse({"type": kind, "response": response})
         except Exception as exc:
             yield openai_error_event(to_api_error(exc))
         finally:
