@@ -90,6 +90,19 @@ def test_bench_throughput_offline(tiny_model, tmp_path):
     assert json.loads(out.read_text())["total_output_tokens"] == 16
 
 
+def test_bench_latency_offline(tiny_model, tmp_path):
+    out = tmp_path / "latency.json"
+    result = revolta("bench", "latency", str(tiny_model), "--max-model-len", "64", "--batch-size", "3",
+                     "--input-len", "8", "--output-len", "5", "--num-iters-warmup", "1", "--num-iters", "3",
+                     "--random-token-range", "3", "300", "--kv-cache-memory-bytes", str(8 << 20),
+                     "--output-json", str(out))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert len(data["latencies"]) == 3 and data["avg_latency"] > 0
+    assert min(data["latencies"]) <= data["percentiles"]["50"] <= max(data["latencies"])
+    assert "Avg latency:" in result.stdout and "90% percentile latency" in result.stdout
+
+
 def test_api_key_then_engine_death_then_sigterm(tiny_model):
     """One server (each start costs seconds): auth, then the core dies mid-stream, then SIGTERM stops it."""
     server = ServerProcess(*_tiny_args(tiny_model, "--api-key", "s3cret"), startup_timeout=120)

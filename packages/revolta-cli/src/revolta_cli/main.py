@@ -7,8 +7,9 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full command line: serve, chat, generate, doctor, bench {serve, throughput}."""
+    """The full command line: serve, chat, generate, doctor, bench {latency, serve, throughput}."""
     from revolta_cli import doctor, generate, serve
+    from revolta_cli.bench import latency as bench_latency
     from revolta_cli.bench import serve as bench_serve
     from revolta_cli.bench import throughput as bench_throughput
 
@@ -17,8 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     generate.add_parsers(sub)
     doctor.add_parser(sub)
-    bench = sub.add_parser("bench", help="benchmarks: serve (a running server), throughput (offline)")
+    bench = sub.add_parser("bench", help="benchmarks: latency (one batch, offline), serve (a running server), "
+                                         "throughput (offline)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
+    bench_latency.add_parser(bench_sub)
     bench_serve.add_parser(bench_sub)
     bench_throughput.add_parser(bench_sub)
     bench.set_defaults(func=lambda ns: _help(bench))
