@@ -20,12 +20,16 @@ def tp_all_reduce(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def tp_all_gather_last(x: torch.Tensor) -> torch.Tensor:
-    """Concatenate every shard's ``x`` along the last dimension, in rank order (vocab-parallel logits)."""
-    size = dist.get_world_size(device_group())
+def tp_gather_last(x: torch.Tensor) -> torch.Tensor:
+    """Every shard's ``x`` concatenated along the last dimension, in rank order, on rank 0 (vocab-parallel logits:
+    only rank 0 samples); the other ranks get their own ``x`` back."""
+    group = device_group()
     x = x.contiguous()
-    parts = [torch.empty_like(x) for _ in range(size)]
-    dist.all_gather(parts, x, group=device_group())
+    if dist.get_rank(group) != 0:
+        dist.gather(x, None, dst=0, group=group)
+        return x
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.gather(x, parts, dst=0, group=group)
     return torch.cat(parts, dim=-1)
 
 

@@ -2,7 +2,7 @@
 
 Each rank holds ``ceil(vocab / ranks)`` consecutive rows (the last rank's tail is zero padding). A lookup takes
 the rows this rank holds, zeros for the others, and sums over the ranks; the head's logits are this rank's
-columns, gathered in rank order and cut back to the vocabulary.
+columns, gathered on rank 0 (the one that samples) in rank order and cut back to the vocabulary.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from revolta_engine.distributed.communication import tp_all_gather_last, tp_all_reduce
+from revolta_engine.distributed.communication import tp_all_reduce, tp_gather_last
 from revolta_engine.distributed.parallel_state import get_tp_layout
 
 
@@ -60,7 +60,8 @@ class VocabParallelEmbedding(nn.Embedding):
 
 
 def gather_vocab_logits(local_logits: torch.Tensor, vocab_size: int, tp_size: int) -> torch.Tensor:
-    """The whole vocabulary's logits from every rank's columns (identity on one rank)."""
+    """The whole vocabulary's logits from every rank's columns, on rank 0 (identity on one rank; the other ranks
+    get their own columns, which nothing reads)."""
     if tp_size == 1:
         return local_logits
-    return tp_all_gather_last(local_logits)[..., :vocab_size]
+    return tp_gather_last(local_logits)[..., :vocab_size]
