@@ -94,13 +94,46 @@ def test_requests_that_need_per_position_sampling_get_no_drafts(tiny_llama):
     assert spec.llm_engine.get_stats().spec_decode_num_draft_tokens == 0
 
 
-def test_speculation_refuses_async_scheduling_and_hybrid_models(tiny_llama, tmp_path):
+def test_speculation_refuses_async_scheduling(tiny_llama):
     with pytest.raises(InvalidRequestError, match="async_scheduling"):
         LLM(str(tiny_llama), speculative_config=NGRAM, async_scheduling=True)
+
+
+def oracle_drafts(expected: dict[tuple[int, ...], list[int]], vocab: int):
+    """A proposer that knows each prompt's plain greedy continuation and spoils it from a position that moves with
+    the output length, so verification keeps 0, 1, ... or all of the drafts over a run."""
+    def propose(spec, req, max_model_len, placeholders):
+        done = req.num_output_tokens
+        room = min(spec.num_speculative_tokens, req.max_tokens - done - 1)
+        right = expected[tuple(req.prompt_token_ids)][done:done + room]
+        wrong_from = random.Random(done * 1000 + len(req.prompt_token_ids)).randrange(room + 1)
+        return [t if i < wrong_from else (t + 1) % vocab for i, t in enumerate(right)]
+    return propose
+
+
+@pytest.mark.parametrize(("family", "extra"), [
+    ("qwen3_5", {}),
+    ("qwen3_5", {"max_num_batched_tokens": 16}),  # chunked prefill: state snapshots at block ends, drafts after
+    ("qwen3_next", {"num_gpu_blocks_override": 12, "max_num_seqs": 8}),  # preemption, with MoE layers
+])
+def test_hybrid_models_roll_their_state_back_past_rejected_drafts(tmp_path, monkeypatch, family, extra):
+    """A rejected draft's recurrent state is replaced by the one after the last kept draft: with drafts kept for
+    every run length from none to all, greedy output is the same as without drafts."""
     from hybrid_checkpoints import make_family_checkpoint
 
-    with pytest.raises(InvalidRequestError, match="hybrid"):
-        LLM(str(make_family_checkpoint(tmp_path, "qwen3_5")), speculative_config=NGRAM)
+    path = str(make_family_checkpoint(tmp_path, family))
+    prompts = repetitive_prompts(8)
+    params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    plain = LLM(path, dtype="float32", **extra).generate(prompts, params)
+    expected = {tuple(p["prompt_token_ids"]): o.outputs[0].token_ids for p, o in zip(prompts, plain, strict=True)}
+    spec = LLM(path, dtype="float32", speculative_config=NGRAM, **extra)
+    monkeypatch.setattr("revolta_engine.engine.llm_engine.next_drafts",
+                        oracle_drafts(expected, spec.llm_engine.hf_config.vocab_size))
+    out = spec.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in out] == [o.outputs[0].token_ids for o in plain]
+    stats = spec.llm_engine.get_stats()
+    assert 0.3 * stats.spec_decode_num_draft_tokens < stats.spec_decode_num_accepted_tokens \
+        < 0.8 * stats.spec_decode_num_draft_tokens
 
 
 PASSAGE = ("The quick brown fox jumps over the lazy dog. Paged attention stores keys and values in fixed-size "

@@ -186,3 +186,21 @@ def test_quantized_hybrid_model_splits_over_ranks(tmp_path):
     for prompt, out in zip(prompts, outs, strict=True):
         assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
                              reference_greedy(ref_model, prompt, GREEDY.max_tokens))
+
+
+def test_hybrid_speculation_rolls_back_on_every_rank(tmp_path, monkeypatch):
+    from test_speculative import oracle_drafts, repetitive_prompts
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    prompts = repetitive_prompts(4)
+    params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    with LLM(str(path), **ENGINE) as one:
+        plain = one.generate(prompts, params)
+    expected = {tuple(p["prompt_token_ids"]): o.outputs[0].token_ids for p, o in zip(prompts, plain, strict=True)}
+    monkeypatch.setattr("revolta_engine.engine.llm_engine.next_drafts", oracle_drafts(expected, 512))
+    with LLM(str(path), tensor_parallel_size=2, speculative_config={"method": "ngram", "num_speculative_tokens": 3},
+             **ENGINE) as llm:
+        out = llm.generate(prompts, params)
+        stats = llm.llm_engine.get_stats()
+    assert [o.outputs[0].token_ids for o in out] == [o.outputs[0].token_ids for o in plain]
+    assert 0 < stats.spec_decode_num_accepted_tokens < stats.spec_decode_num_draft_tokens

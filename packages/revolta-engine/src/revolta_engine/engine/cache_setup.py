@@ -29,6 +29,11 @@ class EngineCaches:
     state_caches: list
 
     @property
+    def scratch_slot(self) -> int:
+        """The first of the scratch slots past the pad slot (speculative verification's per-position states)."""
+        return self.state_slots.num_slots + 1 if self.state_slots is not None else -1
+
+    @property
     def pad_slot(self) -> int:
         """The spare state slot past the owned ones (CUDA graphs point their padding rows at it), or -1."""
         return self.state_slots.num_slots if self.state_slots is not None else -1
@@ -36,11 +41,14 @@ class EngineCaches:
 
 def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, max_seqs: int,
                     enable_caching: bool, max_batched: int, max_model_len: int,
-                    agree: Callable[[int], int] | None = None, extra_bytes_per_block: int = 0) -> EngineCaches:
+                    agree: Callable[[int], int] | None = None, extra_bytes_per_block: int = 0,
+                    scratch_state_slots: int = 0) -> EngineCaches:
     """Size the KV cache from the memory budget (after the state pool, if any) and allocate both.
 
     ``agree`` (tensor parallelism): turns this rank's block count into the one every rank uses (the smallest).
-    ``extra_bytes_per_block``: what each block also costs outside this cache (a draft model's KV)."""
+    ``extra_bytes_per_block``: what each block also costs outside this cache (a draft model's KV).
+    ``scratch_state_slots``: hybrid models' state slots past the pad slot for speculative verification (the state
+    after each draft position, so a rejected draft's state can be rolled back)."""
     # Hybrid models (Gated DeltaNet + attention) also keep a fixed-size state per running request, and
     # (with prefix caching) as many snapshots of states at block boundaries.
     state_spec = model.state_cache_spec() if hasattr(model, "state_cache_spec") else None
@@ -48,8 +56,8 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
     state_bytes = 0
     if state_spec is not None:
         state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
-        # one spare slot past the owned ones: CUDA graphs point their padding rows at it
-        state_bytes = (state_slots.num_slots + 1) * state_spec.bytes_per_slot
+        # one spare slot past the owned ones: CUDA graphs point their padding rows at it; then the scratch slots
+        state_bytes = (state_slots.num_slots + 1 + scratch_state_slots) * state_spec.bytes_per_slot
     num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes,
                                 extra_bytes_per_block=extra_bytes_per_block)
     if agree is not None:
@@ -57,10 +65,18 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
     kv_caches = allocate_kv_cache(spec, num_blocks, device)
     state_caches = []
     if state_spec is not None and state_slots is not None:
-        state_caches = allocate_state_cache(state_spec, state_slots.num_slots + 1, device)
+        state_caches = allocate_state_cache(state_spec, state_slots.num_slots + 1 + scratch_state_slots, device)
         logger.info(
             "Recurrent state pool: %d Gated DeltaNet layers, %d slots for running requests + %d prefix "
             "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
             state_slots.num_snapshots, state_spec.bytes_per_slot / 2**20, state_bytes / 2**30,
         )
     return EngineCaches(spec, num_blocks, kv_caches, state_slots, state_caches)
+
+
+def log_kv_capacity(spec: KVCacheSpec, num_blocks: int, capacity_tokens: int, max_model_len: int) -> None:
+    """Say at startup how much the KV cache holds."""
+    logger.info(
+        "KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB, %s); up to %.1f requests of %d tokens at once",
+        num_blocks - 1, spec.block_size, capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
+        str(spec.dtype).removeprefix("torch."), capacity_tokens / max_model_len, max_model_len)

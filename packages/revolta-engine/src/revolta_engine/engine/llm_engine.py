@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any
@@ -21,6 +20,7 @@ from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
 from revolta_engine.core.request_queue import POLICIES
 from revolta_engine.core.scheduler import Scheduler
+from revolta_engine.engine.cache_setup import log_kv_capacity
 from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.draft_model import load_draft_model
 from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
@@ -37,6 +37,7 @@ from revolta_engine.engine.prompt_input import (
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
 from revolta_engine.engine.speculative import (
     accepted_tokens,
+    draft_state_snapshots,
     next_drafts,
     parse_speculative_config,
     wants_drafts,
@@ -135,6 +136,8 @@ class LLMEngine:
         check_tensor_parallel(settings, hf_config, self.device, offload_requested(args))
         self.draft = load_draft_model(self.speculative, int(self.text_config.vocab_size), settings)
         settings.draft_kv_bytes_per_block = self.draft.bytes_per_block if self.draft is not None else 0
+        self.max_drafts = self.speculative.num_speculative_tokens if self.speculative is not None else 0
+        settings.scratch_state_slots = max_seqs * self.max_drafts  # used by hybrid models only
         weights = None if args.load_format == "dummy" else self.checkpoint.iter_weights()
         runtime, self.runner, self.tp_workers = build_engine_runtime(hf_config, weights, settings, self.device, cfg,
                                                                      args.enforce_eager)
@@ -143,10 +146,8 @@ class LLMEngine:
         self.model, spec, caches = runtime.model, runtime.spec, runtime.caches
         num_blocks, kv_caches, state_slots = caches.num_blocks, caches.kv_caches, caches.state_slots
         self.state_caches = caches.state_caches
-        if self.speculative is not None and state_slots is not None:
-            raise InvalidRequestError("speculative decoding is not supported for hybrid (Gated DeltaNet) models: "
-                                      "their recurrent state cannot be rolled back past rejected drafts",
-                                      param="speculative_config")
+        self.scratch_slot = caches.scratch_slot  # hybrid speculation: the states after each draft position
+        self._draft_states: dict[str, int] = {}
         self.kv_connector = offload_connector(cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
                                               self.device, hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
@@ -167,11 +168,7 @@ class LLMEngine:
         self.parents: dict[str, ParentRequestState] = {}
         self.children: dict[str, tuple[ParentRequestState, CompletionState, torch.Generator | None]] = {}
         self.stats = EngineStats()
-        logger.info(
-            "KV cache: %d blocks of %d tokens = %d tokens (%.2f GiB, %s); up to %.1f requests of %d tokens at once",
-            num_blocks - 1, block_size, self.kv_capacity_tokens, num_blocks * spec.bytes_per_block / 2**30,
-            str(spec.dtype).removeprefix("torch."), self.kv_capacity_tokens / self.max_model_len, self.max_model_len,
-        )
+        log_kv_capacity(spec, num_blocks, self.kv_capacity_tokens, self.max_model_len)
 
     # ----------------------------------------------------------------------------------- info
     def config_report(self) -> list[tuple[str, Any, str]]:
@@ -250,16 +247,7 @@ class LLMEngine:
 
     def get_stats(self) -> EngineStats:
         """A snapshot (a copy the caller owns) of the current load and cumulative counters."""
-        s = self.stats
-        s.num_running = len(self.scheduler.running)
-        s.num_waiting = len(self.scheduler.waiting)
-        s.kv_cache_usage = self.kv.usage()
-        s.prefix_cache_queries = self.kv.prefix_stats.queries
-        s.prefix_cache_hits = self.kv.prefix_stats.hits
-        s.external_prefix_cache_queries = self.kv.prefix_stats.external_queries
-        s.external_prefix_cache_hits = self.kv.prefix_stats.external_hits
-        s.num_preemptions = self.scheduler.num_preemptions
-        return dataclasses.replace(s)
+        return self.stats.snapshot(self.scheduler, self.kv)
 
     # ----------------------------------------------------------------------------------- step
     def step(self) -> list[RequestOutput]:
@@ -308,15 +296,16 @@ class LLMEngine:
         completing = [s for s in sched.scheduled if s.completes]
         prompt_rows = plan_prompt_rows(sched.scheduled, self.children)
         keep = prompt_rows.rows if prompt_rows is not None else None
+        if self.draft is not None:
+            self.draft.propose(sched.scheduled, tables)  # the drafts this step verifies
         if self.state_caches:
             slots, sources = self.kv.state_slots.take_pending()  # type: ignore[union-attr]
             self.runner.reset_state_slots(slots, sources)
             snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in sched.scheduled])
+            draft_snaps, self._draft_states = draft_state_snapshots(sched.scheduled, self.scratch_slot, self.max_drafts)
             state_slots = [self.kv.state_slot(s.request.request_id) for s in sched.scheduled]
-            logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots, keep_rows=keep)
+            logits = self.runner.execute(sched.scheduled, tables, state_slots, snapshots + draft_snaps, keep_rows=keep)
         else:
-            if self.draft is not None:
-                self.draft.propose(sched.scheduled, tables)  # the drafts this step verifies
             logits = self.runner.execute(sched.scheduled, tables, keep_rows=keep)
         if prompt_rows is not None and self.runner.kept_hidden is not None:
             record_prompt_logprobs(self.runner.kept_hidden, prompt_rows, self.model.compute_logits)
@@ -401,6 +390,10 @@ class LLMEngine:
                     break
             if self.draft is not None and s.num_drafts:
                 self.draft.verified(req)  # its cache keeps what it was fed of the tokens just kept
+            if s.num_drafts and self.state_caches and not req.status.finished and len(new_tokens) <= s.num_drafts:
+                # hybrid: the recurrent state goes back to the one after the last kept draft
+                self.runner.reset_state_slots([self.kv.state_slot(req.request_id)],
+                                              [self._draft_states[req.request_id] + len(new_tokens) - 1])
             if self.speculative is not None and not req.status.finished and wants_drafts(req):
                 req.spec_token_ids = next_drafts(self.speculative, req, self.max_model_len, self.draft is not None)
             touched[parent.request_id] = parent

@@ -12,7 +12,9 @@ from the target distribution: greedy output is unchanged, and random sampling ke
 is accepted with the target's probability of that token, so the most likely token is the best draft: the draft
 model proposes greedily.)
 
-Requests with a grammar, penalties, bad words, logprobs or a pending ``min_tokens`` are not given drafts (their sampling
+Hybrid (Gated DeltaNet) models snapshot their recurrent state after each verified position and go back to the
+one after the last kept draft (:func:`draft_state_snapshots`). Requests with a grammar, penalties, bad words,
+logprobs or a pending ``min_tokens`` are not given drafts (their sampling
 depends on the tokens before each position in ways a batched verification does not reproduce here).
 """
 
@@ -119,3 +121,19 @@ def next_drafts(spec: SpeculativeConfig, request: Any, max_model_len: int, place
     if placeholders:
         return [0] * max(room, 0)
     return propose_ngram(request.all_token_ids, room, spec.prompt_lookup_max, spec.prompt_lookup_min)
+
+
+def draft_state_snapshots(scheduled: list[Any], first_scratch: int,
+                          per_request: int) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
+    """Hybrid models: ``(sequence, new tokens, slot)`` snapshots of the recurrent state after each verified position
+    but the last, for every request that verifies drafts, into scratch slots (``per_request`` of them per batch row,
+    from ``first_scratch``); and each such request's first scratch slot. After verification the state after the
+    last kept draft is copied back from there (the last position's is the state the pass leaves anyway)."""
+    snapshots: list[tuple[int, int, int]] = []
+    firsts: dict[str, int] = {}
+    for i, s in enumerate(scheduled):
+        if s.num_drafts:
+            first = first_scratch + i * per_request
+            firsts[s.request.request_id] = first
+            snapshots += [(i, j, first + j - 1) for j in range(1, s.num_drafts + 1)]
+    return snapshots, firsts

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -28,3 +30,15 @@ class EngineStats:
         self.spec_decode_num_drafts += 1
         self.spec_decode_num_draft_tokens += proposed
         self.spec_decode_num_accepted_tokens += accepted
+
+    def snapshot(self, scheduler: Any, kv: Any) -> EngineStats:
+        """These counters with the current load of ``scheduler`` and ``kv``, as a copy the caller owns."""
+        self.num_running = len(scheduler.running)
+        self.num_waiting = len(scheduler.waiting)
+        self.kv_cache_usage = kv.usage()
+        self.prefix_cache_queries = kv.prefix_stats.queries
+        self.prefix_cache_hits = kv.prefix_stats.hits
+        self.external_prefix_cache_queries = kv.prefix_stats.external_queries
+        self.external_prefix_cache_hits = kv.prefix_stats.external_hits
+        self.num_preemptions = scheduler.num_preemptions
+        return dataclasses.replace(self)

@@ -37,6 +37,7 @@ class ShardSettings:
     tensor_parallel_size: int
     device: str = "cpu"  # rank 0's device as resolved ("cuda" or "cpu"); rank r > 0 takes GPU r
     draft_kv_bytes_per_block: int = 0  # a draft model's cache over the same blocks (speculative decoding)
+    scratch_state_slots: int = 0  # hybrid models with speculative decoding: a state per draft position
     init_method: str = ""  # where the ranks meet (tcp://host:port), set by the launcher
 
 
@@ -73,7 +74,8 @@ def build_shard_runtime(model: Any, settings: ShardSettings, device: torch.devic
     agree = all_ranks_min if settings.tensor_parallel_size > 1 else None
     caches = allocate_caches(model, spec, device, cfg, settings.max_num_seqs, settings.enable_prefix_caching,
                              settings.max_num_batched_tokens, settings.max_model_len, agree=agree,
-                             extra_bytes_per_block=settings.draft_kv_bytes_per_block)
+                             extra_bytes_per_block=settings.draft_kv_bytes_per_block,
+                             scratch_state_slots=settings.scratch_state_slots)
     runner = ModelRunner(model, caches.kv_caches, settings.block_size, device, caches.state_caches,
                          max_num_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
                          max_model_len=settings.max_model_len)
