@@ -127,6 +127,10 @@ class LLMEngine:
         if self.async_scheduling and self.speculative is not None:
             raise InvalidRequestError("speculative decoding needs async_scheduling off (drafts come from the "
                                       "newest tokens on the host)", param="speculative_config")
+        self.policy = cfg.resolve("scheduling_policy")
+        if self.policy not in POLICIES:
+            raise InvalidRequestError(f"scheduling_policy must be one of {', '.join(POLICIES)}, got {self.policy!r}",
+                                      param="scheduling_policy")
         kv_dtype = resolve_kv_cache_dtype(args.kv_cache_dtype, self.dtype)
         cfg.set("kv_cache_dtype", str(kv_dtype).removeprefix("torch."),
                 "user" if "kv_cache_dtype" in args.explicit else "default")
@@ -152,10 +156,6 @@ class LLMEngine:
                                               self.device, hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv_capacity_tokens = self.kv.capacity_tokens
-        self.policy = cfg.resolve("scheduling_policy")
-        if self.policy not in POLICIES:
-            raise InvalidRequestError(f"scheduling_policy must be one of {', '.join(POLICIES)}, got {self.policy!r}",
-                                      param="scheduling_policy")
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len, self.policy)
         if self.draft is not None:
             self.draft.allocate(num_blocks, max_batched, max_seqs)
