@@ -58,8 +58,15 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
         state_slots = StateSlots(max_seqs, max_seqs if enable_caching else 0)
         # one spare slot past the owned ones: CUDA graphs point their padding rows at it; then the scratch slots
         state_bytes = (state_slots.num_slots + 1 + scratch_state_slots) * state_spec.bytes_per_slot
-    num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes,
-                                extra_bytes_per_block=extra_bytes_per_block)
+    try:
+        num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes,
+                                    extra_bytes_per_block=extra_bytes_per_block)
+    except MemoryError as exc:
+        if state_spec is None or not scratch_state_slots:
+            raise
+        raise MemoryError(f"{exc}; speculative decoding adds {scratch_state_slots} recurrent states to that pool "
+                          "(num_speculative_tokens per sequence): lower max_num_seqs or num_speculative_tokens"
+                          ) from None
     if agree is not None:
         num_blocks = agree(num_blocks)
     kv_caches = allocate_kv_cache(spec, num_blocks, device)
