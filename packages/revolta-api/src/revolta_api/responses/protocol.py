@@ -69,7 +69,9 @@ def input_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
             if role not in ("user", "assistant", "system", "developer"):
                 raise bad_request(f"message role must be user, assistant, system or developer, got {role!r}.",
                                   param=f"{param}.role")
-            messages.append({"role": role, "content": _text(item.get("content", ""), f"{param}.content")})
+            # templates know "system"; OpenAI's "developer" role is the same instruction slot
+            messages.append({"role": "system" if role == "developer" else role,
+                             "content": _text(item.get("content", ""), f"{param}.content")})
         elif kind == "function_call":
             call = {"id": item.get("call_id") or item.get("id"), "type": "function",
                     "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
