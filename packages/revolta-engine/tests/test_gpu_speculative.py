@@ -61,3 +61,46 @@ def test_gpu_prompt_logprobs_match_a_float32_forward(gpu_llama):
     want = torch.tensor([ref[i - 1, ids[i]].item() for i in range(1, len(ids))])
     assert out.prompt_logprobs[0] is None
     assert torch.allclose(got, want, atol=2e-3), (got - want).abs().max()
+
+
+def test_gpu_draft_model_keeps_greedy_output(gpu_llama):
+    from parity import assert_greedy_parity, reference_greedy
+    from transformers import AutoModelForCausalLM
+
+    prompts = repetitive(6)
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    spec = LLM(gpu_llama, kv_cache_memory_bytes=256 << 20,
+               speculative_config={"model": gpu_llama, "num_speculative_tokens": 4})
+    outs = spec.generate(prompts, params)
+    stats = spec.llm_engine.get_stats()
+    assert stats.spec_decode_num_accepted_tokens >= 0.8 * stats.spec_decode_num_draft_tokens > 0
+    ref = AutoModelForCausalLM.from_pretrained(gpu_llama, dtype=torch.float32).eval()
+    for p, out in zip(prompts, outs, strict=True):
+        ids = p["prompt_token_ids"]
+        assert_greedy_parity(ref, ids, out.outputs[0].token_ids, reference_greedy(ref, ids, params.max_tokens))
+
+
+def test_gpu_hybrid_speculation_rolls_back_through_the_native_snapshots(tmp_path, monkeypatch):
+    """Qwen3.5 in fp16 on the native Gated DeltaNet kernels: drafts kept for runs of every length, the state
+    restored from per-position snapshots; greedy output as float32 transformers (ties allowed)."""
+    from hybrid_checkpoints import make_family_checkpoint
+    from parity import assert_greedy_parity, reference_greedy
+    from test_speculative import oracle_drafts
+    from transformers import AutoModelForCausalLM
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    prompts = repetitive(6)
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    expected = {tuple(p["prompt_token_ids"]): reference_greedy(ref, p["prompt_token_ids"], params.max_tokens)
+                for p in prompts}
+    monkeypatch.setattr("revolta_engine.engine.llm_engine.next_drafts",
+                        oracle_drafts(expected, ref.config.vocab_size))
+    spec = LLM(str(path), dtype="float16", kv_cache_memory_bytes=256 << 20,
+               speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+    outs = spec.generate(prompts, params)
+    stats = spec.llm_engine.get_stats()
+    assert 0 < stats.spec_decode_num_accepted_tokens < stats.spec_decode_num_draft_tokens
+    for p, out in zip(prompts, outs, strict=True):
+        ids = p["prompt_token_ids"]
+        assert_greedy_parity(ref, ids, out.outputs[0].token_ids, expected[tuple(ids)])
