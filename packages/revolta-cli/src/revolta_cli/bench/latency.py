@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from revolta_cli.bench.dataset import DEFAULT_TOKEN_RANGE, random_requests
+from revolta_cli.bench.report import percentile
 from revolta_cli.engine_flags import add_engine_flags, engine_args_from
 
 PERCENTILES = (10, 25, 50, 75, 90, 99)
@@ -28,13 +29,6 @@ def add_parser(subparsers: Any) -> None:
                    metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
     p.add_argument("--output-json", default=None, help="write the result JSON here")
     p.set_defaults(func=run)
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -61,7 +55,7 @@ def run(ns: argparse.Namespace) -> int:
         one_batch()
     latencies = [one_batch() for _ in range(ns.num_iters)]
     result = {"avg_latency": statistics.fmean(latencies), "latencies": latencies,
-              "percentiles": {str(q): _percentile(latencies, q) for q in PERCENTILES},
+              "percentiles": {str(q): percentile(latencies, q) for q in PERCENTILES},
               "batch_size": ns.batch_size, "input_len": ns.input_len, "output_len": ns.output_len}
     print(f"Avg latency: {result['avg_latency']:.4f} seconds ({ns.batch_size} prompts of {ns.input_len} tokens, "
           f"{ns.output_len} output tokens each, {ns.num_iters} iterations)")
