@@ -57,11 +57,6 @@ def resolve_offload_options(cfg: ConfigResolver) -> KVOffloadOptions | None:
                             int((disk_gib or DEFAULT_DISK_GIB) * 2**30))
 
 
-def offload_requested(args: EngineArgs) -> bool:
-    """Whether the arguments ask for KV offload (CPU memory or a directory)."""
-    return bool(args.kv_offloading_size) or bool(args.kv_offload_path)
-
-
 def model_identity(path: Path, load_format: str, seed: int) -> dict[str, Any]:
     """What distinguishes one model's weights from another's without hashing gigabytes: the files' names,
     sizes and modification times (random ``dummy`` weights: the seed)."""
@@ -113,11 +108,10 @@ def build_kv_connector(options: KVOffloadOptions, *, kv_caches: list, spec: KVCa
     return connector
 
 
-def offload_connector(cfg: ConfigResolver, args: EngineArgs, model_path: Path, spec: KVCacheSpec,
-                      model_dtype: torch.dtype, kv_caches: list, device: torch.device, *,
+def offload_connector(options: KVOffloadOptions | None, cfg: ConfigResolver, args: EngineArgs, model_path: Path,
+                      spec: KVCacheSpec, model_dtype: torch.dtype, kv_caches: list, device: torch.device, *,
                       hybrid: bool) -> KVConnector | None:
-    """The engine's KV connector from its options, or None when KV offload is off."""
-    options = resolve_offload_options(cfg)
+    """The engine's KV connector for ``options`` (:func:`resolve_offload_options`), or None when KV offload is off."""
     if options is None:
         return None
     fingerprint = layout_fingerprint(model_identity(model_path, args.load_format, args.seed), spec, model_dtype,

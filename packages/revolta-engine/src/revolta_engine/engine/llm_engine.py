@@ -25,7 +25,7 @@ from revolta_engine.engine.chat import render_chat
 from revolta_engine.engine.draft_model import load_draft_model
 from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
-from revolta_engine.engine.kv_offload_setup import offload_connector, offload_requested
+from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
 from revolta_engine.engine.prompt_input import (
     check_prompt_ids,
@@ -137,7 +137,8 @@ class LLMEngine:
         settings = ShardSettings(args, str(model_path), self.dtype, self.max_model_len, block_size, max_batched,
                                  max_seqs, enable_caching, kv_dtype, str(cfg.values["activation_quant"].value),
                                  args.tensor_parallel_size, str(self.device))
-        check_tensor_parallel(settings, hf_config, self.device, offload_requested(args))
+        offload = resolve_offload_options(cfg)  # checked before the model loads
+        check_tensor_parallel(settings, hf_config, self.device, offload is not None)
         self.draft = load_draft_model(self.speculative, int(self.text_config.vocab_size), settings)
         settings.draft_kv_bytes_per_block = self.draft.bytes_per_block if self.draft is not None else 0
         self.max_drafts = self.speculative.num_speculative_tokens if self.speculative is not None else 0
@@ -152,7 +153,7 @@ class LLMEngine:
         self.state_caches = caches.state_caches
         self.scratch_slot = caches.scratch_slot  # hybrid speculation: the states after each draft position
         self._draft_states: dict[str, int] = {}
-        self.kv_connector = offload_connector(cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
+        self.kv_connector = offload_connector(offload, cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
                                               self.device, hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv_capacity_tokens = self.kv.capacity_tokens
