@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections import deque
 from collections.abc import Iterator
 
@@ -45,29 +44,22 @@ class FCFSQueue:
 
 
 class PriorityQueue(FCFSQueue):
-    """Ordered by ``(priority, arrival time)``; a preempted request takes its place again by that order."""
+    """Ordered by ``(priority, arrival time)`` (:func:`running_order`), ties in insertion order; a preempted request
+    takes its place again by that order."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._keys: list[tuple[int, float, int]] = []
-        self._counter = itertools.count()  # ties keep insertion order
         self._sorted: list[Request] = []
 
     def append(self, request: Request) -> None:
-        key = (request.priority, request.arrival_time, next(self._counter))
-        i = bisect.bisect_right(self._keys, key)
-        self._keys.insert(i, key)
-        self._sorted.insert(i, request)
+        bisect.insort_right(self._sorted, request, key=running_order)
 
     push_back_preempted = append
 
     def popleft(self) -> Request:
-        self._keys.pop(0)
         return self._sorted.pop(0)
 
     def remove(self, request: Request) -> None:
-        i = next(i for i, r in enumerate(self._sorted) if r is request)
-        del self._keys[i], self._sorted[i]
+        del self._sorted[next(i for i, r in enumerate(self._sorted) if r is request)]
 
     def __getitem__(self, index: int) -> Request:
         return self._sorted[index]
