@@ -7,12 +7,15 @@ columns, gathered on rank 0 (the one that samples) in rank order and cut back to
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from revolta_engine.distributed.communication import tp_all_reduce, tp_gather_last
 from revolta_engine.distributed.parallel_state import get_tp_layout
+from revolta_engine.layers.linear import dense_matmul
 
 
 def vocab_rows_per_rank(vocab_size: int) -> int:
@@ -65,3 +68,32 @@ def gather_vocab_logits(local_logits: torch.Tensor, vocab_size: int, tp_size: in
     if tp_size == 1:
         return local_logits
     return tp_gather_last(local_logits)[..., :vocab_size]
+
+
+class VocabParallelHead:
+    """The LM head of a causal-LM module whose ``model.embed_tokens`` is a :class:`VocabParallelEmbedding`: its own
+    ``lm_head`` rows (or the tied embedding's), the logits of hidden states, and the head's checkpoint shard."""
+
+    config: Any
+    model: Any
+    lm_head: nn.Parameter
+    tie_word_embeddings: bool
+    tp_size: int
+
+    def init_lm_head(self, config: Any) -> None:
+        """Create this rank's ``lm_head`` rows unless the config ties the head to the input embedding."""
+        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        self.tp_size = get_tp_layout().size  # ranks the vocabulary is split over
+        if not self.tie_word_embeddings:
+            rows = config.vocab_size if self.tp_size == 1 else vocab_rows_per_rank(config.vocab_size)
+            self.lm_head = nn.Parameter(torch.empty(rows, config.hidden_size), requires_grad=False)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits of the given hidden states, in float32 (the whole vocabulary on rank 0)."""
+        weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
+        logits = dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
+        return gather_vocab_logits(logits, self.config.vocab_size, self.tp_size)
+
+    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """Tensor parallelism: this rank's vocabulary rows of the LM head."""
+        return shard_vocab_rows(tensor, self.config.vocab_size) if param_name == "lm_head" else tensor

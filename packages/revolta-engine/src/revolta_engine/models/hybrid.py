@@ -15,21 +15,15 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.distributed.parallel_state import get_tp_layout
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.gated_deltanet import GatedDeltaNet
-from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
+from revolta_engine.layers.linear import Linear, MergedLinear
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.moe import SparseMoeBlock
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import QuantConfig, make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
-from revolta_engine.layers.vocab_parallel import (
-    VocabParallelEmbedding,
-    gather_vocab_logits,
-    shard_vocab_rows,
-    vocab_rows_per_rank,
-)
+from revolta_engine.layers.vocab_parallel import VocabParallelEmbedding, VocabParallelHead
 from revolta_engine.models.llama import attention_head_slices
 from revolta_engine.models.moe_weights import MoeWeightLoader
 from revolta_engine.worker.state_cache import StateCacheSpec
@@ -129,7 +123,7 @@ class HybridModel(nn.Module):
         return x
 
 
-class HybridForCausalLM(nn.Module):
+class HybridForCausalLM(VocabParallelHead, nn.Module):
     """LM head over :class:`HybridModel`; subclasses give ``make_mlp`` and the checkpoint renames.
 
     A quantized checkpoint's Gated DeltaNet layers hold two input projections, ``in_proj`` (q/k/v and z,
@@ -156,15 +150,7 @@ class HybridForCausalLM(nn.Module):
             self.stacked_params = [(old, ".in_proj_ba.", ba[old]) if old in ba else (old, new, i)
                                    for old, new, i in type(self).stacked_params]
         self.model = HybridModel(config, max_position, self.make_mlp, self.quant_config, self.checkpoint_prefix)
-        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
-        self.tp_size = get_tp_layout().size  # ranks the vocabulary is split over
-        if not self.tie_word_embeddings:
-            rows = config.vocab_size if self.tp_size == 1 else vocab_rows_per_rank(config.vocab_size)
-            self.lm_head = nn.Parameter(torch.empty(rows, config.hidden_size), requires_grad=False)
-
-    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
-        """Tensor parallelism: this rank's vocabulary rows of the LM head."""
-        return shard_vocab_rows(tensor, self.config.vocab_size) if param_name == "lm_head" else tensor
+        self.init_lm_head(config)
 
     def make_mlp(self, config: PretrainedConfig, layer_idx: int) -> nn.Module:
         raise NotImplementedError
@@ -193,12 +179,6 @@ class HybridForCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states of every token: [num_tokens, hidden_size]."""
         return self.model(input_ids, positions)
-
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits of the given hidden states, in float32."""
-        weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
-        logits = dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
-        return gather_vocab_logits(logits, self.config.vocab_size, self.tp_size)
 
     def rename(self, weights: Iterable[tuple[str, torch.Tensor]]) -> Iterator[tuple[str, torch.Tensor]]:
         """Checkpoint names -> ours (subclasses split fused tensors here)."""

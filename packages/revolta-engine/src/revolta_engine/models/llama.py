@@ -12,17 +12,12 @@ from transformers import PretrainedConfig
 from revolta_engine.distributed.parallel_state import get_tp_layout
 from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.layers.attention import PagedAttention
-from revolta_engine.layers.linear import Linear, MergedLinear, dense_matmul
+from revolta_engine.layers.linear import Linear, MergedLinear
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
-from revolta_engine.layers.vocab_parallel import (
-    VocabParallelEmbedding,
-    gather_vocab_logits,
-    shard_vocab_rows,
-    vocab_rows_per_rank,
-)
+from revolta_engine.layers.vocab_parallel import VocabParallelEmbedding, VocabParallelHead
 from revolta_engine.models.weights import WeightLoader
 
 
@@ -152,7 +147,7 @@ class LlamaModel(nn.Module):
         return x
 
 
-class LlamaForCausalLM(nn.Module):
+class LlamaForCausalLM(VocabParallelHead, nn.Module):
     """Causal LM head over :class:`LlamaModel`; ties the head to the embedding when the config says so."""
 
     model_cls: type[LlamaModel] = LlamaModel
@@ -166,11 +161,7 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = self.model_cls(config, max_position)
-        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
-        self.tp_size = get_tp_layout().size  # ranks the vocabulary is split over
-        if not self.tie_word_embeddings:
-            rows = config.vocab_size if get_tp_layout().size == 1 else vocab_rows_per_rank(config.vocab_size)
-            self.lm_head = nn.Parameter(torch.empty(rows, config.hidden_size), requires_grad=False)
+        self.init_lm_head(config)
 
     def kv_cache_shape(self) -> tuple[int, int, int]:
         """(attention layers, KV heads, head_dim): what the paged KV cache must hold."""
@@ -180,16 +171,6 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hidden states of every token: [num_tokens, hidden_size]."""
         return self.model(input_ids, positions)
-
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits of the given hidden states, in float32."""
-        weight = self.model.embed_tokens.weight if self.tie_word_embeddings else self.lm_head
-        logits = dense_matmul(hidden, weight).float()  # the skinny fp16 GEMV at decode sizes on CUDA
-        return gather_vocab_logits(logits, self.config.vocab_size, self.tp_size)
-
-    def shard_checkpoint(self, param_name: str, tensor: torch.Tensor) -> torch.Tensor:
-        """Tensor parallelism: this rank's vocabulary rows of the LM head."""
-        return shard_vocab_rows(tensor, self.config.vocab_size) if param_name == "lm_head" else tensor
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""
