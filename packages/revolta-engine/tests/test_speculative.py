@@ -157,18 +157,13 @@ def test_smollm2_copies_with_most_drafts_accepted(smol_pair):
     assert stats.spec_decode_num_drafts < len(got)  # fewer verification steps than tokens
 
 
-def test_random_sampling_keeps_its_distribution(smol_pair):
-    """The 2nd, 3rd and 4th sampled tokens of 400 sequences, with and without drafts, have the same marginal
-    distributions (two-sample chi-square over the tokens seen at least 10 times, the rest pooled)."""
+def assert_same_marginals(a_out: list[list[int]], b_out: list[list[int]], positions: tuple[int, ...]) -> None:
+    """Two samples of sequences draw the token at each of ``positions`` from the same distribution: a two-sample
+    chi-square over the tokens seen at least 10 times (the rest pooled), within about 4 standard deviations."""
     from collections import Counter
 
-    plain, spec = smol_pair
-    params = SamplingParams(temperature=1.3, max_tokens=4, n=400, seed=1234)
-    a_out = [c.token_ids for c in plain.chat(COPY, params)[0].outputs]
-    b_out = [c.token_ids for c in spec.chat(COPY, params)[0].outputs]
-    assert spec.llm_engine.get_stats().spec_decode_num_accepted_tokens > 0
     chi2, dof = 0.0, 0
-    for pos in (1, 2, 3):
+    for pos in positions:
         a = Counter(t[pos] for t in a_out if len(t) > pos)
         b = Counter(t[pos] for t in b_out if len(t) > pos)
         common = [k for k in set(a) | set(b) if a[k] + b[k] >= 10]
@@ -177,3 +172,14 @@ def test_random_sampling_keeps_its_distribution(smol_pair):
         chi2 += sum((x - y) ** 2 / (x + y) for x, y in cells if x + y)
         dof += len(cells) - 1
     assert chi2 < dof + 4 * (2 * dof) ** 0.5, (chi2, dof)  # about 4 standard deviations of the null
+
+
+def test_random_sampling_keeps_its_distribution(smol_pair):
+    """The 2nd, 3rd and 4th sampled tokens of 400 sequences, with and without drafts, have the same marginal
+    distributions (two-sample chi-square over the tokens seen at least 10 times, the rest pooled)."""
+    plain, spec = smol_pair
+    params = SamplingParams(temperature=1.3, max_tokens=4, n=400, seed=1234)
+    a_out = [c.token_ids for c in plain.chat(COPY, params)[0].outputs]
+    b_out = [c.token_ids for c in spec.chat(COPY, params)[0].outputs]
+    assert spec.llm_engine.get_stats().spec_decode_num_accepted_tokens > 0
+    assert_same_marginals(a_out, b_out, (1, 2, 3))
