@@ -57,6 +57,16 @@ def _text(content: Any, param: str) -> str:
     return "".join(texts)
 
 
+def _add_call(messages: list[dict[str, Any]], call_id: Any, name: Any, arguments: Any) -> None:
+    """A function call as an assistant tool call; the calls of one turn (in a row) share one message."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or "{}"}}
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "assistant" and last.get("tool_calls") and not last["content"]:
+        last["tool_calls"].append(call)  # parallel calls of one turn
+    else:
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+
+
 def input_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
     """``input`` as chat messages (function calls as assistant tool calls, their outputs as tool messages)."""
     messages: list[dict[str, Any]] = []
@@ -73,13 +83,7 @@ def input_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
             messages.append({"role": "system" if role == "developer" else role,
                              "content": _text(item.get("content", ""), f"{param}.content")})
         elif kind == "function_call":
-            call = {"id": item.get("call_id") or item.get("id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and last.get("tool_calls") and not last["content"]:
-                last["tool_calls"].append(call)  # parallel calls of one turn
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            _add_call(messages, item.get("call_id") or item.get("id"), item.get("name"), item.get("arguments"))
         elif kind == "function_call_output":
             output = item.get("output")
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
@@ -101,13 +105,7 @@ def output_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = "".join(part.get("text", "") for part in item["content"])
             messages.append({"role": "assistant", "content": text})
         elif item["type"] == "function_call":
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item["arguments"] or "{}"}}
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            _add_call(messages, item["call_id"], item["name"], item["arguments"])
     return messages
 
 
