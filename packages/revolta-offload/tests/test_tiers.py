@@ -139,3 +139,35 @@ def test_a_failing_file_write_keeps_the_block_in_memory_and_the_writer_alive(tmp
     assert h(1) in connector.cpu and len(connector.lookup([h(1), other])) == 2
     assert other in disk and h(1) not in disk and connector.stats().blocks_saved == 2
     connector.close()
+
+
+def test_lookup_reads_files_after_the_memory_hits_and_stops_at_a_damaged_one(tmp_path, caplog):
+    """CPU hits first, then the files (read by the pool, in order, promoted to memory); a file damaged after
+    the presence check ends the hit there, and no file past a missing block is read."""
+    from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
+    from revolta_offload import TieredOffloadConnector
+
+    caches = allocate_kv_cache(KVCacheSpec(2, 2, 4, 8, torch.float32), 4, torch.device("cpu"))
+    disk = DiskTier(tmp_path, "fp", 1 << 20)
+    cpu = CpuTier(1 << 20)
+    connector = TieredOffloadConnector(caches, torch.device("cpu"), cpu, disk)
+    blocks = {i: block(i) for i in range(8)}
+    cpu.put(h(0), blocks[0])
+    cpu.put(h(1), blocks[1])
+    for i in (2, 3, 4, 5, 7):  # 6 is missing everywhere
+        disk.put(h(i), blocks[i])
+    cpu.put(h(3), blocks[3])  # in both tiers
+    got = connector.lookup([h(i) for i in range(8)])
+    assert len(got) == 6 and all(same(g, blocks[i]) for i, g in enumerate(got))
+    assert h(2) in cpu and h(5) in cpu and h(7) not in cpu  # promoted, and 7 (past the miss) never read
+
+    damaged = disk.path_for(h(4))
+    damaged.write_bytes(damaged.read_bytes()[:-3])
+    cpu2 = CpuTier(1 << 20)
+    connector2 = TieredOffloadConnector(caches, torch.device("cpu"), cpu2, disk)
+    got = connector2.lookup([h(i) for i in (2, 3, 4, 5)])
+    assert [same(g, blocks[i]) for g, i in zip(got, (2, 3), strict=False)] == [True, True] and len(got) == 2
+    assert "damaged" in caplog.text and h(4) not in disk
+    connector.close()
+    connector2.close()
+    assert h(7) in disk and connector2.lookup([h(7)]) == []  # closed: no file is read any more

@@ -3,16 +3,19 @@
 Stores are write-through: a block that fills with computed tokens is copied to the host once (on the engine's
 CUDA stream, so after the forward pass that wrote it) and then kept by every configured tier. A background
 thread waits for the copy and does the tier work (the file writes above all), so the engine loop never waits
-on a disk. Lookups read the CPU tier first, then the files (a file hit is promoted to the CPU tier).
+on a disk. Lookups read the CPU tier first, then the files (a file hit is promoted to the CPU tier); the files
+of one lookup are read and verified by a small thread pool, since reading and hashing release the GIL.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -25,6 +28,7 @@ from revolta_offload.disk_tier import DiskTier
 logger = logging.getLogger(__name__)
 
 CHUNK_BYTES = 64 << 20  # device staging per copy and per part (keys, values, scales)
+READ_THREADS = 8  # block files read and verified at once (at most one per core)
 # LayerKVCache attribute -> tensor name in a HostBlock
 _PARTS = (("key", "key"), ("value", "value"), ("k_scales", "key_scale"), ("v_scales", "value_scale"))
 
@@ -53,8 +57,10 @@ class TieredOffloadConnector:
         self._writer = threading.Thread(target=_write_loop, args=(self._jobs, cpu, disk, self._done),
                                         name="revolta-kv-offload", daemon=True)
         self._writer.start()
+        self._readers = (ThreadPoolExecutor(max(1, min(READ_THREADS, os.cpu_count() or 1)),
+                                            thread_name_prefix="revolta-kv-read") if disk is not None else None)
         self._closed = False
-        self._finalizer = weakref.finalize(self, _stop_writer, self._jobs, self._writer)
+        self._finalizer = weakref.finalize(self, _stop_workers, self._jobs, self._writer, self._readers)
 
     # ------------------------------------------------------------------------------------------ lookup
     def lookup(self, block_hashes: Sequence[bytes]) -> list[HostBlock]:
@@ -62,14 +68,36 @@ class TieredOffloadConnector:
         out: list[HostBlock] = []
         for block_hash in block_hashes:
             block = self.cpu.get(block_hash) if self.cpu is not None else None
-            if block is None and self.disk is not None:
-                block = self.disk.get(block_hash)
-                if block is not None and self.cpu is not None:
-                    self.cpu.put(block_hash, block)
             if block is None:
                 break
             out.append(block)
+        if self.disk is None or self._closed or len(out) == len(block_hashes):
+            return out
+        rest = self._leading_held(block_hashes[len(out):])
+        for block in self._readers.map(self._fetch, rest) if self._readers is not None else ():
+            if block is None:  # damaged or removed since the presence check: the hit ends here
+                break
+            out.append(block)
         return out
+
+    def _leading_held(self, block_hashes: Sequence[bytes]) -> list[bytes]:
+        """The leading hashes some tier holds (a cheap presence check, so no file past a miss is read)."""
+        held = []
+        for block_hash in block_hashes:
+            if not ((self.cpu is not None and block_hash in self.cpu)
+                    or (self.disk is not None and block_hash in self.disk)):
+                break
+            held.append(block_hash)
+        return held
+
+    def _fetch(self, block_hash: bytes) -> HostBlock | None:
+        """One block from the CPU tier, else from its file (then kept in the CPU tier too)."""
+        block = self.cpu.get(block_hash) if self.cpu is not None else None
+        if block is None and self.disk is not None:
+            block = self.disk.get(block_hash)
+            if block is not None and self.cpu is not None:
+                self.cpu.put(block_hash, block)
+        return block
 
     # ------------------------------------------------------------------------------------------- load
     def load(self, block_ids: Sequence[int], blocks: Sequence[HostBlock]) -> None:
@@ -79,8 +107,13 @@ class TieredOffloadConnector:
             ids, chunk = block_ids[start:start + step], blocks[start:start + step]
             idx = torch.tensor(list(ids), dtype=torch.long, device=self.device)
             for attr, name in self._parts:
-                host = torch.stack([b.tensors[name] for b in chunk])  # [n, layers, ...]
-                dev = host.to(self.device, non_blocking=False)
+                first = chunk[0].tensors[name]
+                # [n, layers, ...]; pinned, so the copy runs at full bus speed (the host allocator keeps the
+                # buffer until the copy is done)
+                host = torch.empty((len(chunk), *first.shape), dtype=first.dtype,
+                                   pin_memory=self.device.type == "cuda")
+                torch.stack([b.tensors[name] for b in chunk], out=host)
+                dev = host.to(self.device, non_blocking=True)
                 for layer, cache in enumerate(self.kv_caches):
                     getattr(cache, attr).index_copy_(0, idx, dev[:, layer])
         with self._lock:
@@ -190,6 +223,8 @@ def _write_loop(jobs: queue.Queue, cpu: CpuTier | None, disk: DiskTier | None, d
             jobs.task_done()
 
 
-def _stop_writer(jobs: queue.Queue, writer: threading.Thread) -> None:
+def _stop_workers(jobs: queue.Queue, writer: threading.Thread, readers: ThreadPoolExecutor | None) -> None:
     jobs.put(None)
     writer.join(timeout=60)
+    if readers is not None:
+        readers.shutdown(wait=True)
