@@ -124,3 +124,30 @@ def test_gpu_hybrid_speculation_rolls_back_through_the_native_snapshots(tmp_path
     for p, out in zip(prompts, outs, strict=True):
         ids = p["prompt_token_ids"]
         assert_greedy_parity(ref, ids, out.outputs[0].token_ids, expected[tuple(ids)])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gpu_mtp_head_drafts_and_keeps_greedy_output(tmp_path, dtype):
+    """Qwen3.5 with a random MTP head on CUDA (decode graphs where a step verifies nothing): in float32 every
+    draft equals the float32 reference head's; in both dtypes greedy output is transformers' (ties allowed)."""
+    from hybrid_checkpoints import make_family_checkpoint
+    from mtp_head import add_mtp_head, reference_drafts
+    from parity import assert_greedy_parity, reference_greedy
+    from test_mtp import prompts, record_drafts
+    from transformers import AutoModelForCausalLM
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    head = add_mtp_head(path, "qwen3_5")
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    llm = LLM(str(path), dtype=dtype, kv_cache_memory_bytes=256 << 20,
+              speculative_config={"method": "mtp", "num_speculative_tokens": 3})
+    seen = record_drafts(llm)
+    batch = prompts(6)
+    params = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
+    outs = llm.generate(batch, params)
+    assert len(seen) >= 20 and llm.llm_engine.draft.missed == 0
+    if dtype == "float32":
+        assert all(drafts == reference_drafts(ref, head, tokens, len(drafts)) for tokens, drafts in seen)
+    for p, out in zip(batch, outs, strict=True):
+        ids = p["prompt_token_ids"]
+        assert_greedy_parity(ref, ids, out.outputs[0].token_ids, reference_greedy(ref, ids, params.max_tokens))

@@ -59,8 +59,10 @@ class DraftModel:
         """What one block of the draft's cache costs (the target's KV budget pays for it)."""
         return self.spec.bytes_per_block
 
-    def allocate(self, num_blocks: int, max_num_batched_tokens: int, max_num_seqs: int) -> None:
-        """The draft's cache over the target's ``num_blocks`` block ids, and its runner."""
+    def allocate(self, num_blocks: int, max_num_batched_tokens: int, max_num_seqs: int,
+                 target_runner: Any = None) -> None:
+        """The draft's cache over the target's ``num_blocks`` block ids, and its runner (``target_runner``: unused,
+        the draft model has its own weights)."""
         caches = allocate_kv_cache(self.spec, num_blocks, self.device)
         self.runner = ModelRunner(self.model, caches, self.spec.block_size, self.device,
                                   max_num_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
@@ -97,6 +99,9 @@ class DraftModel:
     def forget(self, request_id: str) -> None:
         """The request finished: nothing of it is kept."""
         self._fed.pop(request_id, None)
+
+    def observe(self) -> None:
+        """Nothing to do after a target step: the draft model catches up on tokens, not hidden states."""
 
     def _catch_up(self, requests: list[Request], tables: dict[str, list[int]]) -> dict[str, int]:
         """Feed each request's tokens the draft has not seen, in passes within the token budget; return the first

@@ -22,7 +22,6 @@ from revolta_engine.core.request_queue import POLICIES
 from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.engine.cache_setup import log_kv_capacity
 from revolta_engine.engine.chat import render_chat
-from revolta_engine.engine.draft_model import load_draft_model
 from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
@@ -35,6 +34,7 @@ from revolta_engine.engine.prompt_input import (
     truncate_prompt,
 )
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
+from revolta_engine.engine.proposers import load_proposer
 from revolta_engine.engine.speculative import (
     accepted_tokens,
     draft_state_snapshots,
@@ -139,7 +139,7 @@ class LLMEngine:
                                  args.tensor_parallel_size, str(self.device))
         offload = resolve_offload_options(cfg)  # checked before the model loads
         check_tensor_parallel(settings, hf_config, self.device, offload is not None)
-        self.draft = load_draft_model(self.speculative, int(self.text_config.vocab_size), settings)
+        self.draft = load_proposer(self.speculative, self.checkpoint, int(self.text_config.vocab_size), settings)
         settings.draft_kv_bytes_per_block = self.draft.bytes_per_block if self.draft is not None else 0
         self.max_drafts = self.speculative.num_speculative_tokens if self.speculative is not None else 0
         settings.scratch_state_slots = max_seqs * self.max_drafts  # used by hybrid models only
@@ -159,7 +159,7 @@ class LLMEngine:
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len, self.policy)
         if self.draft is not None:
-            self.draft.allocate(num_blocks, max_batched, max_seqs)
+            self.draft.allocate(num_blocks, max_batched, max_seqs, self.runner)
         self.sampler = Sampler()
         self.grammars = GrammarBackend(self.tokenizer, int(self.text_config.vocab_size), self.eos_token_ids)
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
@@ -276,6 +276,8 @@ class LLMEngine:
                 self._inflight = launched
             else:
                 self._finish(launched, touched)
+        if launched is not None and self.draft is not None:  # speculation: synchronous, the step is finished
+            self.draft.observe()
         self._transfer_kv()  # blocks published by requests that finished in this step
         outputs = []
         for parent in touched.values():

@@ -19,7 +19,8 @@ logger = logging.getLogger(__name__)
 
 
 @contextmanager
-def _default_dtype(dtype: torch.dtype):
+def default_dtype(dtype: torch.dtype):
+    """Make ``dtype`` torch's default floating dtype inside the block."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -31,7 +32,7 @@ def _default_dtype(dtype: torch.dtype):
 def build_model(config: PretrainedConfig, max_position: int, dtype: torch.dtype, device: torch.device) -> nn.Module:
     """Instantiate the model class for ``config`` directly on ``device`` in ``dtype`` (weights undefined)."""
     cls = resolve_model_class(config)
-    with _default_dtype(dtype), torch.device(device):
+    with default_dtype(dtype), torch.device(device):
         model = cls(config, max_position)
     return model.eval()
 

@@ -1,5 +1,6 @@
-"""Speculative decoding: n-gram drafts (vLLM's ``speculative_config={"method": "ngram", ...}``) or a draft
-model's (``{"model": PATH, ...}``, see :mod:`revolta_engine.engine.draft_model`), verified the same way.
+"""Speculative decoding: n-gram drafts (vLLM's ``speculative_config={"method": "ngram", ...}``), a draft
+model's (``{"model": PATH, ...}``, see :mod:`revolta_engine.engine.draft_model`) or the checkpoint's MTP head's
+(``{"method": "mtp", ...}``, see :mod:`revolta_engine.engine.mtp_proposer`), verified the same way.
 
 After a request's newest token arrives, the longest suffix of its tokens (``prompt_lookup_max`` down to
 ``prompt_lookup_min`` tokens) is looked up earlier in the same sequence; the up to ``num_speculative_tokens``
@@ -32,7 +33,8 @@ MAX_SPECULATIVE_TOKENS = 16
 
 @dataclass(frozen=True)
 class SpeculativeConfig:
-    """Resolved speculation settings: ``method`` "ngram" (lookup settings used) or "draft_model" (``model``)."""
+    """Resolved speculation settings: ``method`` "ngram" (lookup settings used), "draft_model" (``model``) or
+    "mtp" (the target checkpoint's multi-token-prediction head)."""
 
     num_speculative_tokens: int
     prompt_lookup_max: int
@@ -42,8 +44,9 @@ class SpeculativeConfig:
 
 
 def parse_speculative_config(raw: dict[str, Any] | None) -> SpeculativeConfig | None:
-    """Validate vLLM's ``speculative_config`` dict: ``{"method": "ngram", ...}`` or ``{"model": PATH, ...}``
-    (``method`` "draft_model", implied by ``model``)."""
+    """Validate vLLM's ``speculative_config`` dict: ``{"method": "ngram", ...}``, ``{"model": PATH, ...}``
+    (``method`` "draft_model", implied by ``model``) or ``{"method": "mtp", ...}`` (also vLLM's older
+    "qwen3_next_mtp")."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -55,16 +58,18 @@ def parse_speculative_config(raw: dict[str, Any] | None) -> SpeculativeConfig | 
                                   f"{', '.join(sorted(known))}", param="speculative_config")
     model = raw.get("model")
     method = raw.get("method", "draft_model" if model is not None else "ngram")
-    if method not in ("ngram", "draft_model"):
+    method = "mtp" if method == "qwen3_next_mtp" else method
+    if method not in ("ngram", "draft_model", "mtp"):
         raise InvalidRequestError(f"speculative_config.method {method!r} is not supported; use 'ngram' (draft "
-                                  "tokens looked up in the prompt and output so far) or 'draft_model' with 'model' "
-                                  "(a smaller model of the same vocabulary)", param="speculative_config")
+                                  "tokens looked up in the prompt and output so far), 'draft_model' with 'model' "
+                                  "(a smaller model of the same vocabulary) or 'mtp' (the checkpoint's own "
+                                  "multi-token-prediction head)", param="speculative_config")
     if method == "draft_model" and (not isinstance(model, str) or not model):
         raise InvalidRequestError("speculative_config.method 'draft_model' needs 'model': the draft model's "
                                   "checkpoint", param="speculative_config")
-    if method == "ngram" and model is not None:
-        raise InvalidRequestError("speculative_config: 'model' belongs to the 'draft_model' method, not 'ngram'",
-                                  param="speculative_config")
+    if method in ("ngram", "mtp") and model is not None:
+        raise InvalidRequestError(f"speculative_config: 'model' belongs to the 'draft_model' method, not "
+                                  f"{method!r}", param="speculative_config")
     k = raw.get("num_speculative_tokens")
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPECULATIVE_TOKENS:
         raise InvalidRequestError(f"speculative_config.num_speculative_tokens must be an integer from 1 to "

@@ -63,6 +63,23 @@ class SafetensorsWeights:
                     self._read_tensors.add(name)
             self._read_files.add(path)
 
+    def tensors_with_prefix(self, prefix: str) -> dict[str, torch.Tensor]:
+        """Only the tensors whose names start with ``prefix`` (a head stored beside the model, such as
+        ``mtp.``), read without streaming the rest; does not count as a pass of :meth:`iter_weights`."""
+        out: dict[str, torch.Tensor] = {}
+        for path, names in self.expected.items():
+            if names is not None and not any(n.startswith(prefix) for n in names):
+                continue
+            try:
+                handle = safe_open(str(path), framework="pt", device="cpu")
+            except Exception as exc:  # safetensors raises its own error types for corrupt headers
+                raise ModelLoadError(f"Cannot read safetensors file {path}: {exc}") from exc
+            with handle as f:
+                for name in f.keys():
+                    if name.startswith(prefix):
+                        out[name] = f.get_tensor(name)
+        return out
+
     def check_all_read(self) -> None:
         """Raise ModelLoadError naming any weight file or indexed tensor that was not read."""
         unread = [str(p) for p in self.expected if p not in self._read_files]

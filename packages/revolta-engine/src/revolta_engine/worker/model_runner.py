@@ -56,6 +56,8 @@ class ModelRunner:
         self._sampled_rows: dict[str, int] = {}  # request id -> row of ``_sampled``
         self._graph_views: dict[Layout, dict[str, torch.Tensor]] = {}
         self.kept_hidden: torch.Tensor | None = None  # hidden states of execute()'s keep_rows
+        self.keep_step_hidden = False  # an MTP head reads every row's hidden state after the step
+        self.step_hidden: torch.Tensor | None = None  # the last step's, when kept (rows of the flattened batch)
 
     def reset_state_slots(self, slots: list[int], sources: list[int | None]) -> None:
         """Hybrid models: start these state slots fresh or from snapshot slots (see :func:`reset_slots`)."""
@@ -180,11 +182,13 @@ class ModelRunner:
         batch = self.prepare(scheduled, block_tables, use_graphs=not snapshots and not keep_rows)
         if batch.graph_bucket is not None:
             hidden = self.graph_runner.run(*batch.graph_bucket, None if state is None else state.state_indices)
+            self.step_hidden = hidden if self.keep_step_hidden else None  # valid until the next replay
             if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
                 return self.model.compute_logits(hidden[:len(scheduled)])
         else:
             with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
+            self.step_hidden = hidden if self.keep_step_hidden else None
         if keep_rows:
             self.kept_hidden = hidden.index_select(0, torch.tensor(keep_rows, device=hidden.device))
         return self.model.compute_logits(hidden.index_select(0, batch.logits_indices))

@@ -1,0 +1,102 @@
+"""MTP speculative decoding (the checkpoint's own multi-token-prediction head) on the CPU: every draft the
+engine proposes equals a float32 reference head recomputed from transformers' hidden states and decoder layer,
+and greedy output equals transformers' (verification keeps the target's distribution)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from revolta_engine import LLM, SamplingParams
+from revolta_engine.engine.mtp_proposer import MtpProposer
+from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
+
+
+def prompts(n: int) -> list[dict]:
+    rng = random.Random(3)
+    return [{"prompt_token_ids": [rng.randrange(5, 200) for _ in range(9 + 5 * i)]} for i in range(n)]
+
+
+def record_drafts(llm: LLM) -> list[tuple[list[int], list[int]]]:
+    """(known tokens, drafts) of every request each time the head proposes."""
+    proposer = llm.llm_engine.draft
+    assert isinstance(proposer, MtpProposer)
+    seen: list[tuple[list[int], list[int]]] = []
+    original = proposer.propose
+
+    def propose(scheduled, tables):
+        original(scheduled, tables)
+        seen.extend((list(s.request.all_token_ids), list(s.request.spec_token_ids[:s.num_drafts]))
+                    for s in scheduled if s.num_drafts)
+
+    proposer.propose = propose  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.mark.parametrize(("family", "extra"), [
+    ("qwen3_5", {}),
+    ("qwen3_5", {"max_num_batched_tokens": 16}),  # the head catches up chunk by chunk
+    ("qwen3_next", {"num_gpu_blocks_override": 14, "max_num_seqs": 8}),  # MoE head; preemption
+    ("qwen3_5_moe", {}),
+])
+def test_mtp_drafts_equal_the_reference_head_and_output_is_greedy(tmp_path, family, extra):
+    from hybrid_checkpoints import make_family_checkpoint
+    from mtp_head import add_mtp_head, reference_drafts
+    from parity import assert_greedy_parity, reference_greedy
+    from transformers import AutoModelForCausalLM
+
+    path = make_family_checkpoint(tmp_path, family)
+    head = add_mtp_head(path, family)
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    llm = LLM(str(path), dtype="float32", speculative_config={"method": "mtp", "num_speculative_tokens": 3},
+              **extra)
+    seen = record_drafts(llm)
+    batch = prompts(6)
+    params = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
+    outs = llm.generate(batch, params)
+    assert len(seen) >= 20
+    mismatched = [(tokens, drafts) for tokens, drafts in seen
+                  if drafts != reference_drafts(ref, head, tokens, len(drafts))]
+    assert not mismatched, f"{len(mismatched)} of {len(seen)} proposals differ, first: {mismatched[0]}"
+    for p, out in zip(batch, outs, strict=True):
+        ids = p["prompt_token_ids"]
+        assert_greedy_parity(ref, ids, out.outputs[0].token_ids, reference_greedy(ref, ids, params.max_tokens))
+    assert llm.llm_engine.draft.missed == 0  # type: ignore[union-attr]
+    if extra.get("num_gpu_blocks_override"):
+        assert llm.llm_engine.get_stats().num_preemptions > 0
+
+
+def test_mtp_head_is_required_and_checked(tmp_path):
+    from checkpoints import make_tiny_checkpoint
+    from hybrid_checkpoints import make_family_checkpoint
+
+    spec = {"method": "mtp", "num_speculative_tokens": 2}
+    bare = make_family_checkpoint(tmp_path, "qwen3_5")
+    with pytest.raises(InvalidRequestError, match="no MTP head"):
+        LLM(str(bare), dtype="float32", speculative_config=spec)
+    llama = make_tiny_checkpoint(tmp_path / "llama", "llama")
+    with pytest.raises(UnsupportedModelError, match="MTP head"):
+        LLM(str(llama), speculative_config=spec)
+    with pytest.raises(InvalidRequestError, match="'model' belongs"):
+        LLM(str(bare), speculative_config={**spec, "model": str(bare)})
+
+
+def test_mtp_sampling_keeps_running_and_dummy_weights_load(tmp_path):
+    """Random sampling with MTP drafts finishes every request (its distribution is the n-gram path's, tested
+    there); a dummy-weight engine builds a random head for speed runs."""
+    from hybrid_checkpoints import make_family_checkpoint
+    from mtp_head import add_mtp_head
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    add_mtp_head(path, "qwen3_5")
+    llm = LLM(str(path), dtype="float32", seed=0,
+              speculative_config={"method": "qwen3_next_mtp", "num_speculative_tokens": 2})
+    outs = llm.generate(prompts(4), SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True, seed=5))
+    assert all(len(o.outputs[0].token_ids) == 12 for o in outs)
+    assert llm.llm_engine.get_stats().spec_decode_num_draft_tokens > 0
+    dummy = LLM(str(path), dtype="float32", load_format="dummy",
+                speculative_config={"method": "mtp", "num_speculative_tokens": 2})
+    out = dummy.generate(prompts(1), SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True))
+    assert len(out[0].outputs[0].token_ids) == 6
