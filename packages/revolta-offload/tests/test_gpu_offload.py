@@ -3,6 +3,7 @@ scheduling on, pinned host copies, and blocks read back bit-exact from CPU memor
 
 from __future__ import annotations
 
+import gc
 import random
 
 import pytest
@@ -10,6 +11,9 @@ import torch
 
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.core.block_hash import extend_block_hashes
+from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
+from revolta_offload import CpuTier, DiskTier, TieredOffloadConnector
+from revolta_offload import connector as connector_module
 
 pytestmark = [
     pytest.mark.gpu,
@@ -78,3 +82,52 @@ def test_gpu_blocks_come_back_bit_exact(gpu_llama, tmp_path, kv_cache_dtype):
     out = restarted.generate(ps, GREEDY)
     assert tokens(out) == expected
     assert restarted.llm_engine.get_stats().external_prefix_cache_hits == sum(o.num_cached_tokens for o in out) > 0
+
+
+def _parts(caches, ids: list[int]) -> list[torch.Tensor]:
+    return [getattr(c, attr)[ids].cpu() for c in caches for attr in ("key", "value", "k_scales", "v_scales")
+            if getattr(c, attr).numel() > 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.int8])
+def test_cpu_tier_blocks_are_pinned_and_load_bit_exact_into_other_blocks(tmp_path, monkeypatch, dtype):
+    """Stored from a CUDA cache, blocks sit pinned in the CPU tier (also those promoted from files) and come back
+    bit-equal into other block ids, in several chunks, even when the tier drops them before the copies ran."""
+    monkeypatch.setattr(connector_module, "CHUNK_BYTES", 1)  # one block per chunk: exercises the chunking
+    dev = torch.device("cuda")
+    caches = allocate_kv_cache(KVCacheSpec(3, 2, 64, BLOCK, dtype), 40, dev)
+    g = torch.Generator(device=dev).manual_seed(0)
+    for c in caches:
+        for t in (c.key, c.value):
+            t.copy_(torch.randint(-128, 128, t.shape, generator=g, device=dev, dtype=torch.int8)
+                    if dtype == torch.int8 else torch.randn(t.shape, generator=g, device=dev, dtype=dtype))
+        for s in (c.k_scales, c.v_scales):
+            s.copy_(torch.rand(s.shape, generator=g, device=dev))
+    hashes = [i.to_bytes(32, "big") for i in range(6)]
+    src = [1, 3, 5, 7, 9, 11]
+    expected = _parts(caches, src)
+    conn = TieredOffloadConnector(caches, dev, CpuTier(1 << 30), DiskTier(tmp_path, "fp", 1 << 30))
+    conn.save(hashes, src)
+    conn.flush()
+    blocks = conn.lookup(hashes)
+    assert len(blocks) == 6 and all(t.is_pinned() for b in blocks for t in b.tensors.values())
+    conn.load([20, 21, 22, 23, 24, 25], blocks)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(_parts(caches, [20, 21, 22, 23, 24, 25]), expected, strict=True))
+    conn.close()
+
+    # a fresh CPU tier: the blocks come from the files and are pinned as they are promoted
+    promoted = TieredOffloadConnector(caches, dev, CpuTier(1 << 30), DiskTier(tmp_path, "fp", 1 << 30))
+    blocks = promoted.lookup(hashes)
+    assert len(blocks) == 6 and all(t.is_pinned() for b in blocks for t in b.tensors.values())
+    assert all(t.is_pinned() for h in hashes for t in promoted.cpu.get(h).tensors.values())
+    sizes = [(t.shape, t.dtype) for b in blocks for t in b.tensors.values()]
+    torch.cuda._sleep(1_000_000_000)  # keep the stream busy, so the copies below are still queued when...
+    promoted.load([30, 31, 32, 33, 34, 35], blocks)
+    promoted.close()
+    del blocks, promoted  # ...the blocks are freed, and pinned memory of their sizes is taken and overwritten
+    gc.collect()
+    junk = [torch.empty(shape, dtype=dt, pin_memory=True).fill_(7) for shape, dt in sizes]
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(_parts(caches, [30, 31, 32, 33, 34, 35]), expected, strict=True))
+    del junk

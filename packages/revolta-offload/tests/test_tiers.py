@@ -11,6 +11,7 @@ import torch
 
 from revolta_offload import CorruptBlockError, CpuTier, DiskTier, HostBlock, OffloadConfigError
 from revolta_offload.block_codec import decode_block, encode_block
+from revolta_offload.cpu_tier import HostCopier
 from revolta_offload.disk_tier import SUFFIX
 
 
@@ -63,6 +64,29 @@ def test_cpu_tier_evicts_least_recently_used():
     assert not CpuTier(size - 1).put(h(9), block(9))  # larger than the whole tier
     with pytest.raises(ValueError, match="positive"):
         CpuTier(0)
+
+
+def test_host_copies_are_compact_and_fall_back_to_pageable_memory_with_one_warning(monkeypatch, caplog):
+    chunk = torch.arange(2 * 3 * 4 * 8, dtype=torch.float16).reshape(2, 3, 4, 8)  # [layers, n, ...]
+    plain = HostCopier(pin=False)
+    b = block(1)
+    assert plain.block(b) is b
+    copy = plain.copy(chunk[:, 1])
+    assert torch.equal(copy, chunk[:, 1]) and copy.is_contiguous() and copy.untyped_storage().nbytes() == copy.nbytes
+    if torch.cuda.is_available():  # no driver here otherwise; on a GPU, fail as when the OS locks no more memory
+        real_empty = torch.empty
+
+        def empty(*args, pin_memory: bool = False, **kwargs):
+            if pin_memory:
+                raise RuntimeError("CUDA error: out of memory")
+            return real_empty(*args, **kwargs)
+
+        monkeypatch.setattr(torch, "empty", empty)
+    pinning = HostCopier(pin=True)
+    copies = [pinning.copy(chunk[:, i]) for i in range(3)]
+    assert all(torch.equal(c, chunk[:, i]) and c.is_contiguous() and not c.is_pinned() for i, c in enumerate(copies))
+    assert pinning.block(b) is b and not pinning.pin  # no further attempts once pinning failed
+    assert len(caplog.records) == 1 and "ordinary memory" in caplog.text
 
 
 def test_disk_tier_survives_restart_and_stays_in_its_layout(tmp_path):

@@ -5,6 +5,10 @@ CUDA stream, so after the forward pass that wrote it) and then kept by every con
 thread waits for the copy and does the tier work (the file writes above all), so the engine loop never waits
 on a disk. Lookups read the CPU tier first, then the files (a file hit is promoted to the CPU tier); the files
 of one lookup are read and verified by a small thread pool, since reading and hashing release the GIL.
+
+On a CUDA device the CPU tier keeps its blocks in pinned memory, so a hit goes to the GPU straight from each
+block's own memory; blocks in pageable memory (files read without a CPU tier, or pinning failed) are stacked
+into a pinned buffer first.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import torch
 
 from revolta_engine.core.kv_connector import ConnectorStats
 from revolta_offload.block_codec import HostBlock
-from revolta_offload.cpu_tier import CpuTier
+from revolta_offload.cpu_tier import CpuTier, HostCopier
 from revolta_offload.disk_tier import DiskTier
 
 logger = logging.getLogger(__name__)
@@ -54,7 +58,8 @@ class TieredOffloadConnector:
         self._pending: set[bytes] = set()  # hashes queued for the writer, not yet in a tier
         self._lock = threading.Lock()
         self._jobs: queue.Queue = queue.Queue()
-        self._writer = threading.Thread(target=_write_loop, args=(self._jobs, cpu, disk, self._done),
+        self._copier = HostCopier(pin=device.type == "cuda" and cpu is not None)
+        self._writer = threading.Thread(target=_write_loop, args=(self._jobs, cpu, disk, self._copier, self._done),
                                         name="revolta-kv-offload", daemon=True)
         self._writer.start()
         self._readers = (ThreadPoolExecutor(max(1, min(READ_THREADS, os.cpu_count() or 1)),
@@ -96,6 +101,7 @@ class TieredOffloadConnector:
         if block is None and self.disk is not None:
             block = self.disk.get(block_hash)
             if block is not None and self.cpu is not None:
+                block = self._copier.block(block)
                 self.cpu.put(block_hash, block)
         return block
 
@@ -105,20 +111,33 @@ class TieredOffloadConnector:
         step = self._chunk
         for start in range(0, len(block_ids), step):
             ids, chunk = block_ids[start:start + step], blocks[start:start + step]
-            idx = torch.tensor(list(ids), dtype=torch.long, device=self.device)
+            # through pinned memory: a plain copy of a list to the device would wait for the whole stream
+            idx = torch.tensor(list(ids), dtype=torch.long, pin_memory=self.device.type == "cuda").to(
+                self.device, non_blocking=True)
             for attr, name in self._parts:
-                first = chunk[0].tensors[name]
-                # [n, layers, ...]; pinned, so the copy runs at full bus speed (the host allocator keeps the
-                # buffer until the copy is done)
-                host = torch.empty((len(chunk), *first.shape), dtype=first.dtype,
-                                   pin_memory=self.device.type == "cuda")
-                torch.stack([b.tensors[name] for b in chunk], out=host)
-                dev = host.to(self.device, non_blocking=True)
+                dev = self._to_device([b.tensors[name] for b in chunk])
                 for layer, cache in enumerate(self.kv_caches):
                     getattr(cache, attr).index_copy_(0, idx, dev[:, layer])
         with self._lock:
             self._stats.blocks_loaded += len(blocks)
             self._stats.bytes_loaded += sum(b.nbytes for b in blocks)
+
+    def _to_device(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """The blocks' ``[layers, ...]`` tensors stacked as ``[n, layers, ...]`` on the device."""
+        first = tensors[0]
+        if self.device.type == "cuda" and all(t.is_pinned() for t in tensors):
+            # One asynchronous copy per block from its own pinned memory. The block may be evicted and freed
+            # before its copy ran: its memory came from torch's caching host allocator, which records an event
+            # on the stream at each copy and hands the memory out again only after that event.
+            dev = torch.empty((len(tensors), *first.shape), dtype=first.dtype, device=self.device)
+            for j, t in enumerate(tensors):
+                dev[j].copy_(t, non_blocking=True)
+            return dev
+        # Pinned staging on CUDA, so the copy runs at full bus speed without waiting for the stream (the host
+        # allocator keeps the buffer until the copy is done); a plain stack on a CPU device.
+        host = torch.empty((len(tensors), *first.shape), dtype=first.dtype, pin_memory=self.device.type == "cuda")
+        torch.stack(tensors, out=host)
+        return host.to(self.device, non_blocking=True)
 
     # ------------------------------------------------------------------------------------------- save
     def save(self, block_hashes: Sequence[bytes], block_ids: Sequence[int]) -> None:
@@ -191,7 +210,8 @@ class TieredOffloadConnector:
         self._finalizer()
 
 
-def _write_loop(jobs: queue.Queue, cpu: CpuTier | None, disk: DiskTier | None, done) -> None:
+def _write_loop(jobs: queue.Queue, cpu: CpuTier | None, disk: DiskTier | None, copier: HostCopier,
+                done) -> None:
     """The writer thread: wait for each copy, split it into blocks and hand them to the tiers."""
     warned = False
     while True:
@@ -204,7 +224,8 @@ def _write_loop(jobs: queue.Queue, cpu: CpuTier | None, disk: DiskTier | None, d
                 event.synchronize()
             nbytes = 0
             for i, block_hash in enumerate(hashes):
-                block = HostBlock({name: t[:, i].clone() for name, t in host.items()})
+                # compact copies (pinned for a CUDA device's CPU tier), so a kept block holds no whole chunk
+                block = HostBlock({name: copier.copy(t[:, i]) for name, t in host.items()})
                 nbytes += block.nbytes
                 if cpu is not None:
                     cpu.put(block_hash, block)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 
+import torch
+
 from revolta_offload.block_codec import HostBlock
+
+logger = logging.getLogger(__name__)
 
 
 class CpuTier:
@@ -59,3 +64,38 @@ class CpuTier:
     def stats(self) -> dict[str, int]:
         return {"blocks": len(self._blocks), "bytes": self._bytes, "capacity_bytes": self.capacity_bytes,
                 "evictions": self.evictions}
+
+
+class HostCopier:
+    """Makes the compact host copies the CPU tier keeps: in pinned memory when ``pin``, so that a hit is copied
+    to the GPU straight from each block; in pageable memory otherwise or once pinning has failed."""
+
+    def __init__(self, pin: bool) -> None:
+        self.pin = pin
+        self._lock = threading.Lock()
+
+    def copy(self, t: torch.Tensor) -> torch.Tensor:
+        """A contiguous copy of the host tensor ``t`` (pinned if pinning is on and works)."""
+        if self.pin:
+            try:
+                # torch.empty(pin_memory=True) draws on torch's caching host allocator: an evicted block's
+                # memory is reused for the next one instead of being pinned again, which is slow. That allocator
+                # rounds sizes up to a power of two, so the pinned memory held can exceed the tier's byte count.
+                return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t)
+            except RuntimeError as e:
+                self._stop_pinning(e)
+        return t.clone(memory_format=torch.contiguous_format)
+
+    def block(self, block: HostBlock) -> HostBlock:
+        """``block`` itself if it needs no copy (already pinned, or pinning is off), else a pinned copy."""
+        if not self.pin or all(t.is_pinned() for t in block.tensors.values()):
+            return block
+        return HostBlock({name: self.copy(t) for name, t in block.tensors.items()})
+
+    def _stop_pinning(self, error: RuntimeError) -> None:
+        with self._lock:
+            if not self.pin:
+                return
+            self.pin = False
+        logger.warning("KV offload: cannot lock more host memory for the CPU tier (%s); keeping its blocks in "
+                       "ordinary memory instead, which makes loading them back to the GPU slower", error)
