@@ -14,9 +14,9 @@ from revolta_api.anthropic.blocks import BlockAssembler
 from revolta_api.anthropic.errors import anthropic_error_event
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest
 from revolta_api.chat_output import ChatOutputParser, OutputEvent
-from revolta_api.chat_parsing import ChatParsing, get_parsing
+from revolta_api.chat_parsing import ChatParsing, constrain_after_reasoning, get_parsing, output_constraint
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import ApiError, bad_request, to_api_error
+from revolta_api.errors import ApiError, to_api_error
 from revolta_api.openai.serving import check_prompt_ids
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
@@ -26,7 +26,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import after_reasoning, anthropic_structured_outputs
+from revolta_api.structured import anthropic_structured_outputs
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -81,12 +81,10 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,
                                      engine_stops=not parsing.stops_after_reasoning)
     call = _MessageCall(state, parsing, body, prompt_ids, params)
-    if call.plan.forced is not None and structured is not None:
-        raise bad_request("tool_choice 'any' or 'tool' already constrains the output; it cannot be combined with "
-                          "output_config.format.", param="tool_choice")
-    constraint = call.plan.forced or structured
-    if constraint is not None:
-        params.structured_outputs = after_reasoning(constraint, call.parser.reasoning)
+    params.structured_outputs = output_constraint(
+        call.plan.forced, structured, conflict="tool_choice 'any' or 'tool' already constrains the output; it "
+        "cannot be combined with output_config.format.")
+    constrain_after_reasoning(params, call.parser, parsing)
     if body.stream:
         stream, = await prime_streams(request, [state.client.generate(call.id, prompt_ids, params)])
         return sse_response(call.stream(stream))

@@ -13,9 +13,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from revolta_api.chat_output import ChatOutputParser
-from revolta_api.chat_parsing import get_parsing
+from revolta_api.chat_parsing import constrain_after_reasoning, get_parsing, output_constraint
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import ApiError, bad_request, to_api_error
+from revolta_api.errors import ApiError, to_api_error
 from revolta_api.openai.chat_tools import request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
@@ -30,7 +30,6 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import after_reasoning
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -61,17 +60,12 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="input")
     params = sampling_params(chat, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
                              requested_max=chat.max_completion_tokens, logprobs=None)
-    if plan.forced is not None:
-        if params.structured_outputs is not None:
-            raise bad_request("tool_choice 'required' or a named function already constrains the output; it cannot "
-                              "be combined with text.format.", param="tool_choice")
-        params.structured_outputs = plan.forced
+    params.structured_outputs = output_constraint(
+        plan.forced, params.structured_outputs, conflict="tool_choice 'required' or a named function already "
+        "constrains the output; it cannot be combined with text.format.")
     parser = parsing.output_parser(client.tokenizer, prompt_ids=prompt_ids, tools=plan.tools, thinking=None,
                                    stop=list(params.stop or []), tool_call_parser=plan.parser)
-    if params.structured_outputs is not None:
-        params.structured_outputs = after_reasoning(params.structured_outputs, parser.reasoning)
-    if parsing.stops_after_reasoning:
-        params.stop = []  # matched on the content by the parser, never inside the thinking
+    constrain_after_reasoning(params, parser, parsing)
     call = _ResponseCall(state, body, chat, prompt_ids, params, parser, conversation)
     if body.stream:
         stream, = await prime_streams(request, [client.generate(call.id, prompt_ids, params, chat.priority)])
