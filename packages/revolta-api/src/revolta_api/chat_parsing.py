@@ -1,5 +1,6 @@
-"""The server's chat output parsing settings (``--tool-call-parser``, ``--reasoning-parser``) and the per-request
-:class:`~revolta_api.chat_output.ChatOutputParser` built from them."""
+"""The server's chat output parsing settings (``--tool-call-parser``, ``--reasoning-parser``), the per-request
+:class:`~revolta_api.chat_output.ChatOutputParser` built from them, and the output constraint the chat APIs
+(chat completions, Messages, Responses) put on the engine around that parser."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from typing import Any
 from fastapi import Request
 
 from revolta_api.chat_output import ChatOutputParser
+from revolta_api.errors import bad_request
+from revolta_api.structured import after_reasoning
+from revolta_engine.sampling_params import SamplingParams
+from revolta_engine.structured_outputs import StructuredOutputsParams
 
 
 @dataclass(frozen=True)
@@ -58,3 +63,24 @@ class ChatParsing:
 def get_parsing(request: Request) -> ChatParsing:
     """The app's :class:`ChatParsing` (none configured: plain text)."""
     return getattr(request.app.state, "revolta_parsing", None) or ChatParsing()
+
+
+def output_constraint(forced: StructuredOutputsParams | None, structured: StructuredOutputsParams | None, *,
+                      conflict: str) -> StructuredOutputsParams | None:
+    """The one constraint on a chat request's output: the tool calls its tool choice forces, else the structured
+    output it asked for (None: neither). Both is a 400 on ``tool_choice`` whose message is ``conflict``, in the
+    words of the API's own fields."""
+    if forced is None:
+        return structured
+    if structured is not None:
+        raise bad_request(conflict, param="tool_choice")
+    return forced
+
+
+def constrain_after_reasoning(params: SamplingParams, parser: ChatOutputParser, parsing: ChatParsing) -> None:
+    """Hold only the answer after ``parser``'s reasoning to ``params``' constraint, and take the stop strings from
+    the engine when the parser matches them (on the content, never inside the thinking)."""
+    if params.structured_outputs is not None:
+        params.structured_outputs = after_reasoning(params.structured_outputs, parser.reasoning)
+    if parsing.stops_after_reasoning:
+        params.stop = []

@@ -13,11 +13,11 @@ from revolta_api.anthropic import convert
 from revolta_api.anthropic.blocks import BlockAssembler
 from revolta_api.anthropic.errors import anthropic_error_event
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest
-from revolta_api.chat_output import ChatOutputParser, OutputEvent
-from revolta_api.chat_parsing import ChatParsing, get_parsing
+from revolta_api.chat_parsing import ChatParsing, constrain_after_reasoning, get_parsing, output_constraint
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import ApiError, bad_request, to_api_error
+from revolta_api.errors import ApiError, to_api_error
 from revolta_api.openai.serving import check_prompt_ids
+from revolta_api.parsed_call import ParsedCall
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
     ClientDisconnected,
@@ -26,8 +26,8 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import after_reasoning, anthropic_structured_outputs
-from revolta_engine.outputs import RequestOutput
+from revolta_api.structured import anthropic_structured_outputs
+from revolta_engine.outputs import CompletionOutput, RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
 router = APIRouter()
@@ -81,12 +81,10 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,
                                      engine_stops=not parsing.stops_after_reasoning)
     call = _MessageCall(state, parsing, body, prompt_ids, params)
-    if call.plan.forced is not None and structured is not None:
-        raise bad_request("tool_choice 'any' or 'tool' already constrains the output; it cannot be combined with "
-                          "output_config.format.", param="tool_choice")
-    constraint = call.plan.forced or structured
-    if constraint is not None:
-        params.structured_outputs = after_reasoning(constraint, call.parser.reasoning)
+    params.structured_outputs = output_constraint(
+        call.plan.forced, structured, conflict="tool_choice 'any' or 'tool' already constrains the output; it "
+        "cannot be combined with output_config.format.")
+    constrain_after_reasoning(params, call.parser, parsing)
     if body.stream:
         stream, = await prime_streams(request, [state.client.generate(call.id, prompt_ids, params)])
         return sse_response(call.stream(stream))
@@ -101,25 +99,22 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"event: " + payload["type"].encode() + b"\ndata: " + encode_json(payload) + b"\n\n"
 
 
-class _MessageCall:
+class _MessageCall(ParsedCall):
     """One Messages request in flight: engine deltas -> parser events -> content blocks."""
 
     def __init__(self, state: ServerState, parsing: ChatParsing, body: MessagesRequest, prompt_ids: list[int],
                  params: SamplingParams) -> None:
-        self.state = state
         self.body = body
         self.prompt_ids = prompt_ids
         self.params = params
         self.id = "msg_" + uuid.uuid4().hex[:24]
         self.plan = convert.chat_tools(body, parsing)
         choice = body.tool_choice
-        self.single_call = bool(choice and choice.disable_parallel_tool_use)
-        self.parser: ChatOutputParser = parsing.output_parser(
+        parser = parsing.output_parser(
             state.client.tokenizer, prompt_ids=prompt_ids, tools=self.plan.tools,
             thinking=convert.thinking_enabled(body), stop=body.stop_sequences, tool_call_parser=self.plan.parser)
         self.blocks = BlockAssembler()
-        self.output_tokens = 0
-        self.finish_reason: str | None = None
+        super().__init__(state, parser, self.blocks, single_call=bool(choice and choice.disable_parallel_tool_use))
         self.engine_stop: Any = None
 
     def _message(self, content: list[dict], stop_reason: str | None, stop_sequence: str | None) -> dict:
@@ -127,31 +122,9 @@ class _MessageCall:
                 "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence,
                 "usage": {"input_tokens": len(self.prompt_ids), "output_tokens": self.output_tokens}}
 
-    async def _events(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[dict[str, Any]]:
-        """Block events as the engine produces text; stops early when a content-side stop string matches."""
-        timer = self.state.metrics.request_timer()
-        async for out in outputs:
-            timer.on_output(out)
-            for comp in out.outputs:
-                self.output_tokens += len(comp.token_ids)
-                for event in self.parser.feed(comp.text, list(comp.token_ids)):
-                    for block_event in self._block_events(event):
-                        yield block_event
-                self.finish_reason = comp.finish_reason or self.finish_reason
-                if comp.stop_reason is not None:
-                    self.engine_stop = comp.stop_reason
-            if self.parser.stopped_by is not None:
-                break  # leaving the engine stream aborts the request
-        for event in self.parser.finish():
-            for block_event in self._block_events(event):
-                yield block_event
-        for block_event in self.blocks.close():
-            yield block_event
-
-    def _block_events(self, event: OutputEvent) -> list[dict[str, Any]]:
-        if self.single_call and event.tool is not None and event.tool.index > 0:
-            return []  # disable_parallel_tool_use: the first call only
-        return self.blocks.feed(event)
+    def _on_completion(self, comp: CompletionOutput) -> None:
+        if comp.stop_reason is not None:
+            self.engine_stop = comp.stop_reason
 
     def _stop(self) -> tuple[str, str | None]:
         """Anthropic's stop_reason and stop_sequence."""

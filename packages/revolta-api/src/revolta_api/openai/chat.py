@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from revolta_api.chat_parsing import get_parsing
+from revolta_api.chat_parsing import constrain_after_reasoning, get_parsing, output_constraint
 from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
 from revolta_api.openai.chat_tools import ChoiceOutput, request_tools, template_messages
@@ -35,7 +35,6 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import after_reasoning
 from revolta_engine.engine.prompt_input import truncate_prompt
 from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
@@ -66,11 +65,9 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         body, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
         requested_max=body.max_completion_tokens or body.max_tokens,
         logprobs=(body.top_logprobs or 0) if body.logprobs else None)
-    if plan.forced is not None:
-        if params.structured_outputs is not None:
-            raise bad_request("tool_choice 'required' or a named function already constrains the output; it cannot "
-                              "be combined with response_format or structured_outputs.", param="tool_choice")
-        params.structured_outputs = plan.forced
+    params.structured_outputs = output_constraint(
+        plan.forced, params.structured_outputs, conflict="tool_choice 'required' or a named function already "
+        "constrains the output; it cannot be combined with response_format or structured_outputs.")
     request_id = random_id("chatcmpl", body.request_id)
     call = _ChatCall(state, body, request_id, prompt_ids, params)
     if tools or parsing.reasoning_parser:
@@ -79,10 +76,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
             client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=None if thinking is None else
             bool(thinking), stop=list(params.stop or []), tool_call_parser=plan.parser),
             single_call=body.parallel_tool_calls is False) for _ in range(params.n)]
-        if params.structured_outputs is not None:
-            params.structured_outputs = after_reasoning(params.structured_outputs, call.choices[0].parser.reasoning)
-        if parsing.stops_after_reasoning:
-            params.stop = []  # matched on the content by the parsers, never inside the thinking
+        constrain_after_reasoning(params, call.choices[0].parser, parsing)
     if body.stream:
         stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params, body.priority)])
         return sse_response(call.stream(stream))

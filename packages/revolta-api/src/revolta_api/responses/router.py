@@ -13,13 +13,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from revolta_api.chat_output import ChatOutputParser
-from revolta_api.chat_parsing import get_parsing
+from revolta_api.chat_parsing import constrain_after_reasoning, get_parsing, output_constraint
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import ApiError, bad_request, to_api_error
+from revolta_api.errors import ApiError, to_api_error
 from revolta_api.openai.chat_tools import request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
 from revolta_api.openai.serving import check_prompt_ids, sampling_params
+from revolta_api.parsed_call import ParsedCall
 from revolta_api.responses.items import ItemAssembler
 from revolta_api.responses.protocol import ResponsesRequest, input_messages, output_messages, to_chat_request
 from revolta_api.state import ServerState, get_state
@@ -30,7 +31,6 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_api.structured import after_reasoning
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -61,17 +61,12 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="input")
     params = sampling_params(chat, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
                              requested_max=chat.max_completion_tokens, logprobs=None)
-    if plan.forced is not None:
-        if params.structured_outputs is not None:
-            raise bad_request("tool_choice 'required' or a named function already constrains the output; it cannot "
-                              "be combined with text.format.", param="tool_choice")
-        params.structured_outputs = plan.forced
+    params.structured_outputs = output_constraint(
+        plan.forced, params.structured_outputs, conflict="tool_choice 'required' or a named function already "
+        "constrains the output; it cannot be combined with text.format.")
     parser = parsing.output_parser(client.tokenizer, prompt_ids=prompt_ids, tools=plan.tools, thinking=None,
                                    stop=list(params.stop or []), tool_call_parser=plan.parser)
-    if params.structured_outputs is not None:
-        params.structured_outputs = after_reasoning(params.structured_outputs, parser.reasoning)
-    if parsing.stops_after_reasoning:
-        params.stop = []  # matched on the content by the parser, never inside the thinking
+    constrain_after_reasoning(params, parser, parsing)
     call = _ResponseCall(state, body, chat, prompt_ids, params, parser, conversation)
     if body.stream:
         stream, = await prime_streams(request, [client.generate(call.id, prompt_ids, params, chat.priority)])
@@ -100,21 +95,23 @@ async def delete_response(response_id: str, request: Request) -> Response:
                     media_type="application/json")
 
 
-class _ResponseCall:
+class _ResponseCall(ParsedCall):
     """One response in flight: engine deltas -> parser events -> output items."""
+
+    # Kept as it was: a later call flushed at the end still becomes an item under parallel_tool_calls=false.
+    single_call_at_finish = False
 
     def __init__(self, state: ServerState, body: ResponsesRequest, chat: ChatCompletionRequest, prompt_ids: list[int],
                  params: SamplingParams, parser: ChatOutputParser, conversation: list[dict[str, Any]]) -> None:
-        self.state, self.body, self.chat = state, body, chat
+        self.body, self.chat = body, chat
         self.conversation = conversation
         self.store = body.store is not False  # OpenAI keeps responses unless told not to
-        self.prompt_ids, self.params, self.parser = prompt_ids, params, parser
+        self.prompt_ids, self.params = prompt_ids, params
         self.id = "resp_" + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.items = ItemAssembler()
-        self.output_tokens = self.cached_tokens = 0
-        self.finish_reason: str | None = None
-        self.single_call = body.parallel_tool_calls is False
+        super().__init__(state, parser, self.items, single_call=body.parallel_tool_calls is False)
+        self.cached_tokens = 0
         self._sequence = 0
 
     def response(self, status: str) -> dict[str, Any]:
@@ -147,26 +144,8 @@ class _ResponseCall:
             self.state.responses.put(response, self.conversation + output_messages(self.items.items))
         return response
 
-    async def _events(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[dict[str, Any]]:
-        timer = self.state.metrics.request_timer()
-        async for out in outputs:
-            timer.on_output(out)
-            self.cached_tokens = out.num_cached_tokens
-            for comp in out.outputs:
-                self.output_tokens += len(comp.token_ids)
-                for event in self.parser.feed(comp.text, list(comp.token_ids)):
-                    if self.single_call and event.tool is not None and event.tool.index > 0:
-                        continue  # parallel_tool_calls=false: the first call only
-                    for item_event in self.items.feed(event):
-                        yield item_event
-                self.finish_reason = comp.finish_reason or self.finish_reason
-            if self.parser.stopped_by is not None:
-                break  # leaving the engine stream aborts the request
-        for event in self.parser.finish():
-            for item_event in self.items.feed(event):
-                yield item_event
-        for item_event in self.items.close():
-            yield item_event
+    def _on_output(self, out: RequestOutput) -> None:
+        self.cached_tokens = out.num_cached_tokens
 
     async def complete(self) -> dict[str, Any]:
         """Run to the end and build the ``response`` object."""
