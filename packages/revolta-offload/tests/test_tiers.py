@@ -52,6 +52,32 @@ def test_block_file_rejects_damage_and_other_blocks():
         decode_block(data, h(1), "other-layout")
 
 
+@pytest.mark.parametrize("entry", [
+    {"dtype": "F16", "shape": [4], "data_offsets": [0, 100]},  # past the end
+    {"dtype": "F16", "shape": [4], "data_offsets": [0, 6]},  # not the shape's size
+    {"dtype": "Q4", "shape": [4], "data_offsets": [0, 8]},  # unknown dtype
+])
+def test_block_file_with_a_valid_checksum_but_bad_offsets_is_rejected(entry):
+    """A payload whose checksum matches but whose header does not describe its bytes (a foreign writer)."""
+    import hashlib
+    import json
+
+    from revolta_offload.block_codec import MAGIC
+
+    meta = {"__metadata__": {"block_hash": h(1).hex(), "fingerprint": "fp"}, "key": entry}
+    head = json.dumps(meta).encode()
+    payload = len(head).to_bytes(8, "little") + head + bytes(8)
+    with pytest.raises(CorruptBlockError, match="unreadable payload"):
+        decode_block(MAGIC + hashlib.sha256(payload).digest() + payload, h(1), "fp")
+
+
+def test_block_read_from_a_file_is_a_writable_view():
+    b = block(3)
+    got = decode_block(b"".join(encode_block(h(3), "fp", b)), h(3), "fp")
+    assert same(got, b) and all(t.is_contiguous() for t in got.tensors.values())
+    got.tensors["key"].add_(1)  # writable (a bytearray view), so the CPU tier may keep it as is
+
+
 def test_cpu_tier_evicts_least_recently_used():
     size = block(0).nbytes
     tier = CpuTier(3 * size)

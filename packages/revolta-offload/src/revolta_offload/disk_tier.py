@@ -115,7 +115,9 @@ class DiskTier:
         path = self.path_for(block_hash)
         try:
             with open(path, "rb") as f:
-                header, payload = f.read(HEADER_BYTES), f.read()
+                # into a bytearray, so the block's tensors are writable views of it (no copy under the GIL)
+                header, payload = f.read(HEADER_BYTES), bytearray(max(os.fstat(f.fileno()).st_size - HEADER_BYTES, 0))
+                del payload[f.readinto(payload):]  # a file cut short meanwhile: its checksum fails below
         except FileNotFoundError:
             with self._lock:
                 self._forget(block_hash.hex())
