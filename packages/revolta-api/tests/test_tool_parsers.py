@@ -184,3 +184,39 @@ def test_openai_choice_output_message_and_parallel_switch(tok, single):
     assert cities == (["Paris"] if single else ["Paris", "Lyon"])
     names = [tc["function"].get("name") for d in streamed for tc in d.get("tool_calls", [])]
     assert [n for n in names if n] == ["get_weather"] * len(cities)
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("single", [False, True])
+def test_responses_output_keeps_one_call_without_parallel_calls(tok, step, single):
+    """Responses with parallel_tool_calls=false: the second call is dropped also when the parser only flushes it
+    at the end (held back by a stop string that could still match, then the output ends); with parallel calls both
+    become function_call items."""
+    import asyncio
+    import types
+
+    from revolta_api.metrics import ServerMetrics
+    from revolta_api.parsed_call import ParsedCall
+    from revolta_api.responses.items import ItemAssembler
+    from revolta_engine.outputs import CompletionOutput, RequestOutput
+
+    items = ItemAssembler()
+    state = types.SimpleNamespace(metrics=ServerMetrics("m", lambda: None))
+    parser = ChatOutputParser(tools=get_tool_parser("hermes")(tok, TOOLS), stop=["Lyon!"])
+    call = ParsedCall(state, parser, items, single_call=single)  # type: ignore[arg-type]
+    cut = HERMES[:HERMES.index("Lyon") + 4]  # "Lyon" is held back (it could become "Lyon!") until the end
+    pieces = list(deltas(tok, encode(tok, cut), step))
+
+    async def outputs():
+        for k, (text, chunk) in enumerate(pieces):
+            done = k == len(pieces) - 1
+            yield RequestOutput("r", None, [], [CompletionOutput(index=0, text=text, token_ids=chunk,
+                                                                  finish_reason="stop" if done else None)], done)
+
+    async def drain():
+        return [e async for e in call._events(outputs())]
+
+    asyncio.run(drain())
+    calls = [i for i in items.items if i["type"] == "function_call"]
+    assert len(calls) == (1 if single else 2) and json.loads(calls[0]["arguments"])["city"] == "Paris"
+    assert all(c["name"] == "get_weather" for c in calls)

@@ -24,10 +24,6 @@ class ParsedCall:
     keeps the finish reason. Subclasses add what else they keep through :meth:`_on_output` and
     :meth:`_on_completion`."""
 
-    # Whether a request allowing one tool call only also drops later calls among the events the parser flushes
-    # at the end (Messages does; Responses never has).
-    single_call_at_finish = True
-
     def __init__(self, state: ServerState, parser: ChatOutputParser, assembler: EventAssembler, *,
                  single_call: bool) -> None:
         self.state = state
@@ -64,7 +60,7 @@ class ParsedCall:
             if self.parser.stopped_by is not None:
                 break  # leaving the engine stream aborts the request
         for event in self.parser.finish():
-            if self.single_call_at_finish and self._later_call(event):
+            if self._later_call(event):
                 continue
             for api_event in self._assembler.feed(event):
                 yield api_event

@@ -98,9 +98,6 @@ async def delete_response(response_id: str, request: Request) -> Response:
 class _ResponseCall(ParsedCall):
     """One response in flight: engine deltas -> parser events -> output items."""
 
-    # Kept as it was: a later call flushed at the end still becomes an item under parallel_tool_calls=false.
-    single_call_at_finish = False
-
     def __init__(self, state: ServerState, body: ResponsesRequest, chat: ChatCompletionRequest, prompt_ids: list[int],
                  params: SamplingParams, parser: ChatOutputParser, conversation: list[dict[str, Any]]) -> None:
         self.body, self.chat = body, chat
