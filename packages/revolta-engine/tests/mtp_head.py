@@ -95,7 +95,9 @@ def reference_drafts(model, head: ReferenceHead, tokens: list[int], k: int) -> l
         x = torch.cat([head.norm_embedding(embeds), head.norm_hidden(hidden)], dim=-1) @ head.fc.T
         positions = torch.arange(n)[None]
         mask = torch.full((n, n), float("-inf")).triu(1)[None, None]
-        cos_sin = model.model.rotary_emb(x[None], positions)
+        rotary = model.model.rotary_emb
+        # Qwen3.5's rotary takes the three rows of multimodal positions (some transformers versions only that)
+        cos_sin = rotary(x[None], positions[None].expand(3, -1, -1) if hasattr(rotary, "mrope_section") else positions)
         out = head.layer(x[None], position_embeddings=cos_sin, attention_mask=mask, position_ids=positions)
         out = head.norm(out[0] if isinstance(out, tuple) else out)[0]
         token = int(model.lm_head(out[-1]).argmax())
