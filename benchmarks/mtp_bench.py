@@ -22,7 +22,7 @@ from revolta_engine import LLM
 def engine(config: str, dtype: str, k: int) -> LLM:
     spec = {"method": "mtp", "num_speculative_tokens": k} if k else None
     return LLM(config, load_format="dummy", dtype=dtype, max_model_len=2048, max_num_seqs=8,
-               max_num_batched_tokens=2048, kv_cache_memory_bytes=4 * 2**30, enable_prefix_caching=False,
+               max_num_batched_tokens=2048, kv_cache_memory_bytes=16 * 2**30, enable_prefix_caching=False,
                speculative_config=spec)
 
 
