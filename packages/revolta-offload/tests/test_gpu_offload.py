@@ -111,6 +111,7 @@ def test_cpu_tier_blocks_are_pinned_and_load_bit_exact_into_other_blocks(tmp_pat
     conn.flush()
     blocks = conn.lookup(hashes)
     assert len(blocks) == 6 and all(t.is_pinned() for b in blocks for t in b.tensors.values())
+    assert all(b.footprint >= b.nbytes for b in blocks)  # counted at the host allocator's rounded size
     conn.load([20, 21, 22, 23, 24, 25], blocks)
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip(_parts(caches, [20, 21, 22, 23, 24, 25]), expected, strict=True))

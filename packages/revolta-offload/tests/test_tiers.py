@@ -221,3 +221,15 @@ def test_lookup_reads_files_after_the_memory_hits_and_stops_at_a_damaged_one(tmp
     connector.close()
     connector2.close()
     assert h(7) in disk and connector2.lookup([h(7)]) == []  # closed: no file is read any more
+
+
+def test_cpu_tier_counts_pageable_blocks_at_their_size_and_rounds_pinned_ones():
+    from revolta_offload.block_codec import _pow2_ceil
+
+    assert [_pow2_ceil(n) for n in (1, 2, 3, 917504, 1 << 20)] == [1, 2, 4, 1 << 20, 1 << 20]
+    b = block(1, layers=7)  # 7 * 2 * 4 * 8 fp16 values: not a power of two
+    assert b.footprint == b.nbytes  # pageable: no rounding
+    tier = CpuTier(3 * b.nbytes)
+    for i in range(4):
+        tier.put(h(i), block(i, layers=7))
+    assert len(tier) == 3 and tier.nbytes == 3 * b.nbytes

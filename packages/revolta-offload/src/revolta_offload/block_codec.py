@@ -36,6 +36,17 @@ class HostBlock:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
 
+    @property
+    def footprint(self) -> int:
+        """Host memory the block holds: a pinned tensor comes from torch's caching host allocator, which rounds
+        each allocation up to a power of two (a 28-layer block of 0.875 MiB takes 1 MiB)."""
+        return sum(_pow2_ceil(t.numel() * t.element_size()) if t.is_pinned() else t.numel() * t.element_size()
+                   for t in self.tensors.values())
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
 
 def encode_block(block_hash: bytes, fingerprint: str, block: HostBlock) -> list[bytes]:
     """The file of ``block`` as the pieces ``MAGIC``, ``sha256(payload)`` and a safetensors payload, to be

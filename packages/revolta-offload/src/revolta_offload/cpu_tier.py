@@ -46,16 +46,16 @@ class CpuTier:
 
     def put(self, block_hash: bytes, block: HostBlock) -> bool:
         """Keep ``block``, evicting the least recently used blocks to fit; False if it alone is too large."""
-        size = block.nbytes
+        size = block.footprint
         if size > self.capacity_bytes:
             return False
         with self._lock:
             old = self._blocks.pop(block_hash, None)
             if old is not None:
-                self._bytes -= old.nbytes
+                self._bytes -= old.footprint
             while self._bytes + size > self.capacity_bytes:
                 _, evicted = self._blocks.popitem(last=False)
-                self._bytes -= evicted.nbytes
+                self._bytes -= evicted.footprint
                 self.evictions += 1
             self._blocks[block_hash] = block
             self._bytes += size
@@ -80,7 +80,7 @@ class HostCopier:
             try:
                 # torch.empty(pin_memory=True) draws on torch's caching host allocator: an evicted block's
                 # memory is reused for the next one instead of being pinned again, which is slow. That allocator
-                # rounds sizes up to a power of two, so the pinned memory held can exceed the tier's byte count.
+                # rounds sizes up to a power of two; the tier counts blocks at that size (HostBlock.footprint).
                 return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t)
             except RuntimeError as e:
                 self._stop_pinning(e)
