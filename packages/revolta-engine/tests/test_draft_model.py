@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from checkpoints import make_tiny_checkpoint
-from test_speculative import assert_same_marginals
+from spec_helpers import assert_same_marginals
 
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.errors import InvalidRequestError, ModelLoadError

@@ -105,7 +105,7 @@ def test_gpu_hybrid_speculation_rolls_back_through_the_native_snapshots(tmp_path
     restored from per-position snapshots; greedy output as float32 transformers (ties allowed)."""
     from hybrid_checkpoints import make_family_checkpoint
     from parity import assert_greedy_parity, reference_greedy
-    from test_speculative import oracle_drafts
+    from spec_helpers import oracle_drafts
     from transformers import AutoModelForCausalLM
 
     path = make_family_checkpoint(tmp_path, "qwen3_5")
@@ -133,7 +133,7 @@ def test_gpu_mtp_head_drafts_and_keeps_greedy_output(tmp_path, dtype):
     from hybrid_checkpoints import make_family_checkpoint
     from mtp_head import add_mtp_head, reference_drafts
     from parity import assert_greedy_parity, reference_greedy
-    from test_mtp import prompts, record_drafts
+    from spec_helpers import prompts, record_drafts
     from transformers import AutoModelForCausalLM
 
     path = make_family_checkpoint(tmp_path, "qwen3_5")

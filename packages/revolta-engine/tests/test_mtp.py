@@ -4,35 +4,12 @@ and greedy output equals transformers' (verification keeps the target's distribu
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
+from spec_helpers import prompts, record_drafts
 
 from revolta_engine import LLM, SamplingParams
-from revolta_engine.engine.mtp_proposer import MtpProposer
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
-
-
-def prompts(n: int) -> list[dict]:
-    rng = random.Random(3)
-    return [{"prompt_token_ids": [rng.randrange(5, 200) for _ in range(9 + 5 * i)]} for i in range(n)]
-
-
-def record_drafts(llm: LLM) -> list[tuple[list[int], list[int]]]:
-    """(known tokens, drafts) of every request each time the head proposes."""
-    proposer = llm.llm_engine.draft
-    assert isinstance(proposer, MtpProposer)
-    seen: list[tuple[list[int], list[int]]] = []
-    original = proposer.propose
-
-    def propose(scheduled, tables):
-        original(scheduled, tables)
-        seen.extend((list(s.request.all_token_ids), list(s.request.spec_token_ids[:s.num_drafts]))
-                    for s in scheduled if s.num_drafts)
-
-    proposer.propose = propose  # type: ignore[method-assign]
-    return seen
 
 
 @pytest.mark.parametrize(("family", "extra"), [

@@ -3,9 +3,8 @@ equal to its output without them (greedy), on a tiny random Llama and on SmolLM2
 
 from __future__ import annotations
 
-import random
-
 import pytest
+from spec_helpers import assert_same_marginals, oracle_drafts, repetitive_prompts
 
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.engine.speculative import accepted_tokens, parse_speculative_config, propose_ngram
@@ -44,15 +43,6 @@ def test_verification_keeps_matching_drafts_then_one_sampled_token():
 def test_bad_configs_are_refused(raw, message):
     with pytest.raises(InvalidRequestError, match=message):
         parse_speculative_config(raw)
-
-
-def repetitive_prompts(n: int) -> list[dict]:
-    rng = random.Random(0)
-    out = []
-    for i in range(n):
-        motif = [rng.randrange(5, 400) for _ in range(6 + i % 3)]
-        out.append({"prompt_token_ids": (motif * 8)[:18 + 5 * i]})
-    return out
 
 
 @pytest.mark.parametrize("extra", [
@@ -99,18 +89,6 @@ def test_speculation_refuses_async_scheduling(tiny_llama):
         LLM(str(tiny_llama), speculative_config=NGRAM, async_scheduling=True)
 
 
-def oracle_drafts(expected: dict[tuple[int, ...], list[int]], vocab: int):
-    """A proposer that knows each prompt's plain greedy continuation and spoils it from a position that moves with
-    the output length, so verification keeps 0, 1, ... or all of the drafts over a run."""
-    def propose(spec, req, max_model_len, placeholders):
-        done = req.num_output_tokens
-        room = min(spec.num_speculative_tokens, req.max_tokens - done - 1)
-        right = expected[tuple(req.prompt_token_ids)][done:done + room]
-        wrong_from = random.Random(done * 1000 + len(req.prompt_token_ids)).randrange(room + 1)
-        return [t if i < wrong_from else (t + 1) % vocab for i, t in enumerate(right)]
-    return propose
-
-
 @pytest.mark.parametrize(("family", "extra"), [
     ("qwen3_5", {}),
     ("qwen3_5", {"max_num_batched_tokens": 16}),  # chunked prefill: state snapshots at block ends, drafts after
@@ -155,23 +133,6 @@ def test_smollm2_copies_with_most_drafts_accepted(smol_pair):
     stats = spec.llm_engine.get_stats()
     assert stats.spec_decode_num_accepted_tokens >= 0.5 * stats.spec_decode_num_draft_tokens > 0
     assert stats.spec_decode_num_drafts < len(got)  # fewer verification steps than tokens
-
-
-def assert_same_marginals(a_out: list[list[int]], b_out: list[list[int]], positions: tuple[int, ...]) -> None:
-    """Two samples of sequences draw the token at each of ``positions`` from the same distribution: a two-sample
-    chi-square over the tokens seen at least 10 times (the rest pooled), within about 4 standard deviations."""
-    from collections import Counter
-
-    chi2, dof = 0.0, 0
-    for pos in positions:
-        a = Counter(t[pos] for t in a_out if len(t) > pos)
-        b = Counter(t[pos] for t in b_out if len(t) > pos)
-        common = [k for k in set(a) | set(b) if a[k] + b[k] >= 10]
-        cells = [(a[k], b[k]) for k in common]
-        cells.append((sum(a.values()) - sum(x for x, _ in cells), sum(b.values()) - sum(y for _, y in cells)))
-        chi2 += sum((x - y) ** 2 / (x + y) for x, y in cells if x + y)
-        dof += len(cells) - 1
-    assert chi2 < dof + 4 * (2 * dof) ** 0.5, (chi2, dof)  # about 4 standard deviations of the null
 
 
 def test_random_sampling_keeps_its_distribution(smol_pair):

@@ -189,7 +189,7 @@ def test_quantized_hybrid_model_splits_over_ranks(tmp_path):
 
 
 def test_hybrid_speculation_rolls_back_on_every_rank(tmp_path, monkeypatch):
-    from test_speculative import oracle_drafts, repetitive_prompts
+    from spec_helpers import oracle_drafts, repetitive_prompts
 
     path = make_family_checkpoint(tmp_path, "qwen3_5")
     prompts = repetitive_prompts(4)
