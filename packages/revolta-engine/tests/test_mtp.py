@@ -77,3 +77,41 @@ def test_mtp_sampling_keeps_running_and_dummy_weights_load(tmp_path):
                 speculative_config={"method": "mtp", "num_speculative_tokens": 2})
     out = dummy.generate(prompts(1), SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True))
     assert len(out[0].outputs[0].token_ids) == 6
+
+
+@pytest.mark.parametrize("head_bits", ["quantized", "16-bit"])
+def test_mtp_on_an_awq_checkpoint_with_its_head_quantized_or_not(tmp_path, head_bits):
+    """Quantizers either quantize the head with the rest or leave it in 16 bits; the tensors decide how it is
+    built. Drafts equal the reference head on the dequantized model's hidden states (16-bit head), or the drafts
+    of the same engine over the dequantized checkpoint (quantized head: the same dequantized weights)."""
+    from hybrid_checkpoints import make_family_checkpoint
+    from mtp_head import add_mtp_head, reference_drafts
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    from revolta_engine.quantize import quantize_checkpoint
+
+    src = make_family_checkpoint(tmp_path, "qwen3_5")
+    head = add_mtp_head(src, "qwen3_5")
+    q, d = tmp_path / "q", tmp_path / "d"
+    quantize_checkpoint(src, q, "awq", 4, 32, dequantized_dst=d)
+    if head_bits == "16-bit":
+        weights = {k: v for k, v in load_file(q / "model.safetensors").items() if not k.startswith("mtp.")}
+        weights.update({k: v for k, v in load_file(src / "model.safetensors").items() if k.startswith("mtp.")})
+        save_file(weights, q / "model.safetensors", metadata={"format": "pt"})
+    spec = {"method": "mtp", "num_speculative_tokens": 3}
+    llm = LLM(str(q), dtype="float32", speculative_config=spec)
+    qkv = llm.llm_engine.draft.head.layers[0].self_attn.qkv_proj  # type: ignore[union-attr]
+    assert (qkv.quant is not None) == (head_bits == "quantized")
+    seen = record_drafts(llm)
+    params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+    llm.generate(prompts(4), params)
+    assert len(seen) >= 10
+    if head_bits == "16-bit":
+        ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        assert all(drafts == reference_drafts(ref, head, tokens, len(drafts)) for tokens, drafts in seen)
+    else:
+        dense = LLM(str(d), dtype="float32", speculative_config=spec)
+        dense_seen = record_drafts(dense)
+        dense.generate(prompts(4), params)
+        assert seen == dense_seen

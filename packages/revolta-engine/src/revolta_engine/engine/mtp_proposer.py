@@ -196,8 +196,12 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
     moe = (any(".mlp.experts." in n or n.endswith(".mlp.gate.weight") for n in tensors) if tensors
            else int(getattr(text, "num_experts", 0) or 0) > 0)
     device, dtype = torch.device(settings.device), settings.dtype
+    if getattr(config, "quantization_config", None) and not getattr(text, "quantization_config", None):
+        text.quantization_config = config.quantization_config  # multimodal checkpoints: described at the top
+    quantized = (any(n.endswith(".qweight") for n in tensors) if tensors
+                 else bool(getattr(text, "quantization_config", None)))
     with default_dtype(dtype), torch.device(device):
-        head = HybridMTP(text, settings.max_model_len, moe).eval()
+        head = HybridMTP(text, settings.max_model_len, moe, quantized).eval()
     if dummy:
         fill_dummy_weights(head, settings.args.seed)
     else:

@@ -11,6 +11,7 @@ The embedding and LM head are the target model's (not parameters of this module,
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,10 +39,17 @@ def mtp_layer_count(tensor_names: Iterable[str]) -> int:
 
 
 class HybridMTP(nn.Module):
-    """One MTP layer over a :class:`HybridForCausalLM` target; set :attr:`target_hidden` before each call."""
+    """One MTP layer over a :class:`HybridForCausalLM` target; set :attr:`target_hidden` before each call.
 
-    def __init__(self, config: PretrainedConfig, max_position: int, moe: bool) -> None:
+    ``quantized``: whether the head's projections are stored quantized. Quantized checkpoints differ here (some
+    quantizers leave the head in 16 bits, some quantize it with the rest), so the tensors decide, not the config.
+    """
+
+    def __init__(self, config: PretrainedConfig, max_position: int, moe: bool, quantized: bool = False) -> None:
         super().__init__()
+        if not quantized and getattr(config, "quantization_config", None):
+            config = copy.copy(config)
+            config.quantization_config = None  # its layers (shared expert included) are built in 16 bits
         h, eps = config.hidden_size, config.rms_norm_eps
         head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
         quant = parse_quant_config(config)
