@@ -115,3 +115,24 @@ def test_mtp_on_an_awq_checkpoint_with_its_head_quantized_or_not(tmp_path, head_
         dense_seen = record_drafts(dense)
         dense.generate(prompts(4), params)
         assert seen == dense_seen
+
+
+def test_mtp_drafts_after_a_prefix_hit_read_the_right_head_entries(tmp_path):
+    """A prompt sharing two blocks with an earlier one: the hit stops a block early (the head's entry at the last
+    shared position reads the token after it, which differs), and every draft equals the reference head's."""
+    from hybrid_checkpoints import make_family_checkpoint
+    from mtp_head import add_mtp_head, reference_drafts
+    from transformers import AutoModelForCausalLM
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    head = add_mtp_head(path, "qwen3_5")
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    llm = LLM(str(path), dtype="float32", block_size=16,
+              speculative_config={"method": "mtp", "num_speculative_tokens": 3})
+    first = prompts(8)[-1]["prompt_token_ids"][:48]
+    params = SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True)
+    llm.generate({"prompt_token_ids": first}, params)
+    seen = record_drafts(llm)
+    out = llm.generate({"prompt_token_ids": first[:32] + [7, 8, 9, 10, 11]}, params)[0]
+    assert out.num_cached_tokens == 16  # two blocks match, one is used
+    assert seen and all(drafts == reference_drafts(ref, head, tokens, len(drafts)) for tokens, drafts in seen)

@@ -45,6 +45,9 @@ class KVCacheManager:
         self.req_blocks: dict[str, list[KVBlock]] = {}
         self._num_cached: dict[str, int] = {}  # full blocks of each request already published
         self.prefix_stats = PrefixCacheStats()
+        # An MTP head's entry at a block's last position reads the token after it, which the block's hash does
+        # not cover: a hit then stops one matched block early, whose first token is that token (vLLM does the same).
+        self.drop_last_hit_block = False
 
     @property
     def capacity_tokens(self) -> int:
@@ -76,6 +79,8 @@ class KVCacheManager:
             if block is None:
                 break
             hits.append(block)
+        if self.drop_last_hit_block:
+            hits = hits[:-1]
         if self.state_slots is not None:
             hits = self._trim_to_snapshot(request, hits)
         self.prefix_stats.queries += request.num_tokens

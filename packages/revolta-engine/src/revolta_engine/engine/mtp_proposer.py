@@ -49,6 +49,8 @@ class _Computed:
 class MtpProposer:
     """The MTP head, its KV cache and, per request, the first draft and hidden state of its newest entry."""
 
+    reads_target_hidden = True  # its entries need the target's hidden states: see KVCacheManager.drop_last_hit_block
+
     def __init__(self, head: HybridMTP, *, vocab: int, dtype: torch.dtype, device: torch.device,
                  max_model_len: int, block_size: int) -> None:
         self.head = head
