@@ -48,8 +48,9 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
     g.add_argument("--load-format", default=None, help="auto or dummy (random weights, for benchmarks)")
     g.add_argument("--speculative-config", type=json_object, default=None, metavar="JSON",
                    help='speculative decoding, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (drafts '
-                        'looked up in the prompt and output so far) or \'{"model": "PATH", "num_speculative_tokens": '
-                        "4}' (a smaller draft model of the same vocabulary)")
+                        'looked up in the prompt and output so far), \'{"model": "PATH", "num_speculative_tokens": '
+                        "4}' (a smaller draft model of the same vocabulary) or '{\"method\": \"mtp\", "
+                        "\"num_speculative_tokens\": 3}' (the checkpoint's own MTP head: Qwen3-Next, Qwen3.5)")
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default=None,
                    help="fcfs (default), or priority: requests with a lower `priority` field run first")
     o = parser.add_argument_group("KV offload (the revolta-offload package)")
