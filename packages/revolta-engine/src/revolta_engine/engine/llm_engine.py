@@ -75,12 +75,9 @@ class LLMEngine:
         model_path = cfg.values["model"].value
         self.device = resolve_device(cfg.resolve("device"))
         cfg.set("device", str(self.device), "user" if "device" in args.explicit else "profile")
-        self.checkpoint = load_checkpoint(
-            model_path, tokenizer=args.tokenizer, skip_tokenizer_init=args.skip_tokenizer_init,
-            load_format=args.load_format,
-        )
-        hf_config = self.checkpoint.hf_config
-        self.hf_config = hf_config
+        self.checkpoint = load_checkpoint(model_path, tokenizer=args.tokenizer, load_format=args.load_format,
+                                          skip_tokenizer_init=args.skip_tokenizer_init)
+        self.hf_config = hf_config = self.checkpoint.hf_config
         self.tokenizer = self.checkpoint.tokenizer
         self.chat_template = args.chat_template or self.checkpoint.chat_template
         self.eos_token_ids: set[int] = set(self.checkpoint.eos_token_ids)
