@@ -13,7 +13,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import RevoltaError
@@ -41,7 +41,7 @@ class EngineInfo:
 
 # The engine's own stats dataclass; get_stats() returns a fresh copy, so it is safe to hand across threads
 # and to encode for the engine process's IPC as it is.
-StatsSnapshot = EngineStats
+StatsSnapshot: TypeAlias = EngineStats
 
 
 @runtime_checkable

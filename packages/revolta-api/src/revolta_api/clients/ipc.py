@@ -72,10 +72,11 @@ def error_info(exc: BaseException) -> ErrorInfo:
 
 def rebuild_error(info: ErrorInfo) -> Exception:
     """Raise-ready exception of the same engine error class (RevoltaError when the class is not an engine one)."""
-    cls = getattr(engine_errors, info.kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, engine_errors.RevoltaError)):
-        cls = engine_errors.RevoltaError
-    exc = cls.__new__(cls)
+    found = getattr(engine_errors, info.kind, None)
+    cls: type[engine_errors.RevoltaError] = engine_errors.RevoltaError
+    if isinstance(found, type) and issubclass(found, engine_errors.RevoltaError):
+        cls = found
+    exc = Exception.__new__(cls)  # no __init__: the attributes are set below, as the class had them
     Exception.__init__(exc, info.message)
     for name, value in info.attributes.items():
         setattr(exc, name, value)
