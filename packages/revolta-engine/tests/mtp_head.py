@@ -87,21 +87,22 @@ def add_mtp_head(root: Path, family: str, seed: int = 1) -> ReferenceHead:
 @torch.no_grad()
 def reference_drafts(model, head: ReferenceHead, tokens: list[int], k: int) -> list[int]:
     """The head's ``k`` greedy drafts after ``tokens`` (the target's hidden states from transformers)."""
-    hidden = model.model(torch.tensor([tokens[:-1]])).last_hidden_state[0]  # positions 0 .. N-2, normed
-    embeds = model.model.embed_tokens(torch.tensor(tokens[1:]))  # the token after each position
+    text = getattr(model.model, "language_model", model.model)  # multimodal checkpoints nest the text model
+    hidden = text(torch.tensor([tokens[:-1]])).last_hidden_state[0]  # positions 0 .. N-2, normed
+    embeds = text.embed_tokens(torch.tensor(tokens[1:]))  # the token after each position
     drafts: list[int] = []
     for _ in range(k):
         n = embeds.shape[0]
         x = torch.cat([head.norm_embedding(embeds), head.norm_hidden(hidden)], dim=-1) @ head.fc.T
         positions = torch.arange(n)[None]
         mask = torch.full((n, n), float("-inf")).triu(1)[None, None]
-        rotary = model.model.rotary_emb
+        rotary = text.rotary_emb
         # Qwen3.5's rotary takes the three rows of multimodal positions (some transformers versions only that)
         cos_sin = rotary(x[None], positions[None].expand(3, -1, -1) if hasattr(rotary, "mrope_section") else positions)
         out = head.layer(x[None], position_embeddings=cos_sin, attention_mask=mask, position_ids=positions)
         out = head.norm(out[0] if isinstance(out, tuple) else out)[0]
         token = int(model.lm_head(out[-1]).argmax())
         drafts.append(token)
-        embeds = torch.cat([embeds, model.model.embed_tokens(torch.tensor([token]))])
+        embeds = torch.cat([embeds, text.embed_tokens(torch.tensor([token]))])
         hidden = torch.cat([hidden, out[-1:]])
     return drafts

@@ -136,3 +136,18 @@ def test_mtp_drafts_after_a_prefix_hit_read_the_right_head_entries(tmp_path):
     out = llm.generate({"prompt_token_ids": first[:32] + [7, 8, 9, 10, 11]}, params)[0]
     assert out.num_cached_tokens == 16  # two blocks match, one is used
     assert seen and all(drafts == reference_drafts(ref, head, tokens, len(drafts)) for tokens, drafts in seen)
+
+
+def test_mtp_on_a_multimodal_qwen3_5_checkpoint(tmp_path):
+    """Qwen3_5ForConditionalGeneration keeps its text model under model.language_model. and the head under mtp."""
+    from hybrid_checkpoints import make_multimodal_qwen3_5_checkpoint
+    from mtp_head import add_mtp_head, reference_drafts
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    path = make_multimodal_qwen3_5_checkpoint(tmp_path)
+    head = add_mtp_head(path, "qwen3_5")
+    ref = Qwen3_5ForConditionalGeneration.from_pretrained(path, dtype=torch.float32).eval()
+    llm = LLM(str(path), dtype="float32", speculative_config={"method": "mtp", "num_speculative_tokens": 2})
+    seen = record_drafts(llm)
+    llm.generate(prompts(3), SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True))
+    assert len(seen) >= 5 and all(d == reference_drafts(ref, head, t, len(d)) for t, d in seen)
