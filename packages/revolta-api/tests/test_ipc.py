@@ -68,3 +68,23 @@ def test_structured_output_constraints_and_their_errors_cross_intact():
         assert back.params.structured_outputs == so
     error = rebuild_error(error_info(StructuredOutputError("the regex cannot be compiled", param="x.regex")))
     assert isinstance(error, StructuredOutputError) and error.param == "x.regex"
+
+
+def test_engine_stats_cross_intact_and_become_prometheus_counters():
+    """The per-position acceptance counts (vLLM's spec_decode_num_accepted_tokens_per_pos) survive the process
+    boundary and are rendered with a position label."""
+    from prometheus_client import generate_latest
+
+    from revolta_api.metrics import ServerMetrics
+    from revolta_engine.engine.stats import EngineStats
+
+    stats = EngineStats()
+    for proposed, accepted in ((3, 3), (3, 1), (3, 0)):
+        stats.note_drafts(proposed, accepted)
+    assert stats.spec_decode_num_accepted_tokens_per_pos == [2, 1, 1]
+    got = msgspec.msgpack.Decoder(Outputs).decode(msgspec.msgpack.Encoder().encode(Outputs([], stats))).stats
+    assert got == stats
+    text = generate_latest(ServerMetrics("m", lambda: got).registry).decode()
+    for position, value in enumerate((2, 1, 1)):
+        line = f'revolta:spec_decode_num_accepted_tokens_per_pos_total{{model_name="m",position="{position}"}}'
+        assert f"{line} {float(value)}" in text

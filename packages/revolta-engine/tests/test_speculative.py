@@ -112,6 +112,9 @@ def test_hybrid_models_roll_their_state_back_past_rejected_drafts(tmp_path, monk
     stats = spec.llm_engine.get_stats()
     assert 0.3 * stats.spec_decode_num_draft_tokens < stats.spec_decode_num_accepted_tokens \
         < 0.8 * stats.spec_decode_num_draft_tokens
+    per_pos = stats.spec_decode_num_accepted_tokens_per_pos  # a draft is kept only after every draft before it
+    assert len(per_pos) == 4 and sum(per_pos) == stats.spec_decode_num_accepted_tokens
+    assert per_pos == sorted(per_pos, reverse=True) and per_pos[-1] > 0
 
 
 PASSAGE = ("The quick brown fox jumps over the lazy dog. Paged attention stores keys and values in fixed-size "

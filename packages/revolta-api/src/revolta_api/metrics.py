@@ -58,6 +58,12 @@ class _EngineStatsCollector(Collector):
             counter = CounterMetricFamily(name, doc, labels=labels)
             counter.add_metric([self._model], float(value))
             yield counter
+        per_pos = CounterMetricFamily("revolta:spec_decode_num_accepted_tokens_per_pos",
+                                      "Draft tokens accepted, by their position after the newest token.",
+                                      labels=["model_name", "position"])
+        for position, value in enumerate(s.spec_decode_num_accepted_tokens_per_pos):
+            per_pos.add_metric([self._model, str(position)], float(value))
+        yield per_pos
 
 
 class ServerMetrics:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -24,12 +24,19 @@ class EngineStats:
     spec_decode_num_drafts: int = 0  # verification steps that carried drafts
     spec_decode_num_draft_tokens: int = 0
     spec_decode_num_accepted_tokens: int = 0
+    # drafts accepted at each position after the newest token (vLLM's per-position counter): how far a proposer's
+    # drafts stay right, which num_speculative_tokens should follow
+    spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
 
     def note_drafts(self, proposed: int, accepted: int) -> None:
-        """Count one speculative verification."""
+        """Count one speculative verification (the first ``accepted`` of ``proposed`` drafts kept)."""
         self.spec_decode_num_drafts += 1
         self.spec_decode_num_draft_tokens += proposed
         self.spec_decode_num_accepted_tokens += accepted
+        per_pos = self.spec_decode_num_accepted_tokens_per_pos
+        per_pos.extend([0] * (proposed - len(per_pos)))
+        for i in range(accepted):
+            per_pos[i] += 1
 
     def snapshot(self, scheduler: Any, kv: Any) -> EngineStats:
         """These counters with the current load of ``scheduler`` and ``kv``, as a copy the caller owns."""
@@ -41,4 +48,5 @@ class EngineStats:
         self.external_prefix_cache_queries = kv.prefix_stats.external_queries
         self.external_prefix_cache_hits = kv.prefix_stats.external_hits
         self.num_preemptions = scheduler.num_preemptions
-        return dataclasses.replace(self)
+        return dataclasses.replace(self, spec_decode_num_accepted_tokens_per_pos=list(
+            self.spec_decode_num_accepted_tokens_per_pos))
