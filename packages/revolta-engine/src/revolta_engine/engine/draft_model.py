@@ -81,7 +81,7 @@ class DraftModel:
         drafts: dict[str, list[int]] = {rid: [tok] for rid, tok in last.items()}
         for i in range(1, max(n for _, n, _ in work)):
             step = [(req, drafts[req.request_id][-1]) for req, n, _ in work if n > i]
-            items = [_item(req.request_id, req.num_tokens + i - 1, [token], True) for req, token in step]
+            items = [feed_item(req.request_id, req.num_tokens + i - 1, [token], True) for req, token in step]
             for (req, _), token in zip(step, self._run(items, [tables[req.request_id] for req, _ in step]),
                                        strict=True):
                 drafts[req.request_id].append(token)
@@ -122,7 +122,7 @@ class DraftModel:
                     break
                 req = by_id[rid]
                 end = min(req.num_tokens, start + budget)
-                items.append(_item(rid, start, req.all_token_ids[start:end], end == req.num_tokens))
+                items.append(feed_item(rid, start, req.all_token_ids[start:end], end == req.num_tokens))
                 owners.append(rid)
                 budget -= end - start
                 if end == req.num_tokens:
@@ -144,7 +144,9 @@ class DraftModel:
         return logits[:, :self.vocab].argmax(dim=-1).tolist()
 
 
-def _item(request_id: str, start: int, tokens: list[int], completes: bool) -> RemoteScheduled:
+def feed_item(request_id: str, start: int, tokens: list[int], completes: bool) -> RemoteScheduled:
+    """A proposer's pass over ``tokens`` of a request at positions ``start``..., as a scheduled item its runner
+    takes (``completes``: its last row gets logits)."""
     return RemoteScheduled(RemoteRequest(request_id, start, TokenWindow(start, list(tokens)), []), len(tokens),
                            completes, 0)
 

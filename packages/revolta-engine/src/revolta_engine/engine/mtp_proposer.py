@@ -25,7 +25,7 @@ import torch
 
 from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
-from revolta_engine.engine.draft_model import _item
+from revolta_engine.engine.draft_model import feed_item
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
@@ -106,7 +106,7 @@ class MtpProposer:
         for i in range(1, max((n for _, n, _ in chains), default=0)):
             live = [j for j, (_, n, _) in enumerate(chains) if n > i]
             # entry at position N - 2 + i: the draft just proposed, after the previous entry's output
-            items = [_item(chains[j][0].request_id, chains[j][0].num_tokens - 2 + i,
+            items = [feed_item(chains[j][0].request_id, chains[j][0].num_tokens - 2 + i,
                            [chains[j][0].spec_token_ids[i - 1]], True) for j in live]
             tokens, out = self._run(items, [chains[j][2] for j in live],
                                     torch.stack([hidden[j] for j in live]), list(range(len(live))))
@@ -129,7 +129,7 @@ class MtpProposer:
                 continue
             # entries start .. start + valid - 1 read the tokens after them, all known now
             drafts_next = bool(req.spec_token_ids) and c.start + valid == req.num_tokens - 1
-            items.append(_item(req.request_id, c.start, req.all_token_ids[c.start + 1:c.start + valid + 1],
+            items.append(feed_item(req.request_id, c.start, req.all_token_ids[c.start + 1:c.start + valid + 1],
                                drafts_next))
             tables.append(c.table)
             rows.append(hidden[c.row:c.row + valid])
