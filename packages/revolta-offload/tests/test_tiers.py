@@ -141,6 +141,25 @@ def test_disk_tier_bounds_its_size_by_least_recent_use(tmp_path):
     assert len(small) == 2 and not small.path_for(h(2)).exists()
 
 
+def test_engines_sharing_a_directory_keep_it_within_its_size(tmp_path):
+    """Each tier indexes the directory again as it writes (here at every write), so another engine's files count:
+    the directory stays within the size, the least recently used files going first, whoever wrote them."""
+    one = sum(len(piece) for piece in encode_block(h(0), "fp", block(0)))
+    a = DiskTier(tmp_path, "fp", 3 * one, rescan_interval_s=0)
+    b = DiskTier(tmp_path, "fp", 3 * one, rescan_interval_s=0)
+    for i in range(3):
+        a.put(h(i), block(i))
+    assert a.get(h(0)) is not None  # a's 0 is used again: 1 and 2 are the oldest
+    for i in (10, 11):
+        b.put(h(i), block(i))
+    on_disk = {p.name for p in tmp_path.glob("fp/*/*")}
+    assert len(on_disk) == 3 and b.nbytes == 3 * one
+    assert all(b.path_for(h(i)).exists() for i in (0, 10, 11))
+    assert a.get(h(1)) is None and h(1) not in a  # removed by b: a reads a miss and forgets it
+    a.put(h(12), block(12))  # a's own index now sees b's files and the directory stays at three
+    assert len(list(tmp_path.glob("fp/*/*"))) == 3 and a.nbytes == 3 * one
+
+
 def test_disk_tier_drops_a_damaged_file(tmp_path, caplog):
     tier = DiskTier(tmp_path, "fp", 1 << 20)
     tier.put(h(5), block(5))

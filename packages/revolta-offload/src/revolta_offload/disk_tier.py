@@ -3,9 +3,10 @@
 ``<root>/<fingerprint>/<first two hex digits>/<block hash hex>.kvblock``. The fingerprint names the model and
 the cache layout (:func:`revolta_engine.engine.kv_offload_setup.layout_fingerprint`), so blocks of another model
 or dtype are never read. Files are written to a temporary name and renamed into place, so a reader never sees a
-partial file; blocks survive restarts and can be shared by engines on one machine. The tier keeps its own files
-under ``capacity_bytes``, removing the least recently used first (use refreshes a file's mtime, which orders
-the files found at startup).
+partial file; blocks survive restarts and can be shared by engines on one machine. The tier keeps the directory
+under ``capacity_bytes``, removing the least recently used first (use refreshes a file's mtime, which orders the
+files). It indexes the directory at startup and again every ``rescan_interval_s`` while it writes, so the files of
+other engines sharing the directory count against the size too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class OffloadConfigError(ValueError):
 class DiskTier:
     """Blocks in files; thread-safe (the connector writes from its own thread while the engine reads)."""
 
-    def __init__(self, root: str | Path, fingerprint: str, capacity_bytes: int) -> None:
+    def __init__(self, root: str | Path, fingerprint: str, capacity_bytes: int,
+                 rescan_interval_s: float = 30.0) -> None:
         if capacity_bytes <= 0:
             raise OffloadConfigError(f"the disk tier needs a positive size, got {capacity_bytes} bytes")
         self.root = Path(root).expanduser()
@@ -60,11 +62,14 @@ class DiskTier:
         self.corrupt = 0
         self._stamp = 0
         self._verified: set[str] = set()  # files this process wrote or read back intact
+        self.rescan_interval_s = rescan_interval_s
         self._scan()
 
-    # ------------------------------------------------------------------------------------------- startup
+    # -------------------------------------------------------------------------------------------- index
     def _scan(self) -> None:
-        """Index the files earlier runs left, oldest use first; remove temp files of dead writers."""
+        """Index the directory, oldest use first (files of earlier runs and of other engines sharing it); remove
+        temp files of dead writers; then evict down to the size."""
+        self._last_scan = time.monotonic()
         found = []
         for path in self.dir.glob("*/*"):
             if path.name.endswith(_TMP):
@@ -78,11 +83,13 @@ class DiskTier:
             except OSError:
                 continue
             found.append((st.st_mtime_ns, path.name[:-len(SUFFIX)], st.st_size))
-        for stamp, key, size in sorted(found):
-            self._files[key] = size
-            self._bytes += size
-            self._stamp = max(self._stamp, stamp)
-        self._evict_over_capacity()
+        files = OrderedDict((key, size) for _, key, size in sorted(found))
+        with self._lock:
+            for key in self._files.keys() - files.keys():  # removed by another engine meanwhile
+                self._verified.discard(key)
+            self._files, self._bytes = files, sum(files.values())
+            self._stamp = max([self._stamp] + [stamp for stamp, _, _ in found])
+            self._evict_over_capacity()
 
     # --------------------------------------------------------------------------------------------- access
     def path_for(self, block_hash: bytes) -> Path:
@@ -171,6 +178,8 @@ class DiskTier:
             self._bytes += size
             self._verified.add(key)
             self._evict_over_capacity()
+        if time.monotonic() - self._last_scan >= self.rescan_interval_s:
+            self._scan()  # in the writer's thread: the engine loop never waits for the listing
         return True
 
     def stats(self) -> dict[str, int]:
