@@ -39,7 +39,8 @@ router = APIRouter()
 
 @router.post("/v1/responses")
 async def create_response(body: ResponsesRequest, request: Request) -> Response:
-    """OpenAI Responses (streaming and not); nothing is stored."""
+    """OpenAI Responses (streaming and not); kept in memory for ``previous_response_id`` unless ``store`` is
+    false."""
     state = get_state(request)
     state.check_model(body.model)
     state.note_unknown_fields("/v1/responses", body.unknown_fields())
