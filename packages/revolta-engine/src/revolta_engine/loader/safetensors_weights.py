@@ -43,11 +43,7 @@ class SafetensorsWeights:
         self._read_files.clear()
         self._read_tensors.clear()
         for path, names in self.expected.items():
-            try:
-                handle = safe_open(str(path), framework="pt", device="cpu")
-            except Exception as exc:  # safetensors raises its own error types for corrupt headers
-                raise ModelLoadError(f"Cannot read safetensors file {path}: {exc}") from exc
-            with handle as f:
+            with _open(path) as f:
                 present = list(f.keys())
                 if names is None:
                     names = present
@@ -70,11 +66,7 @@ class SafetensorsWeights:
         for path, names in self.expected.items():
             if names is not None and not any(n.startswith(prefix) for n in names):
                 continue
-            try:
-                handle = safe_open(str(path), framework="pt", device="cpu")
-            except Exception as exc:  # safetensors raises its own error types for corrupt headers
-                raise ModelLoadError(f"Cannot read safetensors file {path}: {exc}") from exc
-            with handle as f:
+            with _open(path) as f:
                 for name in f.keys():
                     if name.startswith(prefix):
                         out[name] = f.get_tensor(name)
@@ -92,6 +84,14 @@ class SafetensorsWeights:
             for name in names or ():
                 if name not in self._read_tensors:
                     raise ModelLoadError(f"Tensor {name!r} of {self.index_path} was not read.")
+
+
+def _open(path: Path):
+    """A safetensors file opened for reading tensors to the CPU; a corrupt header is a ModelLoadError."""
+    try:
+        return safe_open(str(path), framework="pt", device="cpu")
+    except Exception as exc:  # safetensors raises its own error types for corrupt headers
+        raise ModelLoadError(f"Cannot read safetensors file {path}: {exc}") from exc
 
 
 def find_safetensors(root: Path) -> SafetensorsWeights:
