@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 
 import torch
@@ -103,11 +104,8 @@ def _view(payload: bytes | bytearray, base: int, info: dict) -> torch.Tensor:
     dtype = _DTYPES[info["dtype"]]
     shape = [int(d) for d in info["shape"]]
     start, end = (int(x) for x in info["data_offsets"])
-    count = 1
-    for d in shape:
-        count *= d
-    size = torch.empty((), dtype=dtype).element_size()
-    if start < 0 or end != start + count * size or base + end > len(payload):
+    count = math.prod(shape)
+    if start < 0 or end != start + count * dtype.itemsize or base + end > len(payload):
         raise ValueError(f"offsets {start}..{end} do not hold a {info['dtype']} tensor of shape {shape}")
     if count == 0:
         return torch.empty(shape, dtype=dtype)
