@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 class DraftModel:
     """The draft model, its cache and the per-request record of what its cache holds."""
 
+    reads_target_hidden = False  # it catches up on tokens
+
     def __init__(self, path: str, *, target_vocab: int, dtype: torch.dtype, device: torch.device,
                  max_model_len: int, block_size: int, seed: int) -> None:
         from revolta_engine.loader import load_checkpoint

@@ -153,7 +153,7 @@ class LLMEngine:
         self.kv_connector = offload_connector(offload, cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
                                               self.device, hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
-        self.kv.drop_last_hit_block = getattr(self.draft, "reads_target_hidden", False)
+        self.kv.drop_last_hit_block = self.draft is not None and self.draft.reads_target_hidden
         self.kv_capacity_tokens = self.kv.capacity_tokens
         self.scheduler = Scheduler(self.kv, max_seqs, max_batched, self.max_model_len, self.policy)
         if self.draft is not None:

@@ -191,7 +191,7 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
             raise UnsupportedModelError(f"speculative_config method 'mtp' reads the head from safetensors; "
                                         f"{checkpoint.path} is {checkpoint.format}")
         tensors = checkpoint.weights.tensors_with_prefix(PREFIX)
-        if not mtp_layer_count(tensors):
+        if not (layers := mtp_layer_count(tensors)):
             raise InvalidRequestError(f"speculative_config method 'mtp': {checkpoint.path} has no MTP head "
                                       f"(no '{PREFIX}layers.*' tensors; some exports drop them)",
                                       param="speculative_config")
@@ -208,8 +208,8 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
         fill_dummy_weights(head, settings.args.seed)
     else:
         head.load_weights(tensors, HybridForCausalLM.stacked_params)
-        if mtp_layer_count(tensors) > 1:
-            logger.info("The checkpoint has %d MTP layers; drafts chain the first one", mtp_layer_count(tensors))
+        if layers > 1:
+            logger.info("The checkpoint has %d MTP layers; drafts chain the first one", layers)
     logger.info("Speculative decoding with the checkpoint's MTP head (%s MLP)", "MoE" if moe else "dense")
     return MtpProposer(head, vocab=min(int(text.vocab_size), target_vocab), dtype=dtype, device=device,
                        max_model_len=settings.max_model_len, block_size=settings.block_size)

@@ -15,6 +15,8 @@ from revolta_engine.engine.mtp_proposer import load_mtp_proposer
 class DraftProposer(Protocol):
     """What the engine calls on a proposer that runs a model, in a step's order."""
 
+    reads_target_hidden: bool  # its passes read the target's hidden states (see KVCacheManager.drop_last_hit_block)
+
     @property
     def bytes_per_block(self) -> int:
         """Its KV cache's bytes per block (paid out of the target's KV budget)."""
