@@ -130,7 +130,9 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
 
   GEMV_PROBE(1);
   pdl_wait();
+#if !defined(REVOLTA_LIGHT_LATE_TRIGGER)  // build-time A/B switch: the o projection's early start vs contention
   pdl_trigger();
+#endif
   GEMV_PROBE(2);
   if constexpr (ROPE) {  // rotate the query rows and the newest key once per block (rotary.cuh's arithmetic)
     auto rot = [&](const __half* row, int d) -> __half {
@@ -179,7 +181,9 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
       qf[g][2 * i + 1] = f.y;
     }
   }
+#if !defined(REVOLTA_ATTN_PROBE_QK)
   GEMV_PROBE(3);
+#endif
   float o[GC][8];
 #pragma unroll
   for (int g = 0; g < GC; ++g)
@@ -214,6 +218,9 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
         for (int g = 0; g < GC; ++g) sS[g * KT + kg + j * KP] = k < kend ? s[g] * p.scale_log2 : -INFINITY;
       }
     }
+#if defined(REVOLTA_ATTN_PROBE_QK)  // probe builds: point 3 when thread 0's first scores (q and K in) are done
+    if (base == kbeg) GEMV_PROBE(3);
+#endif
     __syncthreads();
     // Online softmax, one warp per head.
     for (int g = warp; g < group; g += C::NT / 32) {
@@ -264,6 +271,9 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
     __syncthreads();  // sS and sAlpha are rewritten by the next tile
   }
 
+#if defined(REVOLTA_LIGHT_LATE_TRIGGER)
+  pdl_trigger();
+#endif
   GEMV_PROBE(4);
 #pragma unroll
   for (int g = 0; g < GC; ++g) {
