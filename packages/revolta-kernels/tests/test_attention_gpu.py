@@ -64,6 +64,8 @@ DECODE_CASES = [
     ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
     ([50, 301, 1000], [1, 2, 1], 8, 2, 128, 8),  # block size 8: generic kernel even where frag runs
     ([4097, 33], [1, 1], 32, 8, 128, 16),  # the benchmark's shape, ragged lengths
+    ([1, 130, 900], [1, 1, 1], 32, 4, 64, 16),  # GQA 8 at d64, one token each (light / lean kernels)
+    ([257, 2000], [1, 1], 16, 8, 128, 16),  # GQA 2 at d128
 ]
 
 
