@@ -105,7 +105,8 @@ def test_bench_latency_offline(tiny_model, tmp_path):
 
 def test_api_key_then_engine_death_then_sigterm(tiny_model):
     """One server (each start costs seconds): auth, then the core dies mid-stream, then SIGTERM stops it."""
-    server = ServerProcess(*_tiny_args(tiny_model, "--api-key", "s3cret"), startup_timeout=120)
+    server = ServerProcess(*_tiny_args(tiny_model, "--api-key", "s3cret", "--allowed-origins",
+                                       '["https://chat.example"]'), startup_timeout=120)
     try:
         children = server.children()
         _check_api_key(server)
@@ -131,6 +132,17 @@ def _check_api_key(server: ServerProcess) -> None:
     good = openai.OpenAI(base_url=server.url + "/v1", api_key="s3cret", max_retries=0)
     assert good.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
                                         max_tokens=2).choices
+    # A browser page of the one allowed origin (CORS): the preflight needs no key, and a 401 still carries the
+    # headers that let the page read it; a page of another origin gets no CORS approval.
+    def preflight(origin: str) -> httpx.Response:
+        return httpx.options(server.url + "/v1/chat/completions", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"})
+
+    pre = preflight("https://chat.example")
+    assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "https://chat.example"
+    denied = httpx.get(server.url + "/v1/models", headers={"Origin": "https://chat.example"})
+    assert denied.status_code == 401 and denied.headers["access-control-allow-origin"] == "https://chat.example"
+    assert "access-control-allow-origin" not in preflight("https://evil.example").headers
 
 
 def _check_engine_death(server: ServerProcess, children: list[int]) -> None:

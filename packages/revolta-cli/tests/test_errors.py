@@ -64,7 +64,33 @@ def test_non_json_body_is_400(smol_server):
     r = httpx.post(smol_server.url + "/v1/chat/completions", content=b"{not json",
                    headers={"content-type": "application/json"})
     assert r.status_code == 400
-    _assert_openai_error(r.json())
+    error = _assert_openai_error(r.json())
+    assert "not valid JSON" in error["message"] and error["param"] is None
+
+
+def test_browser_pages_of_any_origin_may_call_by_default(smol_server):
+    """CORS as vLLM sets it up by default: any origin, method and header."""
+    pre = httpx.options(smol_server.url + "/v1/messages", headers={
+        "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,x-api-key,anthropic-version"})
+    assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "*"
+    r = httpx.get(smol_server.url + "/v1/models", headers={"Origin": "http://localhost:3000"})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_past_the_context_is_400_as_in_vllm(client, field):
+    """vLLM's chat and completions servers refuse a maximum that cannot fit after the prompt (this server has a
+    512-token context) instead of quietly capping it; the message gives both lengths."""
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=SMOL_NAME, messages=MSG, **{field: 600})
+    error = _assert_openai_error(info.value.response.json(), field)
+    assert "too large: 600" in error["message"] and "512" in error["message"]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=SMOL_NAME, prompt="Hi", max_tokens=512, stream=True)
+    _assert_openai_error(info.value.response.json(), "max_tokens")
+    fits = client.completions.create(model=SMOL_NAME, prompt="Hi", max_tokens=2)
+    assert fits.usage.completion_tokens <= 2
 
 
 @pytest.mark.parametrize("prompt", ["", [], [10**9], [[1, 2], []]])

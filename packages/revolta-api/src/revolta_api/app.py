@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from revolta_api.anthropic import ANTHROPIC_FAMILY
 from revolta_api.anthropic import router as anthropic_router
 from revolta_api.chat_parsing import ChatParsing
+from revolta_api.cors import CorsSettings, install_cors
 from revolta_api.engine_client import EngineClient
 from revolta_api.errors import ApiError, ApiFamily, family_for_path, to_api_error
 from revolta_api.metrics import ServerMetrics
@@ -38,13 +39,14 @@ API_ROUTERS: tuple[APIRouter, ...] = (*OPENAI_ROUTERS, anthropic_router)
 def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | None = None,
               api_key: str | None = None, chat_template: str | None = None,
               extra_routers: Sequence[APIRouter] = (), extra_families: Sequence[ApiFamily] = (),
-              parsing: ChatParsing | None = None) -> FastAPI:
+              parsing: ChatParsing | None = None, cors: CorsSettings | None = CorsSettings()) -> FastAPI:
     """Build the HTTP app over ``client``.
 
     ``served_model_name`` (one name or several aliases; default: the engine's) is what clients put in
     ``model``. ``api_key`` makes every path outside :data:`OPEN_PATHS` require ``Authorization: Bearer <key>``
     (or ``x-api-key``). ``extra_routers`` and ``extra_families`` add other APIs (e.g. Anthropic's) with
     their own error shapes. ``parsing`` names the tool-call and reasoning parsers run on chat outputs.
+    ``cors`` lets browser pages call the API (default: any origin, as vLLM; None: no CORS headers).
     The app starts the client on startup and shuts it down on shutdown.
     """
     families = [OPENAI_FAMILY, ANTHROPIC_FAMILY, *extra_families]
@@ -72,6 +74,8 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
     _install_error_handlers(app, families)
     if api_key:
         _install_auth(app, api_key, families)
+    if cors is not None:
+        install_cors(app, cors)
     return app
 
 
@@ -83,6 +87,10 @@ def _install_error_handlers(app: FastAPI, families: list[ApiFamily]) -> None:
     async def on_validation_error(request: Request, exc: RequestValidationError) -> Response:
         errors = exc.errors()
         first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":  # its loc is the character position, not a field
+            where_in_body = first.get("loc", ("body", "?"))[-1]
+            return respond(request, ApiError(400, f"The request body is not valid JSON ({first.get('msg')} at "
+                                                  f"character {where_in_body}).", "invalid_request"))
         loc = [str(part) for part in first.get("loc", ()) if part != "body"]
         where = ".".join(loc)
         message = f"{where}: {first.get('msg', 'invalid value')}" if where else first.get("msg", "invalid body")

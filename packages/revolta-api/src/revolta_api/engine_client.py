@@ -37,6 +37,9 @@ class EngineInfo:
     config_report: list[tuple[str, str, str]] = field(default_factory=list)
     chat_template: str | None = None
     vocab_size: int = 0  # token ids accepted are 0..vocab_size-1
+    # SamplingParams values a request that does not set them gets (the model's generation config, as in vLLM);
+    # "max_tokens" there caps every request's output.
+    default_sampling: dict[str, Any] = field(default_factory=dict)
 
 
 # The engine's own stats dataclass; get_stats() returns a fresh copy, so it is safe to hand across threads

@@ -11,7 +11,8 @@ ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "blo
                 "max_num_seqs", "max_num_batched_tokens", "seed", "device", "kv_cache_dtype",
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
                 "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
-                "kv_offload_path", "kv_offload_disk_size", "speculative_config", "scheduling_policy")
+                "kv_offload_path", "kv_offload_disk_size", "speculative_config", "scheduling_policy",
+                "generation_config", "override_generation_config")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -53,6 +54,12 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                         "\"num_speculative_tokens\": 3}' (the checkpoint's own MTP head: Qwen3-Next, Qwen3.5)")
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default=None,
                    help="fcfs (default), or priority: requests with a lower `priority` field run first")
+    g.add_argument("--generation-config", default=None, metavar="auto|vllm|DIR",
+                   help="sampling defaults for requests that do not set them: auto (default) the model's "
+                        "generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty; its "
+                        "max_new_tokens limits every output), vllm none, or a directory holding such a file")
+    g.add_argument("--override-generation-config", type=json_object, default=None, metavar="JSON",
+                   help='merged over those defaults, e.g. \'{"temperature": 0.5}\'')
     o = parser.add_argument_group("KV offload (the revolta-offload package)")
     o.add_argument("--kv-offloading-size", type=float, default=None, metavar="GIB",
                    help="keep full KV blocks in this much CPU memory too, and copy them back for a prefix that "
@@ -73,6 +80,19 @@ def json_object(value: str) -> dict:
         raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
     if not isinstance(parsed, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
+    return parsed
+
+
+def json_list(value: str) -> list[str]:
+    """A flag's JSON list of strings, e.g. ``'["https://a.example"]'`` (vLLM's form)."""
+    import json
+
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+    if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
+        raise argparse.ArgumentTypeError('expected a JSON list of strings, e.g. \'["*"]\'')
     return parsed
 
 

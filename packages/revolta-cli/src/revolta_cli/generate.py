@@ -14,8 +14,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=None, help="use this OpenAI-compatible server instead of a local engine")
     p.add_argument("--api-key", default=None, help="API key for --url")
     p.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate per answer")
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=None,
+                   help="default: the model's generation config, else 0.7 (with --url: the server's default)")
+    p.add_argument("--top-p", type=float, default=None,
+                   help="default: the model's generation config, else 1.0 (with --url: the server's default)")
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -41,7 +43,9 @@ def _generator(ns: argparse.Namespace) -> Any:
 
 
 def _options(ns: argparse.Namespace) -> dict:
-    return {"max_tokens": ns.max_tokens, "temperature": ns.temperature, "top_p": ns.top_p}
+    """The sampling values the user gave (the model's or server's defaults fill the rest)."""
+    given = {"max_tokens": ns.max_tokens, "temperature": ns.temperature, "top_p": ns.top_p}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def run_generate(ns: argparse.Namespace) -> int:

@@ -7,6 +7,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+# What a local chat samples with where neither the user nor the model's generation config says (SmolLM2 has none;
+# its answers at temperature 1.0 wander).
+CLI_TEMPERATURE = 0.7
+
 
 class LocalGenerator:
     """An ``LLMEngine`` in this process, stepped until the request finishes; yields text as it comes."""
@@ -25,7 +29,11 @@ class LocalGenerator:
             prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
         if prompt is None:
             raise ValueError("give a prompt or chat messages")
-        params = SamplingParams(output_kind=RequestOutputKind.DELTA, **options)
+        defaults = {"temperature": CLI_TEMPERATURE, **self.engine.default_sampling}
+        values = {**defaults, **options}
+        if "max_tokens" in options and "max_tokens" in defaults:  # the model's max_new_tokens is a limit
+            values["max_tokens"] = min(options["max_tokens"], defaults["max_tokens"])
+        params = SamplingParams(output_kind=RequestOutputKind.DELTA, **values)
         request_id = f"cli-{next(self._ids)}"
         self.engine.add_request(request_id, prompt, params)
         finished = False

@@ -10,7 +10,13 @@ import socket
 import sys
 from typing import Any
 
-from revolta_cli.engine_flags import add_engine_flags, api_model_names, chat_template_text, engine_args_from
+from revolta_cli.engine_flags import (
+    add_engine_flags,
+    api_model_names,
+    chat_template_text,
+    engine_args_from,
+    json_list,
+)
 
 logger = logging.getLogger("revolta.serve")
 
@@ -26,6 +32,12 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--api-key", default=None, help="require `Authorization: Bearer <key>` on the API paths")
     h.add_argument("--uvicorn-log-level", default="info", choices=["debug", "info", "warning", "error"])
     h.add_argument("--disable-uvicorn-access-log", action="store_true", help="do not log every request")
+    h.add_argument("--allowed-origins", type=json_list, default=["*"], metavar="JSON",
+                   help='web origins whose pages may call the API from a browser (CORS), e.g. \'["https://a.b"]\' '
+                        '(default: any)')
+    h.add_argument("--allow-credentials", action="store_true", help="let those pages send cookies or HTTP auth")
+    h.add_argument("--allowed-methods", type=json_list, default=["*"], metavar="JSON", help="CORS methods")
+    h.add_argument("--allowed-headers", type=json_list, default=["*"], metavar="JSON", help="CORS headers")
     t = p.add_argument_group("tool calling and reasoning")
     t.add_argument("--enable-auto-tool-choice", action="store_true",
                    help="let the model call the request's tools by itself (needs --tool-call-parser)")
@@ -71,6 +83,7 @@ async def _serve(ns: argparse.Namespace) -> int:
 
     from revolta_api import build_app
     from revolta_api.clients.mp import MPEngineClient
+    from revolta_api.cors import CorsSettings
     from revolta_engine.errors import RevoltaError
 
     loop = asyncio.get_running_loop()
@@ -109,8 +122,10 @@ async def _serve(ns: argparse.Namespace) -> int:
             print(f"revolta serve: {exc}", file=sys.stderr)
             return 1
         names = api_model_names(ns, client.info.served_model_name)
+        cors = CorsSettings(tuple(ns.allowed_origins), ns.allow_credentials, tuple(ns.allowed_methods),
+                            tuple(ns.allowed_headers))
         app = build_app(client, served_model_name=names, api_key=ns.api_key,
-                        chat_template=chat_template_text(ns.chat_template), parsing=parsing)
+                        chat_template=chat_template_text(ns.chat_template), parsing=parsing, cors=cors)
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
         url = f"http://{shown_host}:{port}"

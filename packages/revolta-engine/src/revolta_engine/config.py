@@ -67,6 +67,8 @@ class EngineArgs:
     kv_offload_disk_size: float | None = None  # GiB cap of that directory (default 16)
     speculative_config: dict | None = None  # {"method": "ngram", "num_speculative_tokens": k, ...} as in vLLM
     scheduling_policy: str = "fcfs"  # "fcfs", or "priority": lower request priority values run first (vLLM)
+    generation_config: str = "auto"  # sampling defaults: "auto" the checkpoint's, "vllm" none, or a path (vLLM)
+    override_generation_config: dict | None = None  # merged over those defaults, e.g. {"temperature": 0.5}
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.
     explicit: frozenset[str] = field(default_factory=frozenset, repr=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest, TextBlock, ToolResultBlock
@@ -111,16 +112,23 @@ def thinking_enabled(body: CountTokensRequest) -> bool | None:
     return body.thinking.type != "disabled"
 
 
-def sampling_params(body: MessagesRequest, *, prompt_len: int, max_model_len: int, engine_stops: bool
-                    ) -> SamplingParams:
-    """Engine sampling parameters; ``max_tokens`` is capped to what fits after the prompt (as vLLM does).
+def sampling_params(body: MessagesRequest, *, prompt_len: int, max_model_len: int, engine_stops: bool,
+                    defaults: Mapping[str, Any] | None = None) -> SamplingParams:
+    """Engine sampling parameters; ``max_tokens`` is capped to what fits after the prompt.
+
+    Anthropic's ``max_tokens`` is required, and its clients send large values made for big contexts (Anthropic
+    refuses only values above a model's output limit), so a small context caps it rather than refusing.
+    ``defaults`` (the model's generation config, ``EngineInfo.default_sampling``) fill what the request leaves
+    unset; its ``max_tokens`` caps the output too.
 
     ``engine_stops`` False leaves stop sequences to the API side (they must not match inside the thinking).
     """
-    kwargs: dict[str, Any] = {"temperature": 1.0 if body.temperature is None else body.temperature}
-    if body.top_p is not None:
-        kwargs["top_p"] = body.top_p
-    if body.top_k is not None:
-        kwargs["top_k"] = body.top_k
-    return SamplingParams(max_tokens=min(body.max_tokens, max_model_len - prompt_len),
-                          stop=list(body.stop_sequences or []) if engine_stops else None, **kwargs)
+    defaults = defaults or {}
+    given = {"temperature": body.temperature, "top_p": body.top_p, "top_k": body.top_k}
+    kwargs: dict[str, Any] = {name: defaults[name] for name in ("min_p", "repetition_penalty") if name in defaults}
+    for name, value in given.items():
+        value = defaults.get(name) if value is None else value
+        if value is not None:
+            kwargs[name] = value
+    limit = min(v for v in (body.max_tokens, max_model_len - prompt_len, defaults.get("max_tokens")) if v is not None)
+    return SamplingParams(max_tokens=limit, stop=list(body.stop_sequences or []) if engine_stops else None, **kwargs)

@@ -79,7 +79,8 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     parsing = get_parsing(request)
     prompt_ids = _render(state, parsing, body)
     params = convert.sampling_params(body, prompt_len=len(prompt_ids), max_model_len=state.client.info.max_model_len,
-                                     engine_stops=not parsing.stops_after_reasoning)
+                                     engine_stops=not parsing.stops_after_reasoning,
+                                     defaults=state.client.info.default_sampling)
     call = _MessageCall(state, parsing, body, prompt_ids, params)
     params.structured_outputs = output_constraint(
         call.plan.forced, structured, conflict="tool_choice 'any' or 'tool' already constrains the output; it "

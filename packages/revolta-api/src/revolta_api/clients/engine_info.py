@@ -19,6 +19,7 @@ def engine_info(engine: Any, served_model_name: str | None = None) -> EngineInfo
         config_report=report,
         chat_template=getattr(engine, "chat_template", None) or getattr(tokenizer, "chat_template", None),
         vocab_size=_vocab_size(engine),
+        default_sampling=dict(getattr(engine, "default_sampling", None) or {}),
     )
 
 

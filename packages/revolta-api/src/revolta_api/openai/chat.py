@@ -64,7 +64,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     params = sampling_params(
         body, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
         requested_max=body.max_completion_tokens or body.max_tokens,
-        logprobs=(body.top_logprobs or 0) if body.logprobs else None)
+        max_param="max_completion_tokens" if body.max_completion_tokens else "max_tokens",
+        defaults=client.info.default_sampling, logprobs=(body.top_logprobs or 0) if body.logprobs else None)
     params.structured_outputs = output_constraint(
         plan.forced, params.structured_outputs, conflict="tool_choice 'required' or a named function already "
         "constrains the output; it cannot be combined with response_format or structured_outputs.")

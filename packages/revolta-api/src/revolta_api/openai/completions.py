@@ -60,7 +60,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
         check_prompt_ids(ids, max_model_len, vocab)
         params.append(sampling_params(
             body, prompt_len=len(ids), max_model_len=max_model_len, requested_max=body.max_tokens,
-            logprobs=body.logprobs, prompt_logprobs=body.logprobs if body.echo and body.logprobs is not None
+            defaults=state.client.info.default_sampling, logprobs=body.logprobs, prompt_logprobs=body.logprobs if body.echo and body.logprobs is not None
             else None))
     call = _CompletionCall(state, body, random_id("cmpl", body.request_id), prompts, params)
     if body.stream:

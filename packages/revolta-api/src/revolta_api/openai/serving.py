@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from revolta_api.errors import bad_request
@@ -34,21 +35,33 @@ def check_prompt_ids(token_ids: list[int], max_model_len: int, vocab_size: int, 
 
 
 def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int, requested_max: int | None,
-                    logprobs: int | None, prompt_logprobs: int | None = None) -> SamplingParams:
-    """Build the engine's ``SamplingParams``; max_tokens is capped to what fits after the prompt (as vLLM does).
+                    logprobs: int | None, prompt_logprobs: int | None = None, max_param: str | None = "max_tokens",
+                    defaults: Mapping[str, Any] | None = None) -> SamplingParams:
+    """Build the engine's ``SamplingParams``. Without a requested maximum the completion may fill the context.
 
+    A requested maximum that does not fit after the prompt is a 400 naming ``max_param`` (vLLM's chat and
+    completions servers do the same); ``max_param=None`` caps it to what fits instead (vLLM's Responses server).
+    ``defaults`` (``EngineInfo.default_sampling``: the model's generation config) fill the sampling values the
+    request leaves unset, and its ``max_tokens`` caps the output, as in vLLM.
     A structured output constraint (``response_format``, ``structured_outputs``, ``guided_*``) is carried along.
     """
+    defaults = defaults or {}
     if req.prompt_logprobs is not None and req.stream:
         raise bad_request("prompt_logprobs is not available with stream=true.", param="prompt_logprobs")
     wanted = [k for k in (prompt_logprobs, req.prompt_logprobs) if k is not None]
     prompt_logprobs = max(wanted) if wanted else None
     room = max_model_len - prompt_len
-    max_tokens = room if requested_max is None else min(requested_max, room)
+    if requested_max is not None and requested_max > room and max_param is not None:
+        raise bad_request(f"'{max_param}' is too large: {requested_max}. This model's maximum context length is "
+                          f"{max_model_len} tokens and your request has {prompt_len} input tokens ({requested_max} > "
+                          f"{max_model_len} - {prompt_len}).", param=max_param)
+    max_tokens = min(v for v in (room, requested_max, defaults.get("max_tokens")) if v is not None)
     extra: dict[str, Any] = {"cache_salt": req.cache_salt} if req.cache_salt else {}
     kwargs: dict[str, Any] = {}
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
         value = getattr(req, name)
+        if value is None:
+            value = defaults.get(name)
         if value is not None:
             kwargs[name] = value
     if req.min_tokens > max_tokens:

@@ -61,7 +61,8 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     prompt_ids = tokenize_prompt(client.tokenizer, prompt)
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="input")
     params = sampling_params(chat, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
-                             requested_max=chat.max_completion_tokens, logprobs=None)
+                             requested_max=chat.max_completion_tokens, max_param=None, logprobs=None,
+                             defaults=client.info.default_sampling)
     params.structured_outputs = output_constraint(
         plan.forced, params.structured_outputs, conflict="tool_choice 'required' or a named function already "
         "constrains the output; it cannot be combined with text.format.")

@@ -37,6 +37,11 @@ class LLM:
         """The model's tokenizer (None with skip_tokenizer_init)."""
         return self.llm_engine.tokenizer
 
+    def get_default_sampling_params(self) -> SamplingParams:
+        """The sampling parameters a call without its own gets: the model's recommended values from its generation
+        config (``generation_config="auto"``, the default) over ``SamplingParams``' defaults, as in vLLM."""
+        return SamplingParams(**self.llm_engine.default_sampling)
+
     def generate(self, prompts: PromptType | Sequence[PromptType],
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
                  priority: Sequence[int] | None = None) -> list[RequestOutput]:
@@ -46,7 +51,7 @@ class LLM:
             prompts = [prompts]  # type: ignore[list-item]
         prompts = list(prompts)  # type: ignore[arg-type]
         if sampling_params is None:
-            sampling_params = SamplingParams()
+            sampling_params = self.get_default_sampling_params()
         params_list = (list(sampling_params) if isinstance(sampling_params, Sequence)
                        else [sampling_params] * len(prompts))
         if len(params_list) != len(prompts):
