@@ -71,7 +71,7 @@ def test_offline_llm_uses_the_model_defaults(greedy_by_default):
 
 def test_generation_config_vllm_keeps_sampling_params_defaults(greedy_by_default):
     llm = LLM(str(greedy_by_default), dtype="float32", max_model_len=128, generation_config="vllm",
-              override_generation_config={"max_new_tokens": 2})
+              override_generation_config={"max_new_tokens": 2}, trust_remote_code=True)  # vLLM's flag: accepted
     defaults = llm.get_default_sampling_params()
     assert (defaults.temperature, defaults.top_k, defaults.max_tokens) == (1.0, 0, 2)
 

@@ -10,7 +10,7 @@ from checkpoints import make_tiny_checkpoint
 from safetensors.torch import load_file, save_file
 
 from revolta_engine import LLM, SamplingParams
-from revolta_engine.errors import ModelLoadError, UnsupportedModelError
+from revolta_engine.errors import InvalidRequestError, ModelLoadError, UnsupportedModelError
 from revolta_engine.layers.quant import parse_quant_config
 from revolta_engine.quantize import QuantizedMatrix, quantize_checkpoint, rtn_quantize, to_awq, to_gptq
 
@@ -182,3 +182,21 @@ def test_dummy_weights_work_for_quantized_configs(base, tmp_path, method, bits, 
     assert modules["model.layers.0.mlp.down_proj"].order_code == act_order
     if act_order:
         assert torch.equal(torch.sort(perm).values.long(), torch.arange(128))
+
+
+@pytest.mark.parametrize("requested, ok", [("awq", True), ("AWQ_Marlin", True), ("gptq", False), (None, True)])
+def test_vllm_quantization_flag_is_checked_against_the_checkpoint(base, tmp_path, requested, ok):
+    """vLLM's --quantization: a name matching the checkpoint's scheme loads it; another one stops at startup."""
+    dst = quantize_checkpoint(base, tmp_path / "awq", "awq", group_size=32)
+    if ok:
+        assert LLM(str(dst), dtype="float32", max_model_len=64, quantization=requested).generate(
+            [1, 2, 3], SamplingParams(temperature=0.0, max_tokens=2))[0].outputs[0].token_ids
+        return
+    with pytest.raises(InvalidRequestError, match="needs a gptq checkpoint, but .* is quantized with awq"):
+        LLM(str(dst), dtype="float32", max_model_len=64, quantization=requested)
+
+
+@pytest.mark.parametrize("requested, match", [("awq", "is not quantized"), ("fp8", "'fp8' is not supported")])
+def test_vllm_quantization_flag_on_a_16_bit_checkpoint_is_refused(base, requested, match):
+    with pytest.raises(InvalidRequestError, match=match):
+        LLM(str(base), dtype="float32", max_model_len=64, quantization=requested)

@@ -12,7 +12,7 @@ ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "blo
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
                 "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
                 "kv_offload_path", "kv_offload_disk_size", "speculative_config", "scheduling_policy",
-                "generation_config", "override_generation_config")
+                "generation_config", "override_generation_config", "quantization", "trust_remote_code")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -54,6 +54,11 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                         "\"num_speculative_tokens\": 3}' (the checkpoint's own MTP head: Qwen3-Next, Qwen3.5)")
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default=None,
                    help="fcfs (default), or priority: requests with a lower `priority` field run first")
+    g.add_argument("--quantization", "-q", default=None,
+                   help="awq, gptq (or vLLM's awq_marlin, gptq_marlin): checked against the checkpoint, whose own "
+                        "quantization_config picks the kernels (default: whatever the checkpoint is)")
+    g.add_argument("--trust-remote-code", action="store_true", default=None,
+                   help="accepted for vLLM command lines; ReVolta never runs code shipped with a checkpoint")
     g.add_argument("--generation-config", default=None, metavar="auto|vllm|DIR",
                    help="sampling defaults for requests that do not set them: auto (default) the model's "
                         "generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty; its "

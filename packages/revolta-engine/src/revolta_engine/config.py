@@ -69,6 +69,8 @@ class EngineArgs:
     scheduling_policy: str = "fcfs"  # "fcfs", or "priority": lower request priority values run first (vLLM)
     generation_config: str = "auto"  # sampling defaults: "auto" the checkpoint's, "vllm" none, or a path (vLLM)
     override_generation_config: dict | None = None  # merged over those defaults, e.g. {"temperature": 0.5}
+    quantization: str | None = None  # vLLM's name (awq, gptq, ...): checked against the checkpoint's scheme
+    trust_remote_code: bool = False  # accepted for vLLM command lines; no checkpoint code is ever run
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.
     explicit: frozenset[str] = field(default_factory=frozenset, repr=False)
 

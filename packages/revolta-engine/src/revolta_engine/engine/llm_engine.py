@@ -22,8 +22,8 @@ from revolta_engine.core.request_queue import POLICIES
 from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.engine.cache_setup import log_kv_capacity
 from revolta_engine.engine.chat import render_chat
+from revolta_engine.engine.checkpoint_options import resolve_checkpoint_options
 from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
-from revolta_engine.engine.generation_defaults import log_sampling_defaults, sampling_defaults
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
 from revolta_engine.engine.output_processor import CompletionState, ParentRequestState
@@ -83,10 +83,7 @@ class LLMEngine:
         self.chat_template = args.chat_template or self.checkpoint.chat_template
         self.eos_token_ids: set[int] = set(self.checkpoint.eos_token_ids)
         self.served_model_name = cfg.resolve("served_model_name") or str(model_path)
-        gen_source = cfg.resolve("generation_config")  # the request sampling defaults a model recommends (vLLM)
-        self.default_sampling = sampling_defaults(self.checkpoint.generation_config, gen_source,
-                                                  cfg.resolve("override_generation_config"))
-        log_sampling_defaults(self.default_sampling, gen_source)
+        self.default_sampling = resolve_checkpoint_options(cfg, self.checkpoint)  # request sampling defaults
         cfg.set("served_model_name", self.served_model_name,
                 "user" if "served_model_name" in args.explicit else "default")
 
