@@ -47,3 +47,29 @@ def test_scheduling_policy_flag(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--scheduling-policy", "lifo"])
     assert "invalid choice: 'lifo'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_vllm_command_line_parses(command):
+    """The flags vLLM users pass (the Volta forks' READMEs) reach EngineArgs: --model, --trust-remote-code,
+    --quantization and the generation config."""
+    args = engine_args_from(build_parser().parse_args([
+        *command, "--model", "/models/Qwen3.5-27B-AWQ", "--trust-remote-code", "--quantization", "awq_marlin",
+        "--generation-config", "vllm", "--override-generation-config", '{"temperature": 0.7}', "-tp", "2"]))
+    assert args.model == "/models/Qwen3.5-27B-AWQ" and args.trust_remote_code and args.quantization == "awq_marlin"
+    assert args.generation_config == "vllm" and args.override_generation_config == {"temperature": 0.7}
+    assert args.tensor_parallel_size == 2
+
+
+def test_model_positional_and_option_must_agree():
+    assert engine_args_from(build_parser().parse_args(["serve", "m", "--model", "m"])).model == "m"
+    with pytest.raises(SystemExit, match="two models"):
+        engine_args_from(build_parser().parse_args(["serve", "a", "--model", "b"]))
+
+
+def test_cors_lists_are_json(capsys):
+    ns = build_parser().parse_args(["serve", "--allowed-origins", '["https://a.example"]'])
+    assert ns.allowed_origins == ["https://a.example"] and ns.allowed_headers == ["*"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--allowed-origins", "https://a.example"])
+    assert "not valid JSON" in capsys.readouterr().err

@@ -21,6 +21,9 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
         parser.add_argument("model", nargs="?", default=None,
                             help="model directory, .gguf file or checkpoint (default: the embedded SmolLM2-135M)")
     g = parser.add_argument_group("engine")
+    if with_model:
+        g.add_argument("--model", dest="model_option", default=None, metavar="MODEL",
+                       help="the model, as vLLM's --model spells it (the same as the positional argument)")
     g.add_argument("--tokenizer", default=None, help="tokenizer path if not the model's own")
     g.add_argument("--served-model-name", nargs="+", default=None,
                    help="name(s) clients use in `model` (default: the model path)")
@@ -121,8 +124,9 @@ def engine_args_from(ns: argparse.Namespace) -> Any:
     from revolta_engine import EngineArgs
 
     given: dict[str, Any] = {}
-    if getattr(ns, "model", None) is not None:
-        given["model"] = ns.model
+    model = model_argument(ns)
+    if model is not None:
+        given["model"] = model
     for name in ENGINE_FLAGS:
         value = getattr(ns, name, None)
         if value is None:
@@ -135,10 +139,18 @@ def engine_args_from(ns: argparse.Namespace) -> Any:
     return EngineArgs.from_kwargs(**given)
 
 
+def model_argument(ns: argparse.Namespace) -> str | None:
+    """The model from the positional argument or ``--model`` (vLLM's old spelling); both, if different, is an error."""
+    positional, option = getattr(ns, "model", None), getattr(ns, "model_option", None)
+    if positional is not None and option is not None and positional != option:
+        raise SystemExit(f"revolta: two models given: {positional!r} and --model {option!r}")
+    return positional if positional is not None else option
+
+
 def api_model_names(ns: argparse.Namespace, engine_name: str) -> list[str]:
     """Names the API accepts: the user's, else a short name for the default model plus the engine's own."""
     if ns.served_model_name:
         return list(ns.served_model_name)
-    if getattr(ns, "model", None) is None:
+    if model_argument(ns) is None:
         return ["SmolLM2-135M-Instruct", engine_name]
     return [engine_name]
