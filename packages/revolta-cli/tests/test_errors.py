@@ -60,6 +60,16 @@ def test_malformed_chat_bodies_are_400(smol_server, body):
     _assert_openai_error(r.json())
 
 
+def test_an_image_part_is_400_saying_text_only(smol_server):
+    content = [{"type": "text", "text": "What is this?"},
+               {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    r = httpx.post(smol_server.url + "/v1/chat/completions", json={"model": SMOL_NAME, "messages": [
+        {"role": "user", "content": content}]})
+    assert r.status_code == 400
+    error = _assert_openai_error(r.json(), "messages.0.content")
+    assert "'image_url' are not supported" in error["message"] and "more problem" not in error["message"]
+
+
 def test_non_json_body_is_400(smol_server):
     r = httpx.post(smol_server.url + "/v1/chat/completions", content=b"{not json",
                    headers={"content-type": "application/json"})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 MAX_N = 128  # completions per request; more would hold the batch hostage
@@ -45,6 +45,17 @@ class ChatMessage(OpenAIBaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, value: Any) -> Any:
+        # Said plainly, instead of pydantic's "Input should be a valid string" for every union member.
+        if isinstance(value, list):
+            kinds = sorted({str(p.get("type")) for p in value if isinstance(p, dict) and p.get("type") != "text"})
+            if kinds:
+                raise ValueError(f"content parts of type {', '.join(repr(k) for k in kinds)} are not supported: "
+                                 "the models served here take text only (send 'text' parts)")
+        return value
 
     def text(self) -> str:
         """The message's content as one string."""
