@@ -32,7 +32,7 @@ def _model_path(tmp_path_factory) -> str:
 
         return str(make_tiny_checkpoint(tmp_path_factory.mktemp("gpu") / "llama", "llama", hidden_size=256,
                                         num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                                        intermediate_size=512, num_hidden_layers=4))
+                                        intermediate_size=512, num_hidden_layers=4, max_position_embeddings=2048))
 
 
 @pytest.fixture(scope="module")

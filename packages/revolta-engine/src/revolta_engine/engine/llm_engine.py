@@ -15,6 +15,7 @@ from revolta_engine.config import (
     choose_dtype,
     native_kernels_note,
     resolve_device,
+    resolve_max_model_len,
 )
 from revolta_engine.core.kv_cache_manager import KVCacheManager
 from revolta_engine.core.request import Request, RequestStatus
@@ -103,11 +104,7 @@ class LLMEngine:
 
         # multimodal checkpoints keep the language model's settings in a text sub-config
         self.text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
-        derived_len = int(getattr(self.text_config, "max_position_embeddings", 2048))
-        self.max_model_len = cfg.resolve("max_model_len", derived_len)
-        if self.max_model_len < 2:
-            raise InvalidRequestError(f"max_model_len must be at least 2, got {self.max_model_len}",
-                                      param="max_model_len")
+        self.max_model_len = resolve_max_model_len(cfg, self.text_config)
         block_size = cfg.resolve("block_size")
         default_batched = 2048 if self.device.type == "cpu" else 8192
         max_batched = cfg.resolve("max_num_batched_tokens", default_batched, parse=int)
