@@ -204,3 +204,30 @@ def test_hybrid_speculation_rolls_back_on_every_rank(tmp_path, monkeypatch):
         stats = llm.llm_engine.get_stats()
     assert [o.outputs[0].token_ids for o in out] == [o.outputs[0].token_ids for o in plain]
     assert 0 < stats.spec_decode_num_accepted_tokens < stats.spec_decode_num_draft_tokens
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_next"])
+def test_mtp_head_splits_over_ranks(tmp_path, family):
+    """MTP speculative decoding with the head split like the target (qwen3_next: a MoE head): every draft equals
+    the float32 reference head's, and the output stays transformers' greedy."""
+    from mtp_head import add_mtp_head, reference_drafts
+    from spec_helpers import prompts, record_drafts
+
+    path = make_family_checkpoint(tmp_path, family)
+    head = add_mtp_head(path, family)
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    batch = prompts(4)
+    params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
+    with LLM(str(path), tensor_parallel_size=2, speculative_config={"method": "mtp", "num_speculative_tokens": 3},
+             **{**ENGINE, "max_num_batched_tokens": 24}) as llm:  # prefill in chunks: the head catches up per chunk
+        seen = record_drafts(llm)
+        outs = llm.generate(batch, params)
+        stats = llm.llm_engine.get_stats()
+    assert not multiprocessing.active_children(), "the worker processes outlived the engine"
+    assert len(seen) >= 10 and stats.spec_decode_num_draft_tokens > 0
+    mismatched = [(tokens, drafts) for tokens, drafts in seen
+                  if drafts != reference_drafts(ref, head, tokens, len(drafts))]
+    assert not mismatched, f"{len(mismatched)} of {len(seen)} proposals differ, first: {mismatched[0]}"
+    for p, out in zip(batch, outs, strict=True):
+        ids = p["prompt_token_ids"]
+        assert_greedy_parity(ref, ids, out.outputs[0].token_ids, reference_greedy(ref, ids, params.max_tokens))

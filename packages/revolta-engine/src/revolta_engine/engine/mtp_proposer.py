@@ -26,6 +26,7 @@ import torch
 from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
 from revolta_engine.engine.draft_model import feed_item
+from revolta_engine.engine.mtp_parallel import MtpPass, send_pass
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
@@ -60,6 +61,7 @@ class MtpProposer:
         self.device, self.max_model_len = device, max_model_len
         self.runner: ModelRunner | None = None
         self._target_runner: Any = None
+        self._parallel = False
         self._step: list[_Computed] = []
         # request id -> (its token count then, the first draft, the head's output hidden state of that entry)
         self._next: dict[str, tuple[int, int, torch.Tensor]] = {}
@@ -73,9 +75,11 @@ class MtpProposer:
     def allocate(self, num_blocks: int, max_num_batched_tokens: int, max_num_seqs: int, target_runner: Any) -> None:
         """The head's cache over the target's ``num_blocks`` block ids, its runner, and the target's embedding
         and LM head; the target's runner keeps each step's hidden states for :meth:`observe`."""
-        self.head.attach(target_runner.model)
-        target_runner.keep_step_hidden = True
-        self._target_runner = target_runner
+        inner = getattr(target_runner, "inner", target_runner)  # rank 0's own shard under tensor parallelism
+        self.head.attach(inner.model)
+        inner.keep_step_hidden = True
+        self._target_runner = inner
+        self._parallel = inner is not target_runner  # the workers run each pass too (mtp_parallel)
         caches = allocate_kv_cache(self.spec, num_blocks, self.device)
         self.runner = ModelRunner(self.head, caches, self.spec.block_size, self.device,
                                   max_num_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
@@ -120,6 +124,7 @@ class MtpProposer:
         hidden = self._target_runner.step_hidden
         items: list[RemoteScheduled] = []
         tables, rows, owners = [], [], []
+        step_rows: list[tuple[int, int]] = []
         finals: list[int] = []  # rows (in the head's batch) of the requests that will draft next step
         offset = 0
         for c in self._step:
@@ -133,6 +138,7 @@ class MtpProposer:
                                drafts_next))
             tables.append(c.table)
             rows.append(hidden[c.row:c.row + valid])
+            step_rows.append((c.row, valid))
             offset += valid
             if drafts_next:
                 finals.append(offset - 1)
@@ -140,7 +146,7 @@ class MtpProposer:
         self._step = []
         if not items:
             return
-        tokens, out = self._run(items, tables, torch.cat(rows), finals)
+        tokens, out = self._run(items, tables, torch.cat(rows), finals, step_rows)
         for k, req in enumerate(owners):
             self._next[req.request_id] = (req.num_tokens, tokens[k], out[k])
 
@@ -152,9 +158,13 @@ class MtpProposer:
         self._next.pop(request_id, None)
 
     def _run(self, items: list[RemoteScheduled], tables: list[list[int]], target_hidden: torch.Tensor,
-             keep_rows: list[int]) -> tuple[list[int], torch.Tensor]:
-        """One pass of the head; the greedy token and output hidden state of each item that completes."""
+             keep_rows: list[int], step_rows: list[tuple[int, int]] | None = None) -> tuple[list[int], torch.Tensor]:
+        """One pass of the head; the greedy token and output hidden state of each item that completes.
+        ``step_rows``: where ``target_hidden`` lies in the target step's rows (the workers slice their own copy)."""
         assert self.runner is not None, "allocate() first"
+        if self._parallel:
+            send_pass(MtpPass(items, tables, keep_rows or None, step_rows, int(target_hidden.shape[0])),
+                      target_hidden)
         self.head.target_hidden = target_hidden
         try:
             logits = self.runner.execute(items, tables, keep_rows=keep_rows or None)  # type: ignore[arg-type]
@@ -169,11 +179,10 @@ class MtpProposer:
 
 def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: Any) -> MtpProposer | None:
     """The MTP head of an ``mtp`` speculative config (None for other methods or none), loaded on the engine's
-    device and dtype before the target's cache is planned, so its weights are counted."""
+    device and dtype before the target's cache is planned, so its weights are counted. With tensor parallelism
+    this is rank 0's shard of the head; the workers build theirs (:mod:`revolta_engine.engine.mtp_parallel`)."""
     if spec is None or spec.method != "mtp":
         return None
-    from revolta_engine.engine.model_builder import default_dtype, fill_dummy_weights
-    from revolta_engine.loader.safetensors_weights import SafetensorsWeights
     from revolta_engine.models.registry import resolve_model_class
 
     config = checkpoint.hf_config
@@ -181,11 +190,25 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
     if not issubclass(resolve_model_class(config), HybridForCausalLM):
         raise UnsupportedModelError(f"speculative_config method 'mtp' needs a checkpoint with an MTP head "
                                     f"(Qwen3-Next, Qwen3.5); {type(config).__name__} has none")
-    if settings.tensor_parallel_size > 1:
-        raise InvalidRequestError("speculative_config method 'mtp' does not run with tensor_parallel_size > 1 yet",
-                                  param="speculative_config")
+    head = build_mtp_head(checkpoint, settings, torch.device(settings.device), rank=0)
+    logger.info("Speculative decoding with the checkpoint's MTP head")
+    return MtpProposer(head, vocab=min(int(text.vocab_size), target_vocab), dtype=settings.dtype,
+                       device=torch.device(settings.device), max_model_len=settings.max_model_len,
+                       block_size=settings.block_size)
+
+
+def build_mtp_head(checkpoint: Any, settings: Any, device: torch.device, rank: int) -> HybridMTP:
+    """Rank ``rank``'s shard of the checkpoint's MTP head (the whole head without tensor parallelism), filled from
+    its ``mtp.*`` tensors, or random for ``load_format="dummy"``."""
+    from revolta_engine.distributed.parallel_state import TensorParallelLayout, tensor_parallel_layout
+    from revolta_engine.engine.model_builder import default_dtype, fill_dummy_weights
+    from revolta_engine.loader.safetensors_weights import SafetensorsWeights
+
+    config = checkpoint.hf_config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
     dummy = settings.args.load_format == "dummy"
     tensors: dict[str, torch.Tensor] = {}
+    layers = 0
     if not dummy:
         if not isinstance(checkpoint.weights, SafetensorsWeights):
             raise UnsupportedModelError(f"speculative_config method 'mtp' reads the head from safetensors; "
@@ -197,19 +220,17 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
                                       param="speculative_config")
     moe = (any(".mlp.experts." in n or n.endswith(".mlp.gate.weight") for n in tensors) if tensors
            else int(getattr(text, "num_experts", 0) or 0) > 0)
-    device, dtype = torch.device(settings.device), settings.dtype
     if getattr(config, "quantization_config", None) and not getattr(text, "quantization_config", None):
         text.quantization_config = config.quantization_config  # multimodal checkpoints: described at the top
     quantized = (any(n.endswith(".qweight") for n in tensors) if tensors
                  else bool(getattr(text, "quantization_config", None)))
-    with default_dtype(dtype), torch.device(device):
+    layout = TensorParallelLayout(rank, settings.tensor_parallel_size)
+    with tensor_parallel_layout(layout), default_dtype(settings.dtype), torch.device(device):
         head = HybridMTP(text, settings.max_model_len, moe, quantized).eval()
-    if dummy:
-        fill_dummy_weights(head, settings.args.seed)
-    else:
-        head.load_weights(tensors, HybridForCausalLM.stacked_params)
-        if layers > 1:
-            logger.info("The checkpoint has %d MTP layers; drafts chain the first one", layers)
-    logger.info("Speculative decoding with the checkpoint's MTP head (%s MLP)", "MoE" if moe else "dense")
-    return MtpProposer(head, vocab=min(int(text.vocab_size), target_vocab), dtype=dtype, device=device,
-                       max_model_len=settings.max_model_len, block_size=settings.block_size)
+        if dummy:
+            fill_dummy_weights(head, settings.args.seed + rank)
+        else:
+            head.load_weights(tensors, HybridForCausalLM.stacked_params)
+    if layers > 1 and rank == 0:
+        logger.info("The checkpoint has %d MTP layers; drafts chain the first one", layers)
+    return head

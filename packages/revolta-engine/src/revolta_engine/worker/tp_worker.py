@@ -22,7 +22,10 @@ from revolta_engine.distributed.parallel_state import (
     destroy_process_groups,
     init_process_groups,
 )
+from revolta_engine.engine.mtp_parallel import MtpPass, MtpWorker
+from revolta_engine.engine.mtp_proposer import build_mtp_head
 from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
+from revolta_engine.engine.speculative import parse_speculative_config
 from revolta_engine.worker.shard_runtime import (
     ShardRuntime,
     ShardSettings,
@@ -67,6 +70,7 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
         model = load_shard_model(checkpoint.hf_config, weights, settings, device, rank)
         if weights is not None:
             checkpoint.check_all_shards_read()
+        head = _mtp_head(checkpoint, settings, device, rank)
     except BaseException as exc:  # reported to rank 0, which raises it at startup
         conn.send(("failed", type(exc).__name__, str(exc)))
         return
@@ -74,20 +78,31 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
     init_process_groups(TensorParallelLayout(rank, settings.tensor_parallel_size), settings.init_method, device)
     try:
         runtime = build_shard_runtime(model, settings, device, ConfigResolver(settings.args))
-        _serve_steps(runtime, device)
+        mtp = MtpWorker(head, runtime.runner, runtime.caches.num_blocks, settings, device) if head else None
+        _serve_steps(runtime, device, mtp)
     finally:
         destroy_process_groups()
 
 
+def _mtp_head(checkpoint: Any, settings: ShardSettings, device: torch.device, rank: int) -> Any:
+    """This rank's shard of the MTP head when the speculative config asks for it (None otherwise)."""
+    spec = parse_speculative_config(settings.args.speculative_config)
+    return build_mtp_head(checkpoint, settings, device, rank) if spec is not None and spec.method == "mtp" else None
+
+
 @torch.inference_mode()
-def _serve_steps(runtime: ShardRuntime, device: torch.device) -> None:
+def _serve_steps(runtime: ShardRuntime, device: torch.device, mtp: MtpWorker | None = None) -> None:
     """Mirror rank 0's steps: the same forward pass over this rank's shard, the same logits collectives, and the
-    sampled token ids rank 0 broadcasts (the next step may feed them on the device)."""
+    sampled token ids rank 0 broadcasts (the next step may feed them on the device); and the MTP head's passes."""
     runner, model = runtime.runner, runtime.model
     while True:
-        plan: StepPlan | None = broadcast_object(None)
+        plan: StepPlan | MtpPass | None = broadcast_object(None)
         if plan is None:
             return
+        if isinstance(plan, MtpPass):
+            assert mtp is not None, "rank 0 sent an MTP pass to a worker without the head"
+            mtp.run(plan)
+            continue
         if plan.state_resets:
             runner.reset_state_slots([slot for slot, _ in plan.state_resets], [src for _, src in plan.state_resets])
         runner.execute(plan.scheduled, plan.block_tables, plan.state_slots, plan.snapshots,  # type: ignore[arg-type]
