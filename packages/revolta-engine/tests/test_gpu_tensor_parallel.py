@@ -50,3 +50,24 @@ def test_awq_llama_on_two_gpus(tmp_path):
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 def test_hybrid_models_on_two_gpus(tmp_path, family):
     _check(make_family_checkpoint(tmp_path, family))
+
+
+def test_mtp_head_on_two_gpus(tmp_path):
+    """The MTP head split over two GPUs (NCCL: the head's row sums, the hidden states rank 0 broadcasts for chained
+    drafts, the LM head's gather): output stays the float32 model's greedy, and every step has its drafts."""
+    from mtp_head import add_mtp_head
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    add_mtp_head(path, "qwen3_5")
+    ref_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    gen = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, ref_model.config.vocab_size, (n,), generator=gen).tolist() for n in (9, 40, 120)]
+    with LLM(str(path), tensor_parallel_size=2, dtype="float16", max_model_len=512, device="cuda",
+             gpu_memory_utilization=0.3, speculative_config={"method": "mtp", "num_speculative_tokens": 3}) as llm:
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY)
+        stats = llm.llm_engine.get_stats()
+        assert llm.llm_engine.draft.missed == 0  # type: ignore[union-attr]
+    assert stats.spec_decode_num_draft_tokens > 0
+    for prompt, out in zip(prompts, outs, strict=True):
+        assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
+                             reference_greedy(ref_model, prompt, GREEDY.max_tokens))
