@@ -61,6 +61,15 @@ def test_a_vllm_command_line_parses(command):
     assert args.tensor_parallel_size == 2
 
 
+def test_serve_accepts_vllm_flags_that_change_nothing_here(capsys):
+    from revolta_cli.serve import run
+
+    ns = build_parser().parse_args(["serve", "--disable-log-requests", "--enable-chunked-prefill"])
+    assert ns.disable_log_requests and ns.enable_chunked_prefill
+    assert run(build_parser().parse_args(["serve", "--no-enable-chunked-prefill"])) == 2
+    assert "always chunked" in capsys.readouterr().err
+
+
 def test_model_positional_and_option_must_agree():
     assert engine_args_from(build_parser().parse_args(["serve", "m", "--model", "m"])).model == "m"
     with pytest.raises(SystemExit, match="two models"):

@@ -32,6 +32,11 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--api-key", default=None, help="require `Authorization: Bearer <key>` on the API paths")
     h.add_argument("--uvicorn-log-level", default="info", choices=["debug", "info", "warning", "error"])
     h.add_argument("--disable-uvicorn-access-log", action="store_true", help="do not log every request")
+    h.add_argument("--disable-log-requests", action="store_true",
+                   help="accepted for vLLM command lines: request contents are never logged here")
+    h.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
+                   help="accepted for vLLM command lines: prefill is always chunked (--max-num-batched-tokens per "
+                        "step); --no-enable-chunked-prefill is refused")
     h.add_argument("--allowed-origins", type=json_list, default=["*"], metavar="JSON",
                    help='web origins whose pages may call the API from a browser (CORS), e.g. \'["https://a.b"]\' '
                         '(default: any)')
@@ -50,6 +55,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Run the server until SIGINT/SIGTERM; returns the exit code."""
+    if ns.enable_chunked_prefill is False:
+        print("revolta serve: prefill is always chunked here; drop --no-enable-chunked-prefill (a long prompt "
+              "runs in steps of --max-num-batched-tokens)", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return asyncio.run(_serve(ns))
