@@ -24,7 +24,7 @@ from revolta_engine.worker.shard_runtime import (
 logger = logging.getLogger(__name__)
 
 
-def check_tensor_parallel(settings: ShardSettings, hf_config: Any, device: torch.device, kv_offload: bool) -> None:
+def check_tensor_parallel(settings: ShardSettings, hf_config: Any, device: torch.device) -> None:
     """Refuse at startup what tensor parallelism does not cover yet, naming it."""
     tp = settings.tensor_parallel_size
     if tp < 1:
@@ -41,9 +41,6 @@ def check_tensor_parallel(settings: ShardSettings, hf_config: Any, device: torch
     if device.type == "cuda" and device.index not in (None, 0):
         raise InvalidRequestError("with tensor parallelism rank r runs on GPU r: pick the GPUs with "
                                   "CUDA_VISIBLE_DEVICES and use device 'cuda'", param="device")
-    if kv_offload:
-        raise InvalidRequestError("KV offload does not support tensor parallelism yet (each rank holds part of "
-                                  "every block)", param="kv_offloading_size")
 
 
 def build_engine_runtime(hf_config: Any, weights: Any, settings: ShardSettings, device: torch.device,

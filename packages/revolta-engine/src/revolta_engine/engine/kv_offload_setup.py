@@ -71,7 +71,7 @@ def model_identity(path: Path, load_format: str, seed: int) -> dict[str, Any]:
 
 
 def layout_fingerprint(identity: dict[str, Any], spec: KVCacheSpec, model_dtype: torch.dtype,
-                       tensor_parallel_size: int = 1, activation_quant: str = "none") -> str:
+                       tensor_parallel_size: int = 1, activation_quant: str = "none", rank: int = 0) -> str:
     """A short hex name for this model + cache layout; stored blocks are only reused under the same one.
 
     Everything that changes the bytes of a block is in it: the weights, the dtypes, the layout, and int8
@@ -81,6 +81,8 @@ def layout_fingerprint(identity: dict[str, Any], spec: KVCacheSpec, model_dtype:
         "block_size": spec.block_size, "layers": spec.num_layers, "kv_heads": spec.num_kv_heads,
         "head_dim": spec.head_dim, "tp": tensor_parallel_size, "activation_quant": activation_quant,
     }
+    if rank:  # each rank's shard of a block is its own (rank 0 keeps the fingerprint it always had)
+        doc["rank"] = rank
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -110,11 +112,23 @@ def build_kv_connector(options: KVOffloadOptions, *, kv_caches: list, spec: KVCa
 
 def offload_connector(options: KVOffloadOptions | None, cfg: ConfigResolver, args: EngineArgs, model_path: Path,
                       spec: KVCacheSpec, model_dtype: torch.dtype, kv_caches: list, device: torch.device, *,
-                      hybrid: bool) -> KVConnector | None:
-    """The engine's KV connector for ``options`` (:func:`resolve_offload_options`), or None when KV offload is off."""
+                      hybrid: bool, rank: int = 0) -> KVConnector | None:
+    """The engine's KV connector for ``options`` (:func:`resolve_offload_options`), or None when KV offload is off.
+
+    With tensor parallelism every rank builds its own over its shard of the cache, with its share of the memory and
+    disk budgets and its own fingerprint (so its own directory); rank 0's is wrapped so each call reaches the
+    workers (:mod:`revolta_engine.engine.kv_offload_parallel`)."""
     if options is None:
         return None
+    tp = args.tensor_parallel_size
+    if tp > 1:
+        options = KVOffloadOptions(options.cpu_bytes // tp, options.path, options.disk_bytes // tp)
     fingerprint = layout_fingerprint(model_identity(model_path, args.load_format, args.seed), spec, model_dtype,
-                                     args.tensor_parallel_size, str(cfg.values["activation_quant"].value))
-    return build_kv_connector(options, kv_caches=kv_caches, spec=spec, device=device, fingerprint=fingerprint,
-                              enable_caching=bool(cfg.values["enable_prefix_caching"].value), hybrid=hybrid)
+                                     tp, str(cfg.values["activation_quant"].value), rank)
+    connector = build_kv_connector(options, kv_caches=kv_caches, spec=spec, device=device, fingerprint=fingerprint,
+                                   enable_caching=bool(cfg.values["enable_prefix_caching"].value), hybrid=hybrid)
+    if tp > 1 and rank == 0:
+        from revolta_engine.engine.kv_offload_parallel import ParallelKVConnector
+
+        return ParallelKVConnector(connector)
+    return connector

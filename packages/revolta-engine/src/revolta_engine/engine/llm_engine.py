@@ -134,7 +134,7 @@ class LLMEngine:
                                  max_seqs, enable_caching, kv_dtype, str(cfg.values["activation_quant"].value),
                                  args.tensor_parallel_size, str(self.device))
         offload = resolve_offload_options(cfg)  # checked before the model loads
-        check_tensor_parallel(settings, hf_config, self.device, offload is not None)
+        check_tensor_parallel(settings, hf_config, self.device)
         self.draft = load_proposer(self.speculative, self.checkpoint, int(self.text_config.vocab_size), settings)
         settings.draft_kv_bytes_per_block = self.draft.bytes_per_block if self.draft is not None else 0
         self.max_drafts = self.speculative.num_speculative_tokens if self.speculative is not None else 0

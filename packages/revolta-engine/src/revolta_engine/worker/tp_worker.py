@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,6 +23,8 @@ from revolta_engine.distributed.parallel_state import (
     destroy_process_groups,
     init_process_groups,
 )
+from revolta_engine.engine.kv_offload_parallel import KVTransfer, KVTransferWorker
+from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
 from revolta_engine.engine.mtp_parallel import MtpPass, MtpWorker
 from revolta_engine.engine.mtp_proposer import build_mtp_head
 from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
@@ -79,7 +82,12 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
     try:
         runtime = build_shard_runtime(model, settings, device, ConfigResolver(settings.args))
         mtp = MtpWorker(head, runtime.runner, runtime.caches.num_blocks, settings, device) if head else None
-        _serve_steps(runtime, device, mtp)
+        kv = _kv_transfers(settings, runtime, device, rank)
+        try:
+            _serve_steps(runtime, device, mtp, kv)
+        finally:
+            if kv is not None:
+                kv.close()
     finally:
         destroy_process_groups()
 
@@ -90,18 +98,38 @@ def _mtp_head(checkpoint: Any, settings: ShardSettings, device: torch.device, ra
     return build_mtp_head(checkpoint, settings, device, rank) if spec is not None and spec.method == "mtp" else None
 
 
+def _kv_transfers(settings: ShardSettings, runtime: ShardRuntime, device: torch.device,
+                  rank: int) -> KVTransferWorker | None:
+    """This rank's KV offload tiers over its shard of the cache, when the engine offloads (None otherwise)."""
+    cfg = ConfigResolver(settings.args)
+    options = resolve_offload_options(cfg)
+    if options is None:
+        return None
+    cfg.set("activation_quant", settings.activation_quant, "profile")
+    cfg.set("enable_prefix_caching", settings.enable_prefix_caching, "profile")
+    connector = offload_connector(options, cfg, settings.args, Path(settings.model_path), runtime.spec,
+                                  settings.dtype, runtime.caches.kv_caches, device,
+                                  hybrid=runtime.caches.state_slots is not None, rank=rank)
+    return KVTransferWorker(connector) if connector is not None else None
+
+
 @torch.inference_mode()
-def _serve_steps(runtime: ShardRuntime, device: torch.device, mtp: MtpWorker | None = None) -> None:
+def _serve_steps(runtime: ShardRuntime, device: torch.device, mtp: MtpWorker | None = None,
+                 kv: KVTransferWorker | None = None) -> None:
     """Mirror rank 0's steps: the same forward pass over this rank's shard, the same logits collectives, and the
     sampled token ids rank 0 broadcasts (the next step may feed them on the device); and the MTP head's passes."""
     runner, model = runtime.runner, runtime.model
     while True:
-        plan: StepPlan | MtpPass | None = broadcast_object(None)
+        plan: StepPlan | MtpPass | KVTransfer | None = broadcast_object(None)
         if plan is None:
             return
         if isinstance(plan, MtpPass):
             assert mtp is not None, "rank 0 sent an MTP pass to a worker without the head"
             mtp.run(plan)
+            continue
+        if isinstance(plan, KVTransfer):
+            assert kv is not None, "rank 0 sent a KV transfer to a worker without KV offload"
+            kv.run(plan)
             continue
         if plan.state_resets:
             runner.reset_state_slots([slot for slot, _ in plan.state_resets], [src for _, src in plan.state_resets])
