@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import httpx
 import openai
 import pytest
-import uvicorn
-
-from revolta_api import build_app
-from revolta_api.clients.threaded import ThreadedEngineClient
-from revolta_engine import EngineArgs, LLMEngine
+from anthropic_server import serve
 
 LIMIT = 6  # the generation config's max_new_tokens
 MESSAGES = [{"role": "user", "content": "Write a long story about a dragon."}]
@@ -22,21 +14,9 @@ MESSAGES = [{"role": "user", "content": "Write a long story about a dragon."}]
 @pytest.fixture(scope="module")
 def base_url():
     """SmolLM2 whose generation config (here the override) asks for greedy sampling and at most LIMIT tokens."""
-    engine = LLMEngine(EngineArgs.from_kwargs(max_model_len=256, kv_cache_memory_bytes=32 << 20,
-                                              override_generation_config={"temperature": 0.0,
-                                                                          "max_new_tokens": LIMIT}))
-    app = build_app(ThreadedEngineClient(engine), served_model_name="smol")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(30)
+    with serve(max_model_len=256, override_generation_config={"temperature": 0.0, "max_new_tokens": LIMIT}) as (
+            url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -113,16 +113,12 @@ __global__ void __launch_bounds__(128) paged_decode_lean_kernel(const AttnParams
   GEMV_PROBE(2);
   if (kbeg + tid == ctx - 1) load_tile(kbeg, true);  // the newest key, if it is in the first tile
   for (int i = tid; i < group * CH; i += NT) {  // the group's query rows, as floats
-    const uint4 raw = *reinterpret_cast<const uint4*>(p.q + (static_cast<size_t>(q0) * p.num_heads + kvh * group) * D +
-                                                      i * 8);
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+    float qf[8];
+    half8_to_float(*reinterpret_cast<const uint4*>(p.q + (static_cast<size_t>(q0) * p.num_heads + kvh * group) * D +
+                                                   i * 8), qf);
     float4* dst = reinterpret_cast<float4*>(sQ + i * 8);
-    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[0]));
-    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w[1]));
-    const float2 c = __half22float2(*reinterpret_cast<const __half2*>(&w[2]));
-    const float2 d = __half22float2(*reinterpret_cast<const __half2*>(&w[3]));
-    dst[0] = make_float4(a.x, a.y, b.x, b.y);
-    dst[1] = make_float4(c.x, c.y, d.x, d.y);
+    dst[0] = make_float4(qf[0], qf[1], qf[2], qf[3]);
+    dst[1] = make_float4(qf[4], qf[5], qf[6], qf[7]);
   }
   __syncthreads();
   GEMV_PROBE(3);
@@ -150,14 +146,8 @@ __global__ void __launch_bounds__(128) paged_decode_lean_kernel(const AttnParams
     for (int g = 0; g < GC; ++g) s[g] = 0.f;
 #pragma unroll
     for (int c = 0; c < CH; ++c) {
-      const uint32_t w[4] = {kr[c].x, kr[c].y, kr[c].z, kr[c].w};
       float kf[8];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-        kf[2 * i] = f.x;
-        kf[2 * i + 1] = f.y;
-      }
+      half8_to_float(kr[c], kf);
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
         if (g < group) {
