@@ -106,3 +106,10 @@ def reference_drafts(model, head: ReferenceHead, tokens: list[int], k: int) -> l
         embeds = torch.cat([embeds, text.embed_tokens(torch.tensor([token]))])
         hidden = torch.cat([hidden, out[-1:]])
     return drafts
+
+
+def assert_drafts_match_reference(seen: list[tuple[list[int], list[int]]], model, head: ReferenceHead) -> None:
+    """Every (known tokens, drafts) proposal the engine recorded equals the float32 reference head's drafts."""
+    mismatched = [(tokens, drafts) for tokens, drafts in seen
+                  if drafts != reference_drafts(model, head, tokens, len(drafts))]
+    assert not mismatched, f"{len(mismatched)} of {len(seen)} proposals differ, first: {mismatched[0]}"

@@ -20,7 +20,7 @@ from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 ])
 def test_mtp_drafts_equal_the_reference_head_and_output_is_greedy(tmp_path, family, extra):
     from hybrid_checkpoints import make_family_checkpoint
-    from mtp_head import add_mtp_head, reference_drafts
+    from mtp_head import add_mtp_head, assert_drafts_match_reference
     from parity import assert_greedy_parity, reference_greedy
     from transformers import AutoModelForCausalLM
 
@@ -34,9 +34,7 @@ def test_mtp_drafts_equal_the_reference_head_and_output_is_greedy(tmp_path, fami
     params = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
     outs = llm.generate(batch, params)
     assert len(seen) >= 20
-    mismatched = [(tokens, drafts) for tokens, drafts in seen
-                  if drafts != reference_drafts(ref, head, tokens, len(drafts))]
-    assert not mismatched, f"{len(mismatched)} of {len(seen)} proposals differ, first: {mismatched[0]}"
+    assert_drafts_match_reference(seen, ref, head)
     for p, out in zip(batch, outs, strict=True):
         ids = p["prompt_token_ids"]
         assert_greedy_parity(ref, ids, out.outputs[0].token_ids, reference_greedy(ref, ids, params.max_tokens))
@@ -85,7 +83,7 @@ def test_mtp_on_an_awq_checkpoint_with_its_head_quantized_or_not(tmp_path, head_
     built. Drafts equal the reference head on the dequantized model's hidden states (16-bit head), or the drafts
     of the same engine over the dequantized checkpoint (quantized head: the same dequantized weights)."""
     from hybrid_checkpoints import make_family_checkpoint
-    from mtp_head import add_mtp_head, reference_drafts
+    from mtp_head import add_mtp_head, assert_drafts_match_reference
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM
 
@@ -109,7 +107,7 @@ def test_mtp_on_an_awq_checkpoint_with_its_head_quantized_or_not(tmp_path, head_
     assert len(seen) >= 10
     if head_bits == "16-bit":
         ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
-        assert all(drafts == reference_drafts(ref, head, tokens, len(drafts)) for tokens, drafts in seen)
+        assert_drafts_match_reference(seen, ref, head)
     else:
         dense = LLM(str(d), dtype="float32", speculative_config=spec)
         dense_seen = record_drafts(dense)
@@ -121,7 +119,7 @@ def test_mtp_drafts_after_a_prefix_hit_read_the_right_head_entries(tmp_path):
     """A prompt sharing two blocks with an earlier one: the hit stops a block early (the head's entry at the last
     shared position reads the token after it, which differs), and every draft equals the reference head's."""
     from hybrid_checkpoints import make_family_checkpoint
-    from mtp_head import add_mtp_head, reference_drafts
+    from mtp_head import add_mtp_head, assert_drafts_match_reference
     from transformers import AutoModelForCausalLM
 
     path = make_family_checkpoint(tmp_path, "qwen3_5")
@@ -135,13 +133,14 @@ def test_mtp_drafts_after_a_prefix_hit_read_the_right_head_entries(tmp_path):
     seen = record_drafts(llm)
     out = llm.generate({"prompt_token_ids": first[:32] + [7, 8, 9, 10, 11]}, params)[0]
     assert out.num_cached_tokens == 16  # two blocks match, one is used
-    assert seen and all(drafts == reference_drafts(ref, head, tokens, len(drafts)) for tokens, drafts in seen)
+    assert seen
+    assert_drafts_match_reference(seen, ref, head)
 
 
 def test_mtp_on_a_multimodal_qwen3_5_checkpoint(tmp_path):
     """Qwen3_5ForConditionalGeneration keeps its text model under model.language_model. and the head under mtp."""
     from hybrid_checkpoints import make_multimodal_qwen3_5_checkpoint
-    from mtp_head import add_mtp_head, reference_drafts
+    from mtp_head import add_mtp_head, assert_drafts_match_reference
     from transformers import Qwen3_5ForConditionalGeneration
 
     path = make_multimodal_qwen3_5_checkpoint(tmp_path)
@@ -150,4 +149,5 @@ def test_mtp_on_a_multimodal_qwen3_5_checkpoint(tmp_path):
     llm = LLM(str(path), dtype="float32", speculative_config={"method": "mtp", "num_speculative_tokens": 2})
     seen = record_drafts(llm)
     llm.generate(prompts(3), SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True))
-    assert len(seen) >= 5 and all(d == reference_drafts(ref, head, t, len(d)) for t, d in seen)
+    assert len(seen) >= 5
+    assert_drafts_match_reference(seen, ref, head)
