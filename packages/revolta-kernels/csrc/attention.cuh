@@ -89,17 +89,6 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t& lo, uint32_t&
   }
 }
 
-// Eight fp16 values (one 16-byte chunk of a cache or query row) as floats.
-__device__ __forceinline__ void half8_to_float(const uint4& chunk, float (&out)[8]) {
-  const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-
 // Dequantise one 16-byte chunk of cache elements into fp16 shared memory (int8 times its scale).
 template <int KIND>
 __device__ __forceinline__ void store_chunk(__half* dst, uint4 c, float scale) {

@@ -137,4 +137,15 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return warp_sum(v);
 }
 
+// Eight fp16 values (one 16-byte chunk of a row) as floats.
+__device__ __forceinline__ void half8_to_float(const uint4& chunk, float* out) {
+  const uint32_t w[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
 }  // namespace revolta

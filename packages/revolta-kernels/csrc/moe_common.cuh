@@ -35,15 +35,7 @@ template <typename T> struct Pack8;  // 8 elements in 16 bytes (fp16/bf16) or 32
 template <> struct Pack8<__half> {
   uint4 u;
   __device__ __forceinline__ void load(const __half* p) { u = __ldg(reinterpret_cast<const uint4*>(p)); }
-  __device__ __forceinline__ void get(float* o) const {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      o[2 * i] = f.x;
-      o[2 * i + 1] = f.y;
-    }
-  }
+  __device__ __forceinline__ void get(float* o) const { half8_to_float(u, o); }
 };
 template <> struct Pack8<__nv_bfloat16> {
   uint4 u;
