@@ -11,14 +11,17 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver, EngineArgs
+from revolta_engine.config import ConfigResolver
 from revolta_engine.core.kv_connector import KVConnector
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.worker.kv_cache import KVCacheSpec
+
+if TYPE_CHECKING:
+    from revolta_engine.worker.shard_runtime import ShardSettings
 
 OFFLOAD_MODULE = "revolta_offload"
 LAYOUT_VERSION = 1  # bump when the meaning of stored block bytes changes
@@ -110,23 +113,23 @@ def build_kv_connector(options: KVOffloadOptions, *, kv_caches: list, spec: KVCa
     return connector
 
 
-def offload_connector(options: KVOffloadOptions | None, cfg: ConfigResolver, args: EngineArgs, model_path: Path,
-                      spec: KVCacheSpec, model_dtype: torch.dtype, kv_caches: list, device: torch.device, *,
-                      hybrid: bool, rank: int = 0) -> KVConnector | None:
-    """The engine's KV connector for ``options`` (:func:`resolve_offload_options`), or None when KV offload is off.
+def offload_connector(options: KVOffloadOptions | None, settings: ShardSettings, model_path: Path, spec: KVCacheSpec,
+                      kv_caches: list, device: torch.device, *, hybrid: bool, rank: int = 0) -> KVConnector | None:
+    """The KV connector of rank ``rank`` for ``options`` (:func:`resolve_offload_options`), or None when KV offload
+    is off; ``settings`` are the options every rank builds with.
 
     With tensor parallelism every rank builds its own over its shard of the cache, with its share of the memory and
     disk budgets and its own fingerprint (so its own directory); rank 0's is wrapped so each call reaches the
     workers (:mod:`revolta_engine.engine.kv_offload_parallel`)."""
     if options is None:
         return None
-    tp = args.tensor_parallel_size
+    args, tp = settings.args, settings.tensor_parallel_size
     if tp > 1:
         options = KVOffloadOptions(options.cpu_bytes // tp, options.path, options.disk_bytes // tp)
-    fingerprint = layout_fingerprint(model_identity(model_path, args.load_format, args.seed), spec, model_dtype,
-                                     tp, str(cfg.values["activation_quant"].value), rank)
+    fingerprint = layout_fingerprint(model_identity(model_path, args.load_format, args.seed), spec, settings.dtype,
+                                     tp, settings.activation_quant, rank)
     connector = build_kv_connector(options, kv_caches=kv_caches, spec=spec, device=device, fingerprint=fingerprint,
-                                   enable_caching=bool(cfg.values["enable_prefix_caching"].value), hybrid=hybrid)
+                                   enable_caching=settings.enable_prefix_caching, hybrid=hybrid)
     if tp > 1 and rank == 0:
         from revolta_engine.engine.kv_offload_parallel import ParallelKVConnector
 

@@ -149,8 +149,8 @@ class LLMEngine:
         self.state_caches = caches.state_caches
         self.scratch_slot = caches.scratch_slot  # hybrid speculation: the states after each draft position
         self._draft_states: dict[str, int] = {}
-        self.kv_connector = offload_connector(offload, cfg, args, self.checkpoint.path, spec, self.dtype, kv_caches,
-                                              self.device, hybrid=state_slots is not None)
+        self.kv_connector = offload_connector(offload, settings, self.checkpoint.path, spec, kv_caches, self.device,
+                                              hybrid=state_slots is not None)
         self.kv = KVCacheManager(num_blocks, block_size, enable_caching, state_slots, self.kv_connector)
         self.kv.drop_last_hit_block = self.draft is not None and self.draft.reads_target_hidden
         self.kv_capacity_tokens = self.kv.capacity_tokens

@@ -101,14 +101,8 @@ def _mtp_head(checkpoint: Any, settings: ShardSettings, device: torch.device, ra
 def _kv_transfers(settings: ShardSettings, runtime: ShardRuntime, device: torch.device,
                   rank: int) -> KVTransferWorker | None:
     """This rank's KV offload tiers over its shard of the cache, when the engine offloads (None otherwise)."""
-    cfg = ConfigResolver(settings.args)
-    options = resolve_offload_options(cfg)
-    if options is None:
-        return None
-    cfg.set("activation_quant", settings.activation_quant, "profile")
-    cfg.set("enable_prefix_caching", settings.enable_prefix_caching, "profile")
-    connector = offload_connector(options, cfg, settings.args, Path(settings.model_path), runtime.spec,
-                                  settings.dtype, runtime.caches.kv_caches, device,
+    connector = offload_connector(resolve_offload_options(ConfigResolver(settings.args)), settings,
+                                  Path(settings.model_path), runtime.spec, runtime.caches.kv_caches, device,
                                   hybrid=runtime.caches.state_slots is not None, rank=rank)
     return KVTransferWorker(connector) if connector is not None else None
 
