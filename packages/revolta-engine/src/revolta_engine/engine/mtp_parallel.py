@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
-from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
+from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
 from revolta_engine.worker.model_runner import ModelRunner
 from revolta_engine.worker.step_plan import RemoteScheduled
 
@@ -54,14 +54,11 @@ class MtpWorker:
     def __init__(self, head: Any, target_runner: ModelRunner, num_blocks: int, settings: Any,
                  device: torch.device) -> None:
         self.head = head
-        head.attach(target_runner.model)
-        target_runner.keep_step_hidden = True
         self.target_runner = target_runner
-        layers, heads, head_dim = head.kv_cache_shape()
-        spec = KVCacheSpec(layers, heads, head_dim, settings.block_size, settings.kv_cache_dtype)
-        self.runner = ModelRunner(head, allocate_kv_cache(spec, num_blocks, device), settings.block_size, device,
-                                  max_num_tokens=settings.max_num_batched_tokens, max_num_seqs=settings.max_num_seqs,
-                                  max_model_len=settings.max_model_len)
+        # the head's cache is in the model's dtype on every rank, as on rank 0 (MtpProposer)
+        self.runner = attach_head(head, target_runner, head_kv_spec(head, settings.block_size, settings.dtype),
+                                  num_blocks, device, max_num_batched_tokens=settings.max_num_batched_tokens,
+                                  max_num_seqs=settings.max_num_seqs, max_model_len=settings.max_model_len)
         self.hidden_size = int(head.fc.full_out_features)
         self.device, self.dtype = device, settings.dtype
 

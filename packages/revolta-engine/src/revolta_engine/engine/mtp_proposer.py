@@ -27,10 +27,10 @@ from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
 from revolta_engine.engine.draft_model import feed_item
 from revolta_engine.engine.mtp_parallel import MtpPass, send_pass
+from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
-from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
 from revolta_engine.worker.model_runner import ModelRunner
 from revolta_engine.worker.step_plan import RemoteScheduled
 
@@ -56,8 +56,7 @@ class MtpProposer:
                  max_model_len: int, block_size: int) -> None:
         self.head = head
         self.vocab = vocab
-        layers, heads, head_dim = head.kv_cache_shape()
-        self.spec = KVCacheSpec(layers, heads, head_dim, block_size, dtype)
+        self.spec = head_kv_spec(head, block_size, dtype)
         self.device, self.max_model_len = device, max_model_len
         self.runner: ModelRunner | None = None
         self._target_runner: Any = None
@@ -76,13 +75,10 @@ class MtpProposer:
         """The head's cache over the target's ``num_blocks`` block ids, its runner, and the target's embedding
         and LM head; the target's runner keeps each step's hidden states for :meth:`observe`."""
         inner = getattr(target_runner, "inner", target_runner)  # rank 0's own shard under tensor parallelism
-        self.head.attach(inner.model)
-        inner.keep_step_hidden = True
         self._target_runner = inner
         self._parallel = inner is not target_runner  # the workers run each pass too (mtp_parallel)
-        caches = allocate_kv_cache(self.spec, num_blocks, self.device)
-        self.runner = ModelRunner(self.head, caches, self.spec.block_size, self.device,
-                                  max_num_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+        self.runner = attach_head(self.head, inner, self.spec, num_blocks, self.device,
+                                  max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                   max_model_len=self.max_model_len)
 
     # ---------------------------------------------------------------------------------------- drafts
