@@ -79,3 +79,13 @@ def test_generation_config_vllm_keeps_sampling_params_defaults(greedy_by_default
 def test_a_bad_override_stops_the_engine_at_startup(greedy_by_default):
     with pytest.raises(InvalidRequestError, match="override_generation_config"):
         LLM(str(greedy_by_default), dtype="float32", max_model_len=128, override_generation_config={"seed": 3})
+
+
+def test_apply_sampling_defaults_fills_unset_values_and_limits_max_tokens():
+    from revolta_engine.engine.generation_defaults import apply_sampling_defaults
+
+    defaults = {"temperature": 0.6, "top_k": 20, "max_tokens": 8}
+    assert apply_sampling_defaults({"temperature": None, "top_p": 0.5, "max_tokens": 50}, defaults) == {
+        "temperature": 0.6, "top_k": 20, "top_p": 0.5, "max_tokens": 8}
+    assert apply_sampling_defaults({"temperature": 0.0, "max_tokens": 3}, defaults)["max_tokens"] == 3
+    assert apply_sampling_defaults({"temperature": 0.0}, {}) == {"temperature": 0.0}

@@ -78,14 +78,19 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                    help="most space the files under --kv-offload-path take (default 16)")
 
 
-def json_object(value: str) -> dict:
-    """A flag's JSON object (argparse reports the error as an invalid value)."""
+def _json_flag(value: str) -> Any:
+    """A flag's JSON value (argparse reports a parse error as an invalid value)."""
     import json
 
     try:
-        parsed = json.loads(value)
+        return json.loads(value)
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+
+
+def json_object(value: str) -> dict:
+    """A flag's JSON object."""
+    parsed = _json_flag(value)
     if not isinstance(parsed, dict):
         raise argparse.ArgumentTypeError("expected a JSON object")
     return parsed
@@ -93,12 +98,7 @@ def json_object(value: str) -> dict:
 
 def json_list(value: str) -> list[str]:
     """A flag's JSON list of strings, e.g. ``'["https://a.example"]'`` (vLLM's form)."""
-    import json
-
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+    parsed = _json_flag(value)
     if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
         raise argparse.ArgumentTypeError('expected a JSON list of strings, e.g. \'["*"]\'')
     return parsed

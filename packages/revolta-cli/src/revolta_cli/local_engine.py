@@ -24,15 +24,13 @@ class LocalGenerator:
     def stream(self, prompt: str | None, messages: list[dict] | None, options: dict) -> Iterator[str]:
         """Text deltas of one completion of ``prompt`` (or of the chat ``messages``)."""
         from revolta_engine import RequestOutputKind, SamplingParams
+        from revolta_engine.engine.generation_defaults import apply_sampling_defaults
 
         if messages is not None:
             prompt = self.engine.apply_chat_template(messages, add_generation_prompt=True)
         if prompt is None:
             raise ValueError("give a prompt or chat messages")
-        defaults = {"temperature": CLI_TEMPERATURE, **self.engine.default_sampling}
-        values = {**defaults, **options}
-        if "max_tokens" in options and "max_tokens" in defaults:  # the model's max_new_tokens is a limit
-            values["max_tokens"] = min(options["max_tokens"], defaults["max_tokens"])
+        values = apply_sampling_defaults(options, {"temperature": CLI_TEMPERATURE, **self.engine.default_sampling})
         params = SamplingParams(output_kind=RequestOutputKind.DELTA, **values)
         request_id = f"cli-{next(self._ids)}"
         self.engine.add_request(request_id, prompt, params)

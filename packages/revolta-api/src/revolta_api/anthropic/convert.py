@@ -10,6 +10,7 @@ from revolta_api.chat_parsing import ChatParsing
 from revolta_api.errors import bad_request
 from revolta_api.openai.chat_tools import ToolPlan
 from revolta_api.structured import FORCED_TOOLS_PARSER, forced_tool_calls
+from revolta_engine.engine.generation_defaults import apply_sampling_defaults
 from revolta_engine.sampling_params import SamplingParams
 
 
@@ -123,12 +124,7 @@ def sampling_params(body: MessagesRequest, *, prompt_len: int, max_model_len: in
 
     ``engine_stops`` False leaves stop sequences to the API side (they must not match inside the thinking).
     """
-    defaults = defaults or {}
-    given = {"temperature": body.temperature, "top_p": body.top_p, "top_k": body.top_k}
-    kwargs: dict[str, Any] = {name: defaults[name] for name in ("min_p", "repetition_penalty") if name in defaults}
-    for name, value in given.items():
-        value = defaults.get(name) if value is None else value
-        if value is not None:
-            kwargs[name] = value
-    limit = min(v for v in (body.max_tokens, max_model_len - prompt_len, defaults.get("max_tokens")) if v is not None)
+    kwargs = apply_sampling_defaults({"temperature": body.temperature, "top_p": body.top_p, "top_k": body.top_k,
+                                      "max_tokens": body.max_tokens}, defaults or {})
+    limit = min(kwargs.pop("max_tokens"), max_model_len - prompt_len)
     return SamplingParams(max_tokens=limit, stop=list(body.stop_sequences or []) if engine_stops else None, **kwargs)

@@ -10,6 +10,7 @@ from typing import Any
 from revolta_api.errors import bad_request
 from revolta_api.openai.protocol import SamplingFields
 from revolta_api.structured import openai_structured_outputs
+from revolta_engine.engine.generation_defaults import apply_sampling_defaults
 from revolta_engine.errors import PromptTooLongError
 from revolta_engine.outputs import PositionLogprobs
 from revolta_engine.sampling_params import SamplingParams
@@ -45,7 +46,6 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
     request leaves unset, and its ``max_tokens`` caps the output, as in vLLM.
     A structured output constraint (``response_format``, ``structured_outputs``, ``guided_*``) is carried along.
     """
-    defaults = defaults or {}
     if req.prompt_logprobs is not None and req.stream:
         raise bad_request("prompt_logprobs is not available with stream=true.", param="prompt_logprobs")
     wanted = [k for k in (prompt_logprobs, req.prompt_logprobs) if k is not None]
@@ -55,15 +55,10 @@ def sampling_params(req: SamplingFields, *, prompt_len: int, max_model_len: int,
         raise bad_request(f"'{max_param}' is too large: {requested_max}. This model's maximum context length is "
                           f"{max_model_len} tokens and your request has {prompt_len} input tokens ({requested_max} > "
                           f"{max_model_len} - {prompt_len}).", param=max_param)
-    max_tokens = min(v for v in (room, requested_max, defaults.get("max_tokens")) if v is not None)
+    given = {name: getattr(req, name) for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")}
+    kwargs = apply_sampling_defaults({**given, "max_tokens": requested_max}, defaults or {})
+    max_tokens = min(room, kwargs.pop("max_tokens", room))
     extra: dict[str, Any] = {"cache_salt": req.cache_salt} if req.cache_salt else {}
-    kwargs: dict[str, Any] = {}
-    for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty"):
-        value = getattr(req, name)
-        if value is None:
-            value = defaults.get(name)
-        if value is not None:
-            kwargs[name] = value
     if req.min_tokens > max_tokens:
         raise bad_request(f"min_tokens ({req.min_tokens}) is more than the {max_tokens} tokens that can be "
                           f"generated here (max_tokens, or what fits after the {prompt_len}-token prompt "

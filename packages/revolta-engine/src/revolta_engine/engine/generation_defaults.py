@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,16 @@ def sampling_defaults(checkpoint_config: dict[str, Any], source: str = "auto",
         raise InvalidRequestError(f"the generation config's sampling defaults are not valid: {e}",
                                   param="generation_config") from None
     return defaults
+
+
+def apply_sampling_defaults(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """SamplingParams values: those ``given`` (None: unset), and ``defaults`` (:func:`sampling_defaults`) for the
+    rest; a default ``max_tokens`` (the model's ``max_new_tokens``) also limits a given one, as in vLLM."""
+    values = dict(defaults)
+    for name, value in given.items():
+        if value is not None:
+            values[name] = min(value, values[name]) if name == "max_tokens" and name in values else value
+    return values
 
 
 def log_sampling_defaults(defaults: dict[str, Any], source: str) -> None:
