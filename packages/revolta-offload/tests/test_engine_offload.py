@@ -68,10 +68,10 @@ def test_prefix_evicted_from_the_device_cache_comes_back_from_cpu_memory(tiny_ll
     assert llm.llm_engine.kv_connector.stats().blocks_loaded == 3 * full
 
 
-def test_small_device_cache_reloads_blocks_it_had_to_evict(tiny_llama, reference):
-    ps, expected = reference
-    # 8 blocks: one 70 + 12 token request needs 6, so later prompts evict earlier prefixes
-    llm = engine(tiny_llama, kv_offloading_size=0.05, num_gpu_blocks_override=8, max_num_seqs=1)
+def evict_first_then_reload(llm: LLM, ps: list[list[int]], expected: list[list[int]]) -> tuple[int, int]:
+    """Generate every prompt in turn on an 8-block device cache (one 70 + 12 token request needs 6, so later
+    prompts evict earlier prefixes), then the first prompt again; returns how many of its 4 full blocks were still
+    on the device, and the prompt tokens that the reload took from the tiers."""
     for p, want in zip(ps, expected, strict=True):
         assert tokens(llm.generate(p, GREEDY)) == [want]
     pool = llm.llm_engine.kv.pool
@@ -83,7 +83,14 @@ def test_small_device_cache_reloads_blocks_it_had_to_evict(tiny_llama, reference
     first = llm.generate(ps[0], GREEDY)
     assert tokens(first) == [expected[0]]
     assert first[0].num_cached_tokens == 4 * BLOCK  # device hits, then the rest from CPU memory
-    assert llm.llm_engine.get_stats().external_prefix_cache_hits == hits + (4 - on_device) * BLOCK
+    return on_device, llm.llm_engine.get_stats().external_prefix_cache_hits - hits
+
+
+def test_small_device_cache_reloads_blocks_it_had_to_evict(tiny_llama, reference):
+    ps, expected = reference
+    llm = engine(tiny_llama, kv_offloading_size=0.05, num_gpu_blocks_override=8, max_num_seqs=1)
+    on_device, from_tiers = evict_first_then_reload(llm, ps, expected)
+    assert from_tiers == (4 - on_device) * BLOCK
 
 
 def test_files_survive_a_restart_and_damaged_ones_are_recomputed(tiny_llama, reference, tmp_path, caplog):

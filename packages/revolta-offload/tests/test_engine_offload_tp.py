@@ -6,10 +6,9 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
-from test_engine_offload import BLOCK, GREEDY, prompts, tokens
+from test_engine_offload import BLOCK, GREEDY, evict_first_then_reload, prompts, tokens
 
 from revolta_engine import LLM
-from revolta_engine.core.block_hash import extend_block_hashes
 
 TP = dict(tensor_parallel_size=2, dtype="float32", block_size=BLOCK, max_model_len=256)
 
@@ -27,17 +26,8 @@ def test_blocks_evicted_on_every_rank_come_back_from_cpu_memory(tiny_llama, spli
     again only if every rank copies its own shard back."""
     ps, expected = split_reference
     with LLM(str(tiny_llama), kv_offloading_size=0.05, num_gpu_blocks_override=8, max_num_seqs=1, **TP) as llm:
-        for p, want in zip(ps, expected, strict=True):
-            assert tokens(llm.generate(p, GREEDY)) == [want]
-        pool = llm.llm_engine.kv.pool
-        hashes: list[bytes] = []
-        extend_block_hashes(hashes, ps[0], BLOCK)
-        on_device = next((i for i, h in enumerate(hashes[:4]) if pool.get_cached_block(h) is None), 4)
-        assert on_device < 4
-        first = llm.generate(ps[0], GREEDY)
-        assert tokens(first) == [expected[0]]
-        assert first[0].num_cached_tokens == 4 * BLOCK
-        assert llm.llm_engine.get_stats().external_prefix_cache_hits >= (4 - on_device) * BLOCK
+        on_device, from_tiers = evict_first_then_reload(llm, ps, expected)
+    assert from_tiers == (4 - on_device) * BLOCK
     assert not multiprocessing.active_children(), "the worker processes outlived the engine"
 
 
