@@ -258,7 +258,11 @@ def test_health_version_and_metrics(smol_server):
                  "revolta:time_to_first_token_seconds_bucket", "revolta:inter_token_latency_seconds_bucket",
                  "revolta:e2e_request_latency_seconds_bucket", "revolta:prefix_cache_queries_total",
                  "revolta:prefix_cache_hits_total", "revolta:num_preemptions_total",
-                 'revolta:request_success_total{finished_reason="length"'):
+                 'revolta:request_success_total{finished_reason="length"',
+                 "revolta:request_queue_time_seconds_bucket", "revolta:request_prefill_time_seconds_bucket",
+                 "revolta:request_decode_time_seconds_bucket", "revolta:request_prompt_tokens_bucket",
+                 "revolta:request_generation_tokens_bucket", "revolta:request_params_n_bucket",
+                 "revolta:iteration_tokens_total_bucket"):
         assert name in metrics, name
 
 

@@ -199,3 +199,17 @@ def test_delta_outputs_report_each_finished_completion_once(tiny_llama):
                     finals[c.index] = finals.get(c.index, 0) + 1
     assert finals == {0: 1, 1: 1}
     assert len(tokens[0]) == 2 and len(tokens[1]) == 8
+
+
+def test_iteration_token_counts_add_up_to_the_tokens_the_model_ran(tiny_llama):
+    """vLLM's iteration_tokens_total: a prefill chunked into 16-token steps, then one token per decode step."""
+    llm = LLM(str(tiny_llama), dtype="float32", enable_prefix_caching=False, max_model_len=256,
+              max_num_batched_tokens=16)
+    before = llm.llm_engine.get_stats()
+    llm.generate(prompts(1, length=40), GREEDY)
+    after = llm.llm_engine.get_stats()
+    steps = [a - b for a, b in zip(after.iteration_tokens_counts, before.iteration_tokens_counts, strict=True)]
+    assert after.iteration_tokens_sum - before.iteration_tokens_sum == 40 + GREEDY.max_tokens - 1
+    assert steps[0] == GREEDY.max_tokens - 1  # decode steps: one token each (bucket <= 1)
+    assert steps[1:3] == [1, 2]  # 16 + 16 + 8 prompt tokens: two steps in (8, 16], the last one in (1, 8]
+    assert sum(steps) == GREEDY.max_tokens - 1 + 3

@@ -57,7 +57,7 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
         state: ServerState = app.state.revolta
         if not state.served_model_names:
             state.served_model_names = [client.info.served_model_name]
-        state.metrics = ServerMetrics(state.model_name, client.stats)
+        state.metrics = ServerMetrics(state.model_name, client.stats, client.info.max_model_len)
         try:
             yield
         finally:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from revolta_api.chat_output import ChatOutputParser, OutputEvent
 from revolta_api.state import ServerState
 from revolta_engine.outputs import CompletionOutput, RequestOutput
+from revolta_engine.sampling_params import SamplingParams
 
 
 class EventAssembler(Protocol):
@@ -23,6 +24,8 @@ class ParsedCall:
     """One single-choice request in flight whose output goes through one parser; counts the output tokens and
     keeps the finish reason. Subclasses add what else they keep through :meth:`_on_output` and
     :meth:`_on_completion`."""
+
+    params: SamplingParams  # set by the subclass: the request's sampling parameters
 
     def __init__(self, state: ServerState, parser: ChatOutputParser, assembler: EventAssembler, *,
                  single_call: bool) -> None:
@@ -44,7 +47,7 @@ class ParsedCall:
 
     async def _events(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[dict[str, Any]]:
         """The API's events as the engine produces text; stops early when a content-side stop string matches."""
-        timer = self.state.metrics.request_timer()
+        timer = self.state.metrics.request_timer(self.params)
         async for out in outputs:
             timer.on_output(out)
             self._on_output(out)

@@ -129,7 +129,7 @@ class _ChatCall:
         stop_reasons: list[Any] = [None] * n
         cached = 0
         prompt_lps = None
-        timer = self.state.metrics.request_timer()
+        timer = self.state.metrics.request_timer(self.params)
         async for out in self.state.client.generate(self.request_id, self.prompt_ids, self.params,
                                                    self.body.priority):
             timer.on_output(out)
@@ -184,7 +184,7 @@ class _ChatCall:
                 yield self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""},
                                     "logprobs": None, "finish_reason": None}],
                                   usage(prompt_len, 0) if continuous else None, include_usage)
-            timer = self.state.metrics.request_timer()
+            timer = self.state.metrics.request_timer(self.params)
             async for out in outputs:
                 timer.on_output(out)
                 cached = out.num_cached_tokens

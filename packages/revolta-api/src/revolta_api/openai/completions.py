@@ -168,7 +168,7 @@ class _CompletionCall:
         finish: list[Any] = [None] * total
         stop_reasons: list[Any] = [None] * total
         started = [False] * total
-        timers = [self.state.metrics.request_timer() for _ in self.prompts]
+        timers = [self.state.metrics.request_timer(params) for params in self.params]
         cached = 0
         async for p, out in merge_streams(self.streams()):
             timers[p].on_output(out)
@@ -209,7 +209,7 @@ class _CompletionCall:
         started = [False] * total
         prompt_tokens = sum(len(ids) for _, ids in self.prompts)
         cached = 0
-        timers = [self.state.metrics.request_timer() for _ in self.prompts]
+        timers = [self.state.metrics.request_timer(params) for params in self.params]
         done: set[int] = set()
         try:
             async for p, out in merge_streams(streams):

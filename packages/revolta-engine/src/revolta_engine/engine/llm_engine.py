@@ -291,6 +291,7 @@ class LLMEngine:
     def _launch(self, sched) -> InFlightStep:
         """Run the model and the sampler on the scheduled batch without waiting for the device."""
         now = time.monotonic()
+        self.stats.note_iteration(sched.num_tokens)
         self._transfer_kv()  # offloaded blocks in before the forward pass reads them
         tables = [self.kv.block_ids(s.request.request_id) for s in sched.scheduled]
         completing = [s for s in sched.scheduled if s.completes]

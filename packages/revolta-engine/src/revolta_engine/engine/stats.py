@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
+
+# Upper bounds of vLLM's iteration_tokens_total buckets (tokens run through the model in one engine step).
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 @dataclass
@@ -27,6 +31,14 @@ class EngineStats:
     # drafts accepted at each position after the newest token (vLLM's per-position counter): how far a proposer's
     # drafts stay right, which num_speculative_tokens should follow
     spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+    # engine steps by their token count: one count per ITERATION_TOKEN_BUCKETS bound, then one above the last
+    iteration_tokens_counts: list[int] = field(default_factory=lambda: [0] * (len(ITERATION_TOKEN_BUCKETS) + 1))
+    iteration_tokens_sum: int = 0
+
+    def note_iteration(self, num_tokens: int) -> None:
+        """Count one engine step that ran ``num_tokens`` tokens (prompt chunks, decode and draft tokens)."""
+        self.iteration_tokens_counts[bisect_left(ITERATION_TOKEN_BUCKETS, num_tokens)] += 1
+        self.iteration_tokens_sum += num_tokens
 
     def note_drafts(self, proposed: int, accepted: int) -> None:
         """Count one speculative verification (the first ``accepted`` of ``proposed`` drafts kept)."""
@@ -48,5 +60,6 @@ class EngineStats:
         self.external_prefix_cache_queries = kv.prefix_stats.external_queries
         self.external_prefix_cache_hits = kv.prefix_stats.external_hits
         self.num_preemptions = scheduler.num_preemptions
-        return dataclasses.replace(self, spec_decode_num_accepted_tokens_per_pos=list(
-            self.spec_decode_num_accepted_tokens_per_pos))
+        return dataclasses.replace(
+            self, spec_decode_num_accepted_tokens_per_pos=list(self.spec_decode_num_accepted_tokens_per_pos),
+            iteration_tokens_counts=list(self.iteration_tokens_counts))
