@@ -21,14 +21,15 @@ from revolta_engine import EngineArgs, LLMEngine
 
 @contextmanager
 def serve(api_key: str | None = None, parsing: ChatParsing | None = None, max_model_len: int = 512,
-          chat_template: str | None = None, **engine_args: Any) -> Iterator[tuple[str, Any]]:
+          chat_template: str | None = None, default_chat_template_kwargs: dict | None = None,
+          **engine_args: Any) -> Iterator[tuple[str, Any]]:
     """Yield (base URL, engine client) of a server running until the block ends (``engine_args``: more
     ``EngineArgs``, e.g. ``model``)."""
     engine = LLMEngine(EngineArgs.from_kwargs(max_model_len=max_model_len, kv_cache_memory_bytes=32 << 20,
                                               **engine_args))
     client = ThreadedEngineClient(engine)
     app = build_app(client, served_model_name="smol", api_key=api_key, parsing=parsing,
-                    chat_template=chat_template)
+                    chat_template=chat_template, default_chat_template_kwargs=default_chat_template_kwargs)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

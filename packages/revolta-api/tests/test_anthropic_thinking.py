@@ -8,6 +8,7 @@ same prompt here, so its content is the raw output the split is checked against.
 from __future__ import annotations
 
 import anthropic
+import httpx
 import openai
 import pytest
 from anthropic_server import raw_events, serve
@@ -100,3 +101,44 @@ def test_stop_sequences_apply_only_after_thinking(claude, raw):
     plain = claude.messages.create(**kwargs, thinking={"type": "disabled"})
     assert (plain.stop_reason, plain.stop_sequence) == ("stop_sequence", stop)
     assert plain.content[0].text == reasoning[:reasoning.index(stop)]
+
+
+@pytest.fixture(scope="module")
+def thinking_off_server(tmp_path_factory):
+    """The same model served with --default-chat-template-kwargs '{"enable_thinking": false}'."""
+    model = make_thinking_model(tmp_path_factory.mktemp("thinking_off") / "model")
+    with serve(parsing=ChatParsing(reasoning_parser="deepseek_r1"), max_model_len=256, model=str(model),
+               default_chat_template_kwargs={"enable_thinking": False}) as (base, _):
+        yield base
+
+
+def test_server_default_turns_thinking_off_unless_the_request_turns_it_on(thinking_off_server, raw):
+    text, reasoning, content = raw
+    oai = openai.OpenAI(base_url=thinking_off_server + "/v1", api_key="x", max_retries=0, timeout=300)
+    kwargs = dict(model="smol", messages=QUESTION, max_tokens=24, temperature=0)
+    plain = oai.chat.completions.create(**kwargs).choices[0].message
+    assert plain.content == text and getattr(plain, "reasoning", None) is None
+    asked = oai.chat.completions.create(**kwargs, extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    assert (asked.choices[0].message.reasoning, asked.choices[0].message.content) == (reasoning, content)
+    claude = anthropic.Anthropic(base_url=thinking_off_server, api_key="x", max_retries=0, timeout=300)
+    reply = claude.messages.create(model="smol", max_tokens=24, messages=QUESTION, extra_body=GREEDY)
+    assert [b.type for b in reply.content] == ["text"] and reply.content[0].text == text
+    on = claude.messages.create(model="smol", max_tokens=24, messages=QUESTION, thinking=ON, extra_body=GREEDY)
+    assert [b.type for b in on.content] == ["thinking", "text"]
+    response = oai.responses.create(model="smol", input=QUESTION, max_output_tokens=24, temperature=0)
+    assert [item.type for item in response.output] == ["message"] and response.output_text == text
+
+
+def test_default_template_variables_render_unless_the_request_sets_its_own(tmp_path):
+    """Any variable, not only enable_thinking: /tokenize shows what the template rendered."""
+    template = "{{ greeting }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    model = make_thinking_model(tmp_path / "model")
+    with serve(max_model_len=256, model=str(model), chat_template=template,
+               default_chat_template_kwargs={"greeting": "Hello "}) as (base, _):
+        def rendered(**body: object) -> str:
+            ids = httpx.post(base + "/tokenize", json={"messages": [{"role": "user", "content": "you"}],
+                                                        **body}).json()["tokens"]
+            return httpx.post(base + "/detokenize", json={"tokens": ids}).json()["prompt"]
+
+        assert rendered() == "Hello you"
+        assert rendered(chat_template_kwargs={"greeting": "Bye "}) == "Bye you"

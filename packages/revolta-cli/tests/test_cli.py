@@ -106,7 +106,8 @@ def test_bench_latency_offline(tiny_model, tmp_path):
 def test_api_key_then_engine_death_then_sigterm(tiny_model):
     """One server (each start costs seconds): auth, then the core dies mid-stream, then SIGTERM stops it."""
     server = ServerProcess(*_tiny_args(tiny_model, "--api-key", "s3cret", "--allowed-origins",
-                                       '["https://chat.example"]'), startup_timeout=120)
+                                       '["https://chat.example"]'), startup_timeout=120,
+                           env={"REVOLTA_LOG_STATS_INTERVAL": "0.5"})
     try:
         children = server.children()
         _check_api_key(server)
@@ -132,6 +133,8 @@ def _check_api_key(server: ServerProcess) -> None:
     good = openai.OpenAI(base_url=server.url + "/v1", api_key="s3cret", max_retries=0)
     assert good.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
                                         max_tokens=2).choices
+    # the stats line vLLM users read in the log, after a busy interval
+    assert wait_until(lambda: "Avg generation throughput" in server.text, timeout=10), server.text[-2000:]
     # A browser page of the one allowed origin (CORS): the preflight needs no key, and a 401 still carries the
     # headers that let the page read it; a page of another origin gets no CORS approval.
     def preflight(origin: str) -> httpx.Response:

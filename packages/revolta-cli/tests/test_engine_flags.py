@@ -82,3 +82,27 @@ def test_cors_lists_are_json(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--allowed-origins", "https://a.example"])
     assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_default_chat_template_kwargs_is_a_json_object(capsys):
+    ns = build_parser().parse_args(["serve", "--default-chat-template-kwargs", '{"enable_thinking": false}'])
+    assert ns.default_chat_template_kwargs == {"enable_thinking": False}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--default-chat-template-kwargs", '["enable_thinking"]'])
+    assert "expected a JSON object" in capsys.readouterr().err
+
+
+def test_stats_log_interval_comes_from_the_environment(monkeypatch):
+    from revolta_cli.serve import log_stats_interval
+
+    monkeypatch.delenv("REVOLTA_LOG_STATS_INTERVAL", raising=False)
+    monkeypatch.delenv("VLLM_LOG_STATS_INTERVAL", raising=False)
+    assert log_stats_interval() == 10.0
+    monkeypatch.setenv("VLLM_LOG_STATS_INTERVAL", "3")
+    assert log_stats_interval() == 3.0
+    monkeypatch.setenv("REVOLTA_LOG_STATS_INTERVAL", "0.5")
+    assert log_stats_interval() == 0.5
+    for bad in ("soon", "0"):
+        monkeypatch.setenv("REVOLTA_LOG_STATS_INTERVAL", bad)
+        with pytest.raises(SystemExit, match="REVOLTA_LOG_STATS_INTERVAL"):
+            log_stats_interval()

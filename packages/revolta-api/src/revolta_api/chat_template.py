@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from revolta_engine.engine.chat import render_chat
@@ -13,11 +14,17 @@ logger = logging.getLogger(__name__)
 
 
 class ChatRenderer:
-    """Applies a chat template (the model's own, or one given with ``--chat-template``) through the tokenizer."""
+    """Applies a chat template (the model's own, or one given with ``--chat-template``) through the tokenizer.
 
-    def __init__(self, tokenizer: Any, default_template: str | None) -> None:
+    ``default_kwargs`` (``--default-chat-template-kwargs``) are template variables every request gets unless it
+    sets them itself in ``chat_template_kwargs``, e.g. ``{"enable_thinking": false}`` for a Qwen3 server.
+    """
+
+    def __init__(self, tokenizer: Any, default_template: str | None,
+                 default_kwargs: Mapping[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
         self.default_template = default_template
+        self.default_kwargs = dict(default_kwargs or {})
         # Template variables may not shadow apply_chat_template's own parameters (tokenize, return_dict, ...).
         self._reserved = set(inspect.signature(tokenizer.apply_chat_template).parameters) if tokenizer else set()
 
@@ -35,12 +42,21 @@ class ChatRenderer:
         if continue_final_message and messages[-1]["role"] != "assistant":
             raise InvalidRequestError("continue_final_message needs the last message to be the assistant's",
                                       param="continue_final_message")
-        kwargs = {k: v for k, v in (template_kwargs or {}).items() if k not in self._reserved}
+        kwargs = {k: v for k, v in self.template_kwargs(template_kwargs).items() if k not in self._reserved}
         rendered = render_chat(self.tokenizer, template, messages, add_generation_prompt=add_generation_prompt,
                                tools=tools, continue_final_message=continue_final_message, **kwargs)
         if not isinstance(rendered, str):
             raise InvalidRequestError("the chat template did not produce text", param="chat_template")
         return rendered
+
+    def template_kwargs(self, requested: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The server's default template variables with the request's own over them."""
+        return {**self.default_kwargs, **(requested or {})}
+
+    def thinking(self, requested: Mapping[str, Any] | None) -> bool | None:
+        """``enable_thinking`` as the template will see it (None: neither the request nor the server sets it)."""
+        value = self.template_kwargs(requested).get("enable_thinking")
+        return None if value is None else bool(value)
 
 
 def tokenize_prompt(tokenizer: Any, text: str) -> list[int]:

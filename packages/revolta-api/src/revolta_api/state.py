@@ -27,6 +27,7 @@ class ServerState:
     chat_template: str | None
     metrics: ServerMetrics
     families: list[ApiFamily]
+    default_chat_template_kwargs: dict = field(default_factory=dict)  # --default-chat-template-kwargs
     created: int = field(default_factory=lambda: int(time.time()))
     _renderer: ChatRenderer | None = None
     _warned_fields: set[tuple[str, str]] = field(default_factory=set)
@@ -41,7 +42,8 @@ class ServerState:
     def renderer(self) -> ChatRenderer:
         """Chat template renderer over the client's tokenizer (built once the client has started)."""
         if self._renderer is None:
-            self._renderer = ChatRenderer(self.client.tokenizer, self.chat_template or self.client.info.chat_template)
+            self._renderer = ChatRenderer(self.client.tokenizer, self.chat_template or self.client.info.chat_template,
+                                          self.default_chat_template_kwargs)
         return self._renderer
 
     def check_model(self, name: str | None) -> None:

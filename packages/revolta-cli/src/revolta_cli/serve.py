@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -16,6 +17,7 @@ from revolta_cli.engine_flags import (
     chat_template_text,
     engine_args_from,
     json_list,
+    json_object,
 )
 
 logger = logging.getLogger("revolta.serve")
@@ -34,6 +36,9 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--disable-uvicorn-access-log", action="store_true", help="do not log every request")
     h.add_argument("--disable-log-requests", action="store_true",
                    help="accepted for vLLM command lines: request contents are never logged here")
+    h.add_argument("--disable-log-stats", action="store_true",
+                   help="do not log throughput and load every REVOLTA_LOG_STATS_INTERVAL seconds (default 10) "
+                        "while the engine is busy")
     h.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
                    help="accepted for vLLM command lines: prefill is always chunked (--max-num-batched-tokens per "
                         "step); --no-enable-chunked-prefill is refused")
@@ -50,6 +55,9 @@ def add_parser(subparsers: Any) -> None:
                    help="how the model writes tool calls: hermes, qwen3_coder, llama3_json")
     t.add_argument("--reasoning-parser", default=None,
                    help="split the model's thinking from its answer: qwen3, deepseek_r1")
+    t.add_argument("--default-chat-template-kwargs", type=json_object, default=None, metavar="JSON",
+                   help='chat template variables for requests that do not set them in chat_template_kwargs, e.g. '
+                        '\'{"enable_thinking": false}\' to make a Qwen3 server answer without thinking by default')
     p.set_defaults(func=run)
 
 
@@ -59,11 +67,27 @@ def run(ns: argparse.Namespace) -> int:
         print("revolta serve: prefill is always chunked here; drop --no-enable-chunked-prefill (a long prompt "
               "runs in steps of --max-num-batched-tokens)", file=sys.stderr)
         return 2
+    ns.log_stats_interval = None if ns.disable_log_stats else log_stats_interval()  # a bad value stops us now
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return asyncio.run(_serve(ns))
     except asyncio.CancelledError:
         return 0
+
+
+def log_stats_interval() -> float:
+    """Seconds between stats log lines: ``REVOLTA_LOG_STATS_INTERVAL`` (or vLLM's ``VLLM_LOG_STATS_INTERVAL``)."""
+    for name in ("REVOLTA_LOG_STATS_INTERVAL", "VLLM_LOG_STATS_INTERVAL"):
+        value = os.environ.get(name)
+        if value:
+            try:
+                seconds = float(value)
+            except ValueError:
+                raise SystemExit(f"revolta serve: {name}={value!r} is not a number of seconds") from None
+            if seconds <= 0:
+                raise SystemExit(f"revolta serve: {name} must be more than 0 seconds, not {value}")
+            return seconds
+    return 10.0
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -134,7 +158,9 @@ async def _serve(ns: argparse.Namespace) -> int:
         cors = CorsSettings(tuple(ns.allowed_origins), ns.allow_credentials, tuple(ns.allowed_methods),
                             tuple(ns.allowed_headers))
         app = build_app(client, served_model_name=names, api_key=ns.api_key,
-                        chat_template=chat_template_text(ns.chat_template), parsing=parsing, cors=cors)
+                        chat_template=chat_template_text(ns.chat_template), parsing=parsing, cors=cors,
+                        default_chat_template_kwargs=ns.default_chat_template_kwargs,
+                        log_stats_interval=ns.log_stats_interval)
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
         url = f"http://{shown_host}:{port}"

@@ -106,11 +106,12 @@ def chat_tools(body: CountTokensRequest, parsing: ChatParsing) -> ToolPlan:
     return ToolPlan(tools, parsing.tool_call_parser)
 
 
-def thinking_enabled(body: CountTokensRequest) -> bool | None:
-    """True/False when the request turns thinking on/off, None to leave the model's default."""
+def thinking_kwargs(body: CountTokensRequest) -> dict[str, Any]:
+    """The chat template variable for the request's ``thinking`` choice; empty when it leaves thinking unset
+    (then the server's default template variables, else the model's template, decide)."""
     if body.thinking is None:
-        return None
-    return body.thinking.type != "disabled"
+        return {}
+    return {"enable_thinking": body.thinking.type != "disabled"}
 
 
 def sampling_params(body: MessagesRequest, *, prompt_len: int, max_model_len: int, engine_stops: bool,

@@ -47,12 +47,9 @@ def _render(state: ServerState, parsing: ChatParsing, body: CountTokensRequest) 
     """The prompt token ids the engine will run for ``body``."""
     messages = convert.chat_messages(body)
     prefill = messages[-1]["role"] == "assistant"
-    kwargs: dict[str, Any] = {}
-    thinking = convert.thinking_enabled(body)
-    if thinking is not None:
-        kwargs["enable_thinking"] = thinking
     prompt = state.renderer.render(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
-                                   tools=convert.chat_tools(body, parsing).tools, template_kwargs=kwargs)
+                                   tools=convert.chat_tools(body, parsing).tools,
+                                   template_kwargs=convert.thinking_kwargs(body))
     prompt_ids = tokenize_prompt(state.client.tokenizer, prompt)
     check_prompt_ids(prompt_ids, state.client.info.max_model_len, state.client.info.vocab_size, param="messages")
     return prompt_ids
@@ -113,7 +110,8 @@ class _MessageCall(ParsedCall):
         choice = body.tool_choice
         parser = parsing.output_parser(
             state.client.tokenizer, prompt_ids=prompt_ids, tools=self.plan.tools,
-            thinking=convert.thinking_enabled(body), stop=body.stop_sequences, tool_call_parser=self.plan.parser)
+            thinking=state.renderer.thinking(convert.thinking_kwargs(body)), stop=body.stop_sequences,
+            tool_call_parser=self.plan.parser)
         self.blocks = BlockAssembler()
         super().__init__(state, parser, self.blocks, single_call=bool(choice and choice.disable_parallel_tool_use))
         self.engine_stop: Any = None

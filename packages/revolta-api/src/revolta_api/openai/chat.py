@@ -72,10 +72,10 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     request_id = random_id("chatcmpl", body.request_id)
     call = _ChatCall(state, body, request_id, prompt_ids, params)
     if tools or parsing.reasoning_parser:
-        thinking = (body.chat_template_kwargs or {}).get("enable_thinking")
+        thinking = state.renderer.thinking(body.chat_template_kwargs)
         call.choices = [ChoiceOutput(parsing.output_parser(
-            client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=None if thinking is None else
-            bool(thinking), stop=list(params.stop or []), tool_call_parser=plan.parser),
+            client.tokenizer, prompt_ids=prompt_ids, tools=tools, thinking=thinking,
+            stop=list(params.stop or []), tool_call_parser=plan.parser),
             single_call=body.parallel_tool_calls is False) for _ in range(params.n)]
         constrain_after_reasoning(params, call.choices[0].parser, parsing)
     if body.stream:

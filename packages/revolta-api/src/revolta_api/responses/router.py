@@ -66,7 +66,8 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     params.structured_outputs = output_constraint(
         plan.forced, params.structured_outputs, conflict="tool_choice 'required' or a named function already "
         "constrains the output; it cannot be combined with text.format.")
-    parser = parsing.output_parser(client.tokenizer, prompt_ids=prompt_ids, tools=plan.tools, thinking=None,
+    parser = parsing.output_parser(client.tokenizer, prompt_ids=prompt_ids, tools=plan.tools,
+                                   thinking=state.renderer.thinking(None),
                                    stop=list(params.stop or []), tool_call_parser=plan.parser)
     constrain_after_reasoning(params, parser, parsing)
     call = _ResponseCall(state, body, chat, prompt_ids, params, parser, conversation)
