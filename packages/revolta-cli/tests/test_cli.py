@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import ssl
 import signal
 import subprocess
 import sys
@@ -176,3 +178,39 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode()
     except FileNotFoundError:
         return ""
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    """A key and a certificate for 127.0.0.1 made with the openssl command."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                           "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                           "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    return str(key), str(cert)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_https_and_vllm_flags_that_change_nothing_here(tiny_model, tmp_path):
+    key, cert = _self_signed(tmp_path)
+    for bad, message in ((["--ssl-keyfile", key], "needs both"),
+                         (["--ssl-keyfile", cert, "--ssl-certfile", cert], "cannot use --ssl-certfile")):
+        result = revolta("serve", str(tiny_model), *bad)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    server = ServerProcess(*_tiny_args(tiny_model, "--ssl-keyfile", key, "--ssl-certfile", cert,
+                                       "--attention-backend", "FLASH_ATTN_V100", "--swap-space", "4",
+                                       "--disable-custom-all-reduce"), startup_timeout=120)
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        reply = httpx.post(server.url + "/v1/completions", verify=ssl.create_default_context(cafile=cert),
+                           json={"model": "tiny", "prompt": "hi", "max_tokens": 2})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 2
+        with pytest.raises(httpx.ConnectError):  # a client that does not trust this certificate is refused
+            httpx.get(server.url + "/health")
+        with pytest.raises(httpx.RemoteProtocolError):  # and plain HTTP is not served
+            httpx.get(server.url.replace("https://", "http://") + "/health")
+        for flag in ("--attention-backend FLASH_ATTN_V100 has no effect", "--swap-space has no effect",
+                     "--disable-custom-all-reduce has no effect"):
+            assert flag in server.text
+    finally:
+        assert server.stop() == 0

@@ -32,6 +32,8 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for every interface)")
     h.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
     h.add_argument("--api-key", default=None, help="require `Authorization: Bearer <key>` on the API paths")
+    h.add_argument("--ssl-keyfile", default=None, help="serve HTTPS with this private key file (PEM)")
+    h.add_argument("--ssl-certfile", default=None, help="... and this certificate file (PEM)")
     h.add_argument("--uvicorn-log-level", default="info", choices=["debug", "info", "warning", "error"])
     h.add_argument("--disable-uvicorn-access-log", action="store_true", help="do not log every request")
     h.add_argument("--disable-log-requests", action="store_true",
@@ -48,6 +50,14 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--allow-credentials", action="store_true", help="let those pages send cookies or HTTP auth")
     h.add_argument("--allowed-methods", type=json_list, default=["*"], metavar="JSON", help="CORS methods")
     h.add_argument("--allowed-headers", type=json_list, default=["*"], metavar="JSON", help="CORS headers")
+    v = p.add_argument_group("accepted from vLLM command lines, with no effect here (a warning says why)")
+    v.add_argument("--attention-backend", default=None, metavar="NAME",
+                   help="ReVolta always runs its own paged attention kernels (the reference ops on a CPU)")
+    v.add_argument("--disable-custom-all-reduce", action="store_true",
+                   help="tensor parallelism here uses NCCL's all-reduce only")
+    v.add_argument("--swap-space", type=float, default=None, metavar="GIB",
+                   help="preempted requests are recomputed, never swapped; --kv-offloading-size keeps KV blocks in "
+                        "CPU memory instead")
     t = p.add_argument_group("tool calling and reasoning")
     t.add_argument("--enable-auto-tool-choice", action="store_true",
                    help="let the model call the request's tools by itself (needs --tool-call-parser)")
@@ -68,11 +78,46 @@ def run(ns: argparse.Namespace) -> int:
               "runs in steps of --max-num-batched-tokens)", file=sys.stderr)
         return 2
     ns.log_stats_interval = None if ns.disable_log_stats else log_stats_interval()  # a bad value stops us now
+    problem = ssl_problem(ns.ssl_keyfile, ns.ssl_certfile)
+    if problem:
+        print(f"revolta serve: {problem}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for note in ignored_vllm_flags(ns):
+        logger.warning("%s", note)
     try:
         return asyncio.run(_serve(ns))
     except asyncio.CancelledError:
         return 0
+
+
+def ignored_vllm_flags(ns: argparse.Namespace) -> list[str]:
+    """A warning for each vLLM flag given that changes nothing here, saying why."""
+    notes = []
+    if ns.attention_backend is not None:
+        notes.append(f"--attention-backend {ns.attention_backend} has no effect: ReVolta always runs its own paged "
+                     "attention kernels (Volta-first CUDA, or the reference ops on a CPU)")
+    if ns.disable_custom_all_reduce:
+        notes.append("--disable-custom-all-reduce has no effect: tensor parallelism here uses NCCL's all-reduce only")
+    if ns.swap_space is not None:
+        notes.append("--swap-space has no effect: preempted requests are recomputed; --kv-offloading-size GIB keeps "
+                     "KV blocks in CPU memory to copy back instead")
+    return notes
+
+
+def ssl_problem(keyfile: str | None, certfile: str | None) -> str | None:
+    """Why the HTTPS files cannot be used (both are needed and must be readable), or None."""
+    if keyfile is None and certfile is None:
+        return None
+    if keyfile is None or certfile is None:
+        return "HTTPS needs both --ssl-keyfile and --ssl-certfile"
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        return f"cannot use --ssl-certfile {certfile} with --ssl-keyfile {keyfile}: {exc}"
+    return None
 
 
 def log_stats_interval() -> float:
@@ -163,10 +208,11 @@ async def _serve(ns: argparse.Namespace) -> int:
                         log_stats_interval=ns.log_stats_interval)
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
-        url = f"http://{shown_host}:{port}"
+        url = f"{'https' if ns.ssl_certfile else 'http'}://{shown_host}:{port}"
         print_startup(client.info, names, url, bool(ns.api_key))
         config = uvicorn.Config(app, log_level=ns.uvicorn_log_level, access_log=not ns.disable_uvicorn_access_log,
-                                timeout_graceful_shutdown=5, timeout_keep_alive=30)
+                                timeout_graceful_shutdown=5, timeout_keep_alive=30,
+                                ssl_keyfile=ns.ssl_keyfile, ssl_certfile=ns.ssl_certfile)
         server = uvicorn.Server(config)
         serving = True
         await server.serve(sockets=[sock])
