@@ -6,8 +6,8 @@ import json
 import os
 import re
 import shutil
-import ssl
 import signal
+import ssl
 import subprocess
 import sys
 
@@ -129,6 +129,7 @@ def _check_api_key(server: ServerProcess) -> None:
     assert httpx.post(server.url + "/tokenize", json={"prompt": "x"}).status_code == 401
     assert httpx.get(server.url + "/v1/models", headers={"x-api-key": "s3cret"}).status_code == 200
     assert httpx.get(server.url + "/health").status_code == 200
+    assert httpx.get(server.url + "/ping").status_code == 200 and httpx.post(server.url + "/ping").status_code == 200
     assert httpx.get(server.url + "/metrics").status_code == 200
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
@@ -167,6 +168,7 @@ def _check_engine_death(server: ServerProcess, children: list[int]) -> None:
     error = json.loads(events[-2][6:])["error"]
     assert error["type"] == "server_error" and "engine" in error["message"]
     assert wait_until(lambda: httpx.get(server.url + "/health").status_code == 503, timeout=10)
+    assert httpx.post(server.url + "/ping").status_code == 503
     r = httpx.post(server.url + "/v1/completions", json={"model": "tiny", "prompt": "x", "max_tokens": 1},
                    headers=auth)
     assert r.status_code == 503 and r.json()["error"]["type"] == "server_error"

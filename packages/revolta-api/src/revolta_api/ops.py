@@ -1,4 +1,4 @@
-"""Operational endpoints: ``/health``, ``/version``, ``/metrics`` (open even when an API key is set)."""
+"""Operational endpoints: ``/health`` (and ``/ping``), ``/version``, ``/metrics`` (open even when an API key is set)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ def revolta_version() -> str:
 
 
 @router.get("/health")
+@router.api_route("/ping", methods=["GET", "POST"])
 async def health(request: Request) -> Response:
-    """200 while the engine runs, 503 once it has died."""
+    """200 while the engine runs, 503 once it has died (``/ping``: the same, as vLLM answers SageMaker's probe)."""
     healthy = get_state(request).client.is_healthy
     return Response(status_code=200 if healthy else 503)
 
