@@ -117,6 +117,12 @@ def test_max_tokens_and_sampling_knobs(sdk):
     (dict(max_tokens=5, messages=[{"role": "user", "content": [{"type": "image", "source": {
         "type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]), "image"),
     (dict(max_tokens=5, messages=[{"role": "user", "content": [{"type": "video", "x": 1}]}]), "messages"),
+    (dict(max_tokens=5, messages=[{"role": "user", "content": [{"type": "document", "source": {
+        "type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}]}]), "base64 document sources"),
+    (dict(max_tokens=5, messages=[{"role": "user", "content": [{"type": "document", "source": {
+        "type": "url", "url": "https://example.com/a.pdf"}}]}]), "url document sources"),
+    (dict(max_tokens=5, messages=[{"role": "user", "content": [{"type": "document", "source": {
+        "type": "text", "media_type": "text/plain"}}]}]), "needs its text"),
     (dict(max_tokens=5, tools=[{"name": "f", "input_schema": {"type": "object"}}],
           tool_choice={"type": "tool", "name": "g"}), "tool_choice"),
     (dict(max_tokens=5, tools=[{"name": "f", "input_schema": {"type": "object"}}]), "--tool-call-parser"),
@@ -234,6 +240,22 @@ def test_fuzzed_bodies_never_get_a_5xx(server, body, path):
         assert error["error"]["message"]
 
 
+def test_text_documents_are_read_as_text(sdk):
+    """A plain-text document (source "text" or "content") reaches the model as its title and text, set apart from
+    the question by a blank line: the same prompt as that text written out."""
+    atlas = "The capital of France is Paris."
+    written = [{"role": "user", "content": f"Atlas\n\n{atlas}\n\nWhat is the capital of France?"}]
+    for source in ({"type": "text", "media_type": "text/plain", "data": atlas},
+                   {"type": "content", "content": [{"type": "text", "text": atlas}]}):
+        blocks = [{"role": "user", "content": [{"type": "document", "title": "Atlas", "source": source},
+                                               {"type": "text", "text": "What is the capital of France?"}]}]
+        counted = sdk.messages.count_tokens(model="smol", messages=blocks).input_tokens
+        assert counted == sdk.messages.count_tokens(model="smol", messages=written).input_tokens
+    reply = sdk.messages.create(model="smol", max_tokens=8, extra_body=GREEDY, messages=blocks)
+    assert text_of(reply) == text_of(sdk.messages.create(model="smol", max_tokens=8, extra_body=GREEDY,
+                                                         messages=written))
+
+
 def test_engine_crash_mid_stream_is_error_event_then_503(server, sdk):
     """Last in the module: a crash in the engine loop kills this server's engine."""
     engine = server[1].engine
@@ -256,3 +278,4 @@ def test_engine_crash_mid_stream_is_error_event_then_503(server, sdk):
         sdk.messages.create(model="smol", max_tokens=5, messages=QUESTION)
     assert info.value.status_code == 503
     assert info.value.body["error"]["type"] == "overloaded_error"
+

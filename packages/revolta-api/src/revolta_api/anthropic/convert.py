@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest, TextBlock, ToolResultBlock
+from revolta_api.anthropic.protocol import (
+    CountTokensRequest,
+    DocumentBlock,
+    MessagesRequest,
+    TextBlock,
+    ToolResultBlock,
+)
 from revolta_api.chat_parsing import ChatParsing
 from revolta_api.errors import bad_request
 from revolta_api.openai.chat_tools import ToolPlan
@@ -28,6 +34,42 @@ def _text_of(blocks: str | list[Any] | None, param: str) -> str:
     return "".join(parts)
 
 
+def _document_text(block: DocumentBlock, param: str) -> str:
+    """A text document as the prompt shows it: its title and context (when given) above its text."""
+    source = block.source
+    kind = source.get("type")
+    if kind == "text":
+        text = source.get("data")
+        if not isinstance(text, str):
+            raise bad_request(f"{param}.source.data: a text document needs its text as a string.",
+                              param=f"{param}.source.data")
+    elif kind == "content":
+        content = source.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text"
+                                               and isinstance(b.get("text"), str) for b in content):
+            text = "\n\n".join(b["text"] for b in content)
+        else:
+            raise bad_request(f"{param}.source.content: this server reads documents of text blocks only.",
+                              param=f"{param}.source.content")
+    else:
+        raise bad_request(f"{param}: {kind or 'untyped'} document sources are not supported: this server reads "
+                          "text documents only (source type 'text' or 'content'); send a PDF's text instead.",
+                          param=f"{param}.source.type")
+    return "\n\n".join(part for part in (block.title, block.context, text) if part)
+
+
+def _join_text(pieces: list[tuple[str, bool]]) -> str:
+    """Text blocks run together as sent; a document is set apart from its neighbours by a blank line."""
+    out = ""
+    for i, (text, is_document) in enumerate(pieces):
+        if i and (is_document or pieces[i - 1][1]):
+            out += "\n\n"
+        out += text
+    return out
+
+
 def _tool_result_text(block: ToolResultBlock, param: str) -> str:
     text = _text_of(block.content, param)
     return f"Error: {text}" if block.is_error and not text.startswith("Error") else text
@@ -44,13 +86,13 @@ def chat_messages(body: CountTokensRequest) -> list[dict[str, Any]]:
         if isinstance(message.content, str):
             out.append({"role": message.role, "content": message.content})
             continue
-        text: list[str] = []
+        text: list[tuple[str, bool]] = []  # (text, whether it is a document)
         reasoning: list[str] = []
         calls: list[dict[str, Any]] = []
         for j, block in enumerate(message.content):
             where = f"{param}.{j}"
             if block.type == "text":
-                text.append(block.text)
+                text.append((block.text, False))
             elif block.type == "thinking" and message.role == "assistant":
                 reasoning.append(block.thinking)
             elif block.type == "redacted_thinking" and message.role == "assistant":
@@ -61,14 +103,16 @@ def chat_messages(body: CountTokensRequest) -> list[dict[str, Any]]:
             elif block.type == "tool_result" and message.role == "user":
                 out.append({"role": "tool", "tool_call_id": block.tool_use_id,
                             "content": _tool_result_text(block, where)})
-            elif block.type in ("image", "document"):
-                raise bad_request(f"{where}: {block.type} blocks are not supported: this server reads text only.",
+            elif block.type == "document" and message.role == "user":
+                text.append((_document_text(block, where), True))
+            elif block.type == "image":
+                raise bad_request(f"{where}: image blocks are not supported: this server reads text only.",
                                   param=where)
             else:
                 raise bad_request(f"{where}: a {block.type} block cannot appear in a {message.role} message.",
                                   param=where)
         if text or calls or reasoning or not out or out[-1]["role"] != "tool":
-            turn: dict[str, Any] = {"role": message.role, "content": "".join(text)}
+            turn: dict[str, Any] = {"role": message.role, "content": _join_text(text)}
             if calls:
                 turn["tool_calls"] = calls
             if reasoning:

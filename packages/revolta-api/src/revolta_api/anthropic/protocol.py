@@ -32,8 +32,13 @@ class ImageBlock(AnthropicBaseModel):
 
 
 class DocumentBlock(AnthropicBaseModel):
+    """A document: plain text (``source.type`` "text"), text blocks ("content"), or a PDF / URL / file this
+    server cannot read."""
+
     type: Literal["document"]
     source: dict[str, Any]
+    title: str | None = None
+    context: str | None = None
 
 
 class ToolUseBlock(AnthropicBaseModel):
