@@ -30,8 +30,10 @@ class ChatRenderer:
 
     def render(self, messages: list[dict], *, add_generation_prompt: bool = True,
                continue_final_message: bool = False, chat_template: str | None = None,
-               template_kwargs: dict | None = None, tools: list[dict] | None = None) -> str:
+               template_kwargs: dict | None = None, tools: list[dict] | None = None,
+               documents: list[dict] | None = None) -> str:
         """The prompt text for ``messages``; raises ``InvalidRequestError`` for messages the template rejects.
+        ``documents`` go to the template as ``documents`` (retrieval-augmented templates list them).
 
         Rendering is the engine's own (``render_chat``), so a served chat matches ``LLM.chat``.
         """
@@ -43,6 +45,8 @@ class ChatRenderer:
             raise InvalidRequestError("continue_final_message needs the last message to be the assistant's",
                                       param="continue_final_message")
         kwargs = {k: v for k, v in self.template_kwargs(template_kwargs).items() if k not in self._reserved}
+        if documents is not None:
+            kwargs["documents"] = documents
         rendered = render_chat(self.tokenizer, template, messages, add_generation_prompt=add_generation_prompt,
                                tools=tools, continue_final_message=continue_final_message, **kwargs)
         if not isinstance(rendered, str):

@@ -57,7 +57,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     prompt = state.renderer.render(
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
         continue_final_message=body.continue_final_message, chat_template=body.chat_template,
-        template_kwargs=body.chat_template_kwargs, tools=tools)
+        template_kwargs=body.chat_template_kwargs, tools=tools, documents=body.documents)
     prompt_ids = truncate_prompt(tokenize_prompt(client.tokenizer, prompt), body.truncate_prompt_tokens,
                                  client.info.max_model_len)
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
@@ -102,6 +102,9 @@ class _ChatCall:
         self.top_logprobs = body.top_logprobs or 0
         self.tokenizer = state.client.tokenizer
         self.choices: list[ChoiceOutput] | None = None  # tool / reasoning parsing, when the request needs it
+        self._as_ids = bool(body.return_tokens_as_token_ids)
+        self._token_ids = bool(body.return_token_ids)
+        self.echo = _echo_text(body)
 
     def _logprobs(self, token_ids: list[int], positions: list[PositionLogprobs] | None) -> list[dict] | None:
         if not self.body.logprobs or positions is None:
@@ -109,12 +112,12 @@ class _ChatCall:
         content = []
         for tid, position in zip(token_ids, positions, strict=False):
             chosen = position.get(tid)
-            text = token_text(self.tokenizer, tid, chosen.decoded_token if chosen else None)
+            text = token_text(self.tokenizer, tid, chosen.decoded_token if chosen else None, self._as_ids)
             content.append({
                 "token": text, "logprob": clamp_logprob(chosen.logprob if chosen else float("-inf")),
                 "bytes": list(text.encode("utf-8")),
                 "top_logprobs": [
-                    {"token": (t := token_text(self.tokenizer, alt, lp.decoded_token)),
+                    {"token": (t := token_text(self.tokenizer, alt, lp.decoded_token, self._as_ids)),
                      "logprob": clamp_logprob(lp.logprob), "bytes": list(t.encode("utf-8"))}
                     for alt, lp in top_entries(position, self.top_logprobs)],
             })
@@ -124,6 +127,7 @@ class _ChatCall:
         """Run to the end and build the ``chat.completion`` object."""
         n = self.params.n
         texts, counts = [""] * n, [0] * n
+        token_ids: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[dict]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
         stop_reasons: list[Any] = [None] * n
@@ -139,6 +143,7 @@ class _ChatCall:
                 i = comp.index
                 texts[i] += comp.text
                 counts[i] += len(comp.token_ids)
+                token_ids[i] += comp.token_ids
                 entries = self._logprobs(comp.token_ids, comp.logprobs)
                 if entries:
                     logprobs[i].extend(entries)
@@ -155,16 +160,26 @@ class _ChatCall:
             "logprobs": {"content": logprobs[i]} if self.body.logprobs else None,
             "finish_reason": finish[i], "stop_reason": stop_reasons[i],
         } for i in range(n)]
+        for i, choice in enumerate(choices):
+            if self.echo:
+                choice["message"]["content"] = self.echo + (choice["message"].get("content") or "")
+            if self._token_ids:
+                choice["token_ids"] = token_ids[i]
         reply = {"id": self.request_id, "object": "chat.completion", "created": self.created,
                  "model": self.state.model_name, "choices": choices,
                  "usage": usage(len(self.prompt_ids), sum(counts), cached)}
+        if self._token_ids:
+            reply["prompt_token_ids"] = self.prompt_ids
         if self.body.prompt_logprobs is not None:
             reply["prompt_logprobs"] = encode_prompt_logprobs(prompt_lps, self.prompt_ids, self.body.prompt_logprobs)
         return reply
 
-    def _chunk(self, choices: list[dict], usage_value: Any = None, with_usage: bool = False) -> bytes:
+    def _chunk(self, choices: list[dict], usage_value: Any = None, with_usage: bool = False,
+               first: bool = False) -> bytes:
         chunk: dict[str, Any] = {"id": self.request_id, "object": "chat.completion.chunk",
                                  "created": self.created, "model": self.state.model_name, "choices": choices}
+        if first and self._token_ids:
+            chunk["prompt_token_ids"] = self.prompt_ids  # vLLM: once, in the first chunk
         if with_usage:
             chunk["usage"] = usage_value
         return sse_event(chunk)
@@ -179,11 +194,16 @@ class _ChatCall:
         prompt_len = len(self.prompt_ids)
         cached = 0
         done: set[int] = set()
+        held_ids: list[list[int]] = [[] for _ in range(n)]  # token ids of text the parsers still hold back
         try:
             for i in range(n):
                 yield self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""},
                                     "logprobs": None, "finish_reason": None}],
-                                  usage(prompt_len, 0) if continuous else None, include_usage)
+                                  usage(prompt_len, 0) if continuous else None, include_usage, first=i == 0)
+                if self.echo:
+                    yield self._chunk([{"index": i, "delta": {"content": self.echo}, "logprobs": None,
+                                        "finish_reason": None}], usage(prompt_len, 0) if continuous else None,
+                                      include_usage)
             timer = self.state.metrics.request_timer(self.params)
             async for out in outputs:
                 timer.on_output(out)
@@ -194,6 +214,7 @@ class _ChatCall:
                     if comp.finish_reason is not None:
                         done.add(comp.index)
                     counts[comp.index] += len(comp.token_ids)
+                    held_ids[comp.index] += comp.token_ids
                     entries = self._logprobs(comp.token_ids, comp.logprobs)
                     delta = {"content": comp.text} if comp.text else {}
                     if self.choices:
@@ -209,6 +230,8 @@ class _ChatCall:
                               "finish_reason": comp.finish_reason}
                     if comp.finish_reason is not None:
                         choice["stop_reason"] = comp.stop_reason
+                    if self._token_ids:
+                        choice["token_ids"], held_ids[comp.index] = held_ids[comp.index], []
                     yield self._chunk([choice], usage(prompt_len, sum(counts), cached) if continuous else None,
                                       include_usage)
                 if self.choices and all(c.stopped for c in self.choices):
@@ -218,3 +241,13 @@ class _ChatCall:
         except Exception as exc:
             yield openai_error_event(to_api_error(exc))
         yield DONE_EVENT
+
+
+def _echo_text(body: ChatCompletionRequest) -> str:
+    """vLLM's chat ``echo``: the final message's text when it is the assistant's (the reply continues it)."""
+    last = body.messages[-1]
+    if not body.echo or last.role != "assistant" or last.content is None:
+        return ""
+    if isinstance(last.content, str):
+        return last.content
+    return "\n".join(part.text for part in last.content)

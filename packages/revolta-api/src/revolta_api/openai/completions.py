@@ -110,6 +110,7 @@ class _CompletionCall:
         self.created = int(time.time())
         self.tokenizer = state.client.tokenizer
         self._prompt_lps: list[list | None] = [None] * len(prompts)  # each prompt's logprobs once they arrive
+        self._as_ids = bool(body.return_tokens_as_token_ids)
 
     def streams(self) -> list[AsyncIterator]:
         client = self.state.client
@@ -128,7 +129,7 @@ class _CompletionCall:
         block: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
         for tid, position in zip(token_ids, positions, strict=False):
             chosen = position.get(tid) if position else None
-            text = token_text(self.tokenizer, tid, chosen.decoded_token if chosen else None)
+            text = token_text(self.tokenizer, tid, chosen.decoded_token if chosen else None, self._as_ids)
             block["tokens"].append(text)
             block["text_offset"].append(offset)
             offset += len(text)
@@ -137,7 +138,7 @@ class _CompletionCall:
                 block["top_logprobs"].append(None)
                 continue
             block["token_logprobs"].append(clamp_logprob(chosen.logprob) if chosen else None)
-            top = {token_text(self.tokenizer, alt, lp.decoded_token): clamp_logprob(lp.logprob)
+            top = {token_text(self.tokenizer, alt, lp.decoded_token, self._as_ids): clamp_logprob(lp.logprob)
                    for alt, lp in top_entries(position, k)}
             if chosen is not None:
                 top.setdefault(text, clamp_logprob(chosen.logprob))
@@ -163,6 +164,7 @@ class _CompletionCall:
         """Run every prompt to the end and build the ``text_completion`` object."""
         total = len(self.prompts) * self.n
         texts, counts = [""] * total, [0] * total
+        token_ids: list[list[int]] = [[] for _ in range(total)]
         blocks: list[dict | None] = [None] * total
         offsets = [0] * total
         finish: list[Any] = [None] * total
@@ -183,6 +185,7 @@ class _CompletionCall:
                         blocks[i], offsets[i] = self._prompt_logprob_block(p)
                 texts[i] += comp.text
                 counts[i] += len(comp.token_ids)
+                token_ids[i] += comp.token_ids
                 block, offsets[i] = self._logprobs(comp.token_ids, comp.logprobs, offsets[i])
                 if block is not None:
                     blocks[i] = block if blocks[i] is None else {k: blocks[i][k] + block[k] for k in block}
@@ -190,9 +193,11 @@ class _CompletionCall:
                 stop_reasons[i] = comp.stop_reason if comp.stop_reason is not None else stop_reasons[i]
         choices = [{"index": i, "text": texts[i], "logprobs": blocks[i], "finish_reason": finish[i],
                     "stop_reason": stop_reasons[i]} for i in range(total)]
-        if self.body.prompt_logprobs is not None:
-            for i, choice in enumerate(choices):
+        for i, choice in enumerate(choices):
+            if self.body.prompt_logprobs is not None:
                 choice["prompt_logprobs"] = self._prompt_logprobs_field(i // self.n)
+            if self.body.return_token_ids:
+                choice["prompt_token_ids"], choice["token_ids"] = self.prompts[i // self.n][1], token_ids[i]
         prompt_tokens = sum(len(ids) for _, ids in self.prompts)
         return {"id": self.request_id, "object": "text_completion", "created": self.created,
                 "model": self.state.model_name, "choices": choices,
@@ -211,6 +216,7 @@ class _CompletionCall:
         cached = 0
         timers = [self.state.metrics.request_timer(params) for params in self.params]
         done: set[int] = set()
+        ids_sent: set[int] = set()  # choices whose prompt token ids went out (return_token_ids)
         try:
             async for p, out in merge_streams(streams):
                 timers[p].on_output(out)
@@ -234,11 +240,16 @@ class _CompletionCall:
                     gen_block, offsets[i] = self._logprobs(comp.token_ids, comp.logprobs, offsets[i])
                     if gen_block is not None:
                         block = gen_block if block is None else {k: block[k] + gen_block[k] for k in block}
+                    choice: dict[str, Any] = {"index": i, "text": text, "logprobs": block,
+                                              "finish_reason": comp.finish_reason, "stop_reason": comp.stop_reason}
+                    if self.body.return_token_ids:
+                        if i not in ids_sent:  # vLLM: a choice's prompt ids come once, in its first chunk
+                            ids_sent.add(i)
+                            choice["prompt_token_ids"] = self.prompts[p][1]
+                        choice["token_ids"] = list(comp.token_ids)
                     chunk: dict[str, Any] = {
                         "id": self.request_id, "object": "text_completion", "created": self.created,
-                        "model": self.state.model_name,
-                        "choices": [{"index": i, "text": text, "logprobs": block,
-                                     "finish_reason": comp.finish_reason, "stop_reason": comp.stop_reason}]}
+                        "model": self.state.model_name, "choices": [choice]}
                     if include_usage:
                         chunk["usage"] = usage(prompt_tokens, sum(counts), cached) if continuous else None
                     yield sse_event(chunk)

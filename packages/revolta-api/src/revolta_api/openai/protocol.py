@@ -100,6 +100,8 @@ class SamplingFields(OpenAIBaseModel):
     truncate_prompt_tokens: int | None = Field(None, ge=-1, le=_INT32_MAX)  # vLLM: keep the prompt's last k tokens
     # vLLM: salts this request's prefix-cache (and KV offload) block hashes, so tenants never share blocks
     cache_salt: str | None = Field(None, min_length=1, max_length=1024)
+    return_token_ids: bool | None = None  # vLLM: token ids beside the text (prompt_token_ids, token_ids)
+    return_tokens_as_token_ids: bool | None = None  # vLLM: logprobs name each token "token_id:{id}"
     # structured output (read by revolta_api.structured): OpenAI's, vLLM's, and vLLM's older names
     response_format: dict[str, Any] | None = None
     structured_outputs: dict[str, Any] | None = None
@@ -129,6 +131,8 @@ class ChatCompletionRequest(SamplingFields):
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    echo: bool = False  # vLLM: the reply starts with the final assistant message it continues
+    documents: list[dict[str, Any]] | None = None  # vLLM: handed to the chat template (RAG templates read them)
 
 
 class CompletionRequest(SamplingFields):

@@ -93,8 +93,11 @@ def clamp_logprob(value: float) -> float:
     return _MIN_LOGPROB if math.isnan(value) or value < _MIN_LOGPROB else float(value)
 
 
-def token_text(tokenizer: Any, token_id: int, decoded: str | None) -> str:
-    """The token's text as the engine decoded it, or decoded here."""
+def token_text(tokenizer: Any, token_id: int, decoded: str | None, as_id: bool = False) -> str:
+    """The token's text as the engine decoded it, or decoded here; ``as_id``: ``token_id:{id}`` (vLLM's
+    ``return_tokens_as_token_ids``, for tokens whose text is not whole UTF-8)."""
+    if as_id:
+        return f"token_id:{token_id}"
     if decoded is not None:
         return decoded
     return tokenizer.decode([token_id]) if tokenizer is not None else f"token_id:{token_id}"
