@@ -6,6 +6,7 @@ supported."""
 from __future__ import annotations
 
 import json
+import time
 
 import jsonschema
 import openai
@@ -136,3 +137,67 @@ def test_the_store_keeps_the_most_recently_used():
     store.put({"id": "c"}, [])
     assert store.get("b") is None and store.get("a") is not None and store.get("c") is not None
     assert store.delete("a") and not store.delete("a")
+
+
+@pytest.fixture(scope="module")
+def background_server():
+    with serve(max_model_len=1024) as (base, client):
+        yield openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=600), client
+
+
+def wait_for(oai, response_id: str, timeout: float = 120.0):
+    """Poll a background response until it leaves queued / in_progress."""
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = oai.responses.retrieve(response_id)
+        if resp.status not in ("queued", "in_progress") or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.2)
+
+
+def test_background_response_is_queued_then_read_back_finished(background_server):
+    oai, _ = background_server
+    kwargs = dict(model="smol", input="What is the capital of France?", max_output_tokens=16, temperature=0)
+    queued = oai.responses.create(**kwargs, background=True)
+    assert queued.status == "queued" and queued.background is True and queued.usage is None
+    done = wait_for(oai, queued.id)
+    assert done.status == "completed" and done.output_text == oai.responses.create(**kwargs).output_text
+    assert done.usage.output_tokens >= 1
+    follow = oai.responses.create(model="smol", input="And of Italy?", previous_response_id=done.id,
+                                  max_output_tokens=8, temperature=0)
+    assert follow.status in ("completed", "incomplete")
+
+
+def test_cancelling_a_background_response_stops_it_and_frees_the_engine(background_server):
+    oai, client = background_server
+    long = dict(model="smol", input="Tell me a long story.", max_output_tokens=900, temperature=0,
+                extra_body={"ignore_eos": True})
+    queued = oai.responses.create(**long, background=True)
+    deadline = time.monotonic() + 60
+    while client.stats().num_generation_tokens == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)  # let it start generating
+    cancelled = oai.responses.cancel(queued.id)
+    assert cancelled.status == "cancelled"
+    assert oai.responses.retrieve(queued.id).status == "cancelled"
+    assert oai.responses.cancel(queued.id).status == "cancelled"  # cancelling again changes nothing
+    deadline = time.monotonic() + 30
+    while (client.stats().num_running or client.stats().kv_cache_usage) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.stats().num_running == 0 and client.stats().kv_cache_usage == 0.0
+    running = oai.responses.create(**long, background=True)
+    oai.responses.delete(running.id)  # deleting a running one stops it too
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.retrieve(running.id)
+
+
+def test_background_requests_that_cannot_work_are_400s(background_server):
+    oai, _ = background_server
+    plain = oai.responses.create(model="smol", input="Hi", max_output_tokens=2)
+    with pytest.raises(openai.BadRequestError, match="Only background responses"):
+        oai.responses.cancel(plain.id)
+    with pytest.raises(openai.BadRequestError, match="must be stored"):
+        oai.responses.create(model="smol", input="Hi", max_output_tokens=2, background=True, store=False)
+    with pytest.raises(openai.BadRequestError, match="not streamed"):
+        oai.responses.create(model="smol", input="Hi", max_output_tokens=2, background=True, stream=True)
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.cancel("resp_missing")

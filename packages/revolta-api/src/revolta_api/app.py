@@ -72,6 +72,7 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
         finally:
             if stats_task is not None:
                 stats_task.cancel()
+            await state.responses.cancel_all()
             await client.shutdown()
 
     app = FastAPI(title="ReVolta", version=revolta_version(), lifespan=lifespan)

@@ -37,6 +37,7 @@ class ResponsesRequest(OpenAIBaseModel):
     store: bool | None = None
     metadata: dict[str, Any] | None = None
     user: str | None = None
+    background: bool = False  # answer at once; the response generates on, for GET / cancel
 
     def unknown_fields(self) -> list[str]:
         return [name for name in super().unknown_fields() if name not in _PASSED_THROUGH]

@@ -1,9 +1,11 @@
 """OpenAI's Responses API: ``POST /v1/responses`` run through the chat pipeline (templates, tool-call and
 reasoning parsers, constrained decoding) and answered as a ``response`` object or its SSE event sequence;
-``GET`` / ``DELETE /v1/responses/{id}`` for the responses kept in memory (``store``, see :mod:`.store`)."""
+``GET`` / ``DELETE /v1/responses/{id}`` for the responses kept in memory (``store``, see :mod:`.store`);
+``background: true`` answers at once with a queued response that generates on (``POST .../{id}/cancel`` stops it)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,7 +17,7 @@ from fastapi.responses import Response
 from revolta_api.chat_output import ChatOutputParser
 from revolta_api.chat_parsing import constrain_after_reasoning, get_parsing, output_constraint
 from revolta_api.chat_template import tokenize_prompt
-from revolta_api.errors import ApiError, to_api_error
+from revolta_api.errors import ApiError, bad_request, to_api_error
 from revolta_api.openai.chat_tools import request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
@@ -44,6 +46,12 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     state = get_state(request)
     state.check_model(body.model)
     state.note_unknown_fields("/v1/responses", body.unknown_fields())
+    if body.background and body.store is False:
+        raise bad_request("A background response must be stored (store cannot be false): it is read back with "
+                          "GET /v1/responses/{id}.", param="background")
+    if body.background and body.stream:
+        raise bad_request("Background responses are not streamed here: poll GET /v1/responses/{id} instead.",
+                          param="stream")
     history: list[dict[str, Any]] = []
     if body.previous_response_id is not None:
         stored = state.responses.get(body.previous_response_id)
@@ -71,6 +79,8 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
                                    stop=list(params.stop or []), tool_call_parser=plan.parser)
     constrain_after_reasoning(params, parser, parsing)
     call = _ResponseCall(state, body, chat, prompt_ids, params, parser, conversation)
+    if body.background:
+        return Response(encode_json(call.start_in_background()), media_type="application/json")
     if body.stream:
         stream, = await prime_streams(request, [client.generate(call.id, prompt_ids, params, chat.priority)])
         return sse_response(call.stream(stream))
@@ -89,10 +99,27 @@ async def get_response(response_id: str, request: Request) -> Response:
     return Response(encode_json(stored.response), media_type="application/json")
 
 
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request) -> Response:
+    """Stop a background response; answers it as it stands then (``cancelled``, or already finished)."""
+    store = get_state(request).responses
+    stored = store.get(response_id)
+    if stored is None:
+        raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
+    if not stored.response.get("background"):
+        raise bad_request("Only background responses can be cancelled.", param="response_id")
+    await store.cancel(response_id)
+    stored = store.get(response_id)
+    assert stored is not None  # a cancelled response stores itself before its task ends
+    return Response(encode_json(stored.response), media_type="application/json")
+
+
 @router.delete("/v1/responses/{response_id}")
 async def delete_response(response_id: str, request: Request) -> Response:
-    """Forget a stored response."""
-    if not get_state(request).responses.delete(response_id):
+    """Forget a stored response (a background one still generating is stopped first)."""
+    store = get_state(request).responses
+    await store.cancel(response_id)
+    if not store.delete(response_id):
         raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
     return Response(encode_json({"id": response_id, "object": "response", "deleted": True}),
                     media_type="application/json")
@@ -126,12 +153,13 @@ class _ResponseCall(ParsedCall):
             "tool_choice": self.body.tool_choice or "auto", "parallel_tool_calls": self.body.parallel_tool_calls
             is not False, "text": self.body.text or {"format": {"type": "text"}}, "metadata": self.body.metadata or {},
             "store": self.store, "previous_response_id": self.body.previous_response_id, "reasoning": None,
-            "truncation": "disabled",
+            "truncation": "disabled", "background": self.body.background,
             "user": self.body.user,
             "usage": {"input_tokens": len(self.prompt_ids),
                       "input_tokens_details": {"cached_tokens": self.cached_tokens},
                       "output_tokens": self.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": len(self.prompt_ids) + self.output_tokens} if status != "in_progress" else None,
+                      "total_tokens": len(self.prompt_ids) + self.output_tokens}
+            if status not in ("queued", "in_progress") else None,
         }
 
     def _final_status(self) -> str:
@@ -143,6 +171,28 @@ class _ResponseCall(ParsedCall):
         if self.store:
             self.state.responses.put(response, self.conversation + output_messages(self.items.items))
         return response
+
+    def start_in_background(self) -> dict[str, Any]:
+        """Store this response as queued, generate it in a task of the store, and return the queued object."""
+        queued = self.response("queued")
+        self.state.responses.put(queued, self.conversation)
+        self.state.responses.run_in_background(self.id, self._generate_in_background())
+        return queued
+
+    async def _generate_in_background(self) -> None:
+        """Generate to the end; what happens (in progress, finished, cancelled, failed) is stored as it happens."""
+        store = self.state.responses
+        store.put(self.response("in_progress"), self.conversation)
+        try:
+            await self.complete()
+        except asyncio.CancelledError:
+            store.put(self.response("cancelled"), self.conversation)
+            raise
+        except Exception as exc:
+            error = to_api_error(exc)
+            failed = self.response("failed")
+            failed["error"] = {"code": error.code or error.kind, "message": error.message}
+            store.put(failed, self.conversation)
 
     def _on_output(self, out: RequestOutput) -> None:
         self.cached_tokens = out.num_cached_tokens

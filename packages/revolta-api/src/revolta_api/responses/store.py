@@ -1,13 +1,17 @@
 """Responses kept in memory for ``previous_response_id`` and ``GET /v1/responses/{id}`` (OpenAI's ``store``).
 
 The most recent :data:`MAX_STORED` responses are kept (least recently used go first); a restart forgets them all.
+Background responses (``background: true``) run as tasks here until they finish or are cancelled.
 Each holds the response object and its conversation as chat messages (the earlier turns, this input, this output)
 but not its instructions: a later turn's own instructions replace them, as OpenAI does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections import OrderedDict
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +32,7 @@ class ResponseStore:
     def __init__(self, max_entries: int = MAX_STORED) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._running: dict[str, asyncio.Task] = {}  # background responses still generating
 
     def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
         self._entries[response["id"]] = StoredResponse(response, conversation)
@@ -43,3 +48,28 @@ class ResponseStore:
 
     def delete(self, response_id: str) -> bool:
         return self._entries.pop(response_id, None) is not None
+
+    def run_in_background(self, response_id: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (which stores the response as it progresses) as a task of this store."""
+        task = asyncio.create_task(work, name=f"background response {response_id}")
+        self._running[response_id] = task
+        task.add_done_callback(lambda _: self._running.pop(response_id, None))
+
+    def is_running(self, response_id: str) -> bool:
+        """True while a background response still generates."""
+        return response_id in self._running
+
+    async def cancel(self, response_id: str) -> bool:
+        """Stop a running background response and wait until it has stored itself as cancelled."""
+        task = self._running.get(response_id)
+        if task is None:
+            return False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return True
+
+    async def cancel_all(self) -> None:
+        """Stop every background response (the server is shutting down)."""
+        for response_id in list(self._running):
+            await self.cancel(response_id)
