@@ -20,18 +20,18 @@ PROMPT = "Write a short story about a lighthouse keeper who finds a message in a
 
 def bench_revolta(llm: LLM, prompt_ids: list[int], tokens: int, batch: int) -> float:
     params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
-    llm.generate([{"prompt_token_ids": prompt_ids}] * min(batch, 2), params)  # warm-up
+    llm.generate([{"prompt_token_ids": prompt_ids}] * min(batch, 2), params, use_tqdm=False)  # warm-up
     # Distinct prompts so the batch is not one prefix-cache hit repeated.
     prompts = [{"prompt_token_ids": prompt_ids + [i + 10]} for i in range(batch)]
     # Decode rate: time to generate `tokens` minus the time to generate 1 (the prefill).
     one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.llm_engine.kv.pool.reset_prefix_cache()
     t0 = time.perf_counter()
-    llm.generate(prompts, one)
+    llm.generate(prompts, one, use_tqdm=False)
     prefill = time.perf_counter() - t0
     llm.llm_engine.kv.pool.reset_prefix_cache()
     t0 = time.perf_counter()
-    outs = llm.generate(prompts, params)
+    outs = llm.generate(prompts, params, use_tqdm=False)
     total = time.perf_counter() - t0
     assert all(len(o.outputs[0].token_ids) == tokens for o in outs)
     return batch * (tokens - 1) / (total - prefill)

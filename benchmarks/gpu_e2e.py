@@ -35,7 +35,7 @@ def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     torch.cuda.synchronize()
     assert all(len(o.outputs[0].token_ids) == max_tokens for o in outs)
     return time.perf_counter() - t0

@@ -43,7 +43,7 @@ def timed(llm: LLM, prompts: list[list[int]], params: SamplingParams) -> tuple[f
     torch.set_num_threads(max(1, FULL_THREADS // tp) if llm.llm_engine.device.type == "cpu" else FULL_THREADS)
     _sync()
     t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     _sync()
     return time.perf_counter() - t0, sum(len(o.outputs[0].token_ids) for o in outs)
 

@@ -81,3 +81,40 @@ def test_incremental_detokenization_never_splits_utf8(llm):
 def test_default_model_is_the_embedded_gguf():
     path = default_model()
     assert path.name.endswith(".gguf") and path.stat().st_size > 50_000_000
+
+
+def test_vllm_offline_call_forms(llm):
+    """What vLLM scripts pass to LLM.generate / LLM.chat: use_tqdm (a bar class gets one update per prompt),
+    continue_final_message, and lora_request (refused: no adapters)."""
+    greedy = SamplingParams(temperature=0.0, max_tokens=6)
+
+    class Bar:
+        made: list[Bar] = []
+
+        def __init__(self, total: int, **kwargs: object) -> None:
+            self.total, self.count, self.closed = total, 0, False
+            Bar.made.append(self)
+
+        def update(self, n: int) -> None:
+            self.count += n
+
+        def close(self) -> None:
+            self.closed = True
+
+    outs = llm.generate(["One, two,", "Red, green,"], greedy, use_tqdm=Bar)
+    assert [(b.total, b.count, b.closed) for b in Bar.made] == [(2, 2, True)]
+    assert [o.outputs[0].text for o in llm.generate(["One, two,", "Red, green,"], greedy, use_tqdm=False)] == \
+        [o.outputs[0].text for o in outs]
+    conversation = [{"role": "user", "content": "What is the capital of France?"},
+                    {"role": "assistant", "content": "The capital of France is"}]
+    continued = llm.chat(conversation, greedy, use_tqdm=False, add_generation_prompt=False,
+                         continue_final_message=True)[0]
+    rendered = llm.llm_engine.apply_chat_template(conversation, add_generation_prompt=False,
+                                                  continue_final_message=True)
+    assert rendered.endswith("The capital of France is")  # no end-of-turn after the final message
+    assert continued.prompt_token_ids == llm.llm_engine.tokenize_prompt(rendered)
+    assert "Paris" in continued.outputs[0].text
+    with pytest.raises(ValueError, match="add_generation_prompt=False"):
+        llm.chat(conversation, greedy, continue_final_message=True)
+    with pytest.raises(ValueError, match="LoRA"):
+        llm.generate("Hi", greedy, lora_request=object())

@@ -46,7 +46,7 @@ def run(ns: argparse.Namespace) -> int:
 
     def one_batch() -> float:
         start = time.perf_counter()
-        outputs = llm.generate(prompts, params)
+        outputs = llm.generate(prompts, params, use_tqdm=False)
         elapsed = time.perf_counter() - start
         assert all(len(o.outputs[0].token_ids) == ns.output_len for o in outputs)
         return elapsed

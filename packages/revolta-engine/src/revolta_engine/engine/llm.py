@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from revolta_engine.config import EngineArgs
@@ -44,9 +44,13 @@ class LLM:
 
     def generate(self, prompts: PromptType | Sequence[PromptType],
                  sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 use_tqdm: bool | Callable[..., Any] = True, lora_request: Any = None,
                  priority: Sequence[int] | None = None) -> list[RequestOutput]:
         """Generate completions for one or many prompts; outputs come back in the prompts' order. ``priority``: one
-        value per prompt (the priority scheduling policy runs lower values first)."""
+        value per prompt (the priority scheduling policy runs lower values first). ``use_tqdm``: a progress bar of
+        finished prompts on stderr (or the tqdm-like class to draw it with), as in vLLM. ``lora_request`` must be
+        None: adapters are not supported."""
+        _refuse_lora(lora_request)
         if isinstance(prompts, str | dict) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]  # type: ignore[list-item]
         prompts = list(prompts)  # type: ignore[arg-type]
@@ -69,27 +73,59 @@ class LLM:
         except Exception:
             self.llm_engine.abort_request(ids)
             raise
-        return self._run(ids)
+        return self._run(ids, use_tqdm)
 
     def chat(self, messages: list[dict] | list[list[dict]],
-             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
+             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+             use_tqdm: bool | Callable[..., Any] = True, lora_request: Any = None, *,
              chat_template: str | None = None, add_generation_prompt: bool = True,
-             chat_template_kwargs: dict | None = None, tools: list[dict] | None = None) -> list[RequestOutput]:
-        """Render each conversation with the chat template and generate its reply."""
+             continue_final_message: bool = False, chat_template_kwargs: dict | None = None,
+             tools: list[dict] | None = None) -> list[RequestOutput]:
+        """Render each conversation with the chat template and generate its reply. ``continue_final_message``:
+        the reply continues the conversation's final (assistant) message instead of starting a new turn."""
+        _refuse_lora(lora_request)
+        if continue_final_message and add_generation_prompt:
+            raise ValueError("continue_final_message needs add_generation_prompt=False (the reply continues the "
+                             "final message rather than opening a new turn)")
         conversations: list[Any] = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         prompts: list[PromptType] = []
         for conv in conversations:
+            kwargs = dict(chat_template_kwargs or {})
+            if continue_final_message:
+                kwargs["continue_final_message"] = True
             text = self.llm_engine.apply_chat_template(
-                conv, add_generation_prompt=add_generation_prompt, tools=tools, chat_template=chat_template,
-                **(chat_template_kwargs or {}))
+                conv, add_generation_prompt=add_generation_prompt, tools=tools, chat_template=chat_template, **kwargs)
             prompts.append({"prompt": text, "prompt_token_ids": self.llm_engine.tokenize_prompt(text)})
-        return self.generate(prompts, sampling_params)
+        return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
-    def _run(self, ids: list[str]) -> list[RequestOutput]:
+    def _run(self, ids: list[str], use_tqdm: bool | Callable[..., Any] = False) -> list[RequestOutput]:
         done: dict[str, RequestOutput] = {}
         engine = self.llm_engine
-        while len(done) < len(ids):
-            for out in engine.step():
-                if out.finished:
-                    done[out.request_id] = out
+        progress = _progress_bar(use_tqdm, len(ids))
+        try:
+            while len(done) < len(ids):
+                for out in engine.step():
+                    if out.finished:
+                        done[out.request_id] = out
+                        if progress is not None:
+                            progress.update(1)
+        finally:
+            if progress is not None:
+                progress.close()
         return [done[i] for i in ids]
+
+
+def _progress_bar(use_tqdm: bool | Callable[..., Any], total: int) -> Any:
+    """vLLM's "Processed prompts" bar: tqdm when ``use_tqdm`` is True, the given tqdm-like class when callable."""
+    if not use_tqdm:
+        return None
+    if callable(use_tqdm):
+        return use_tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
+
+
+def _refuse_lora(lora_request: Any) -> None:
+    if lora_request is not None:
+        raise ValueError("LoRA adapters are not supported: merge the adapter into the model's weights first")
