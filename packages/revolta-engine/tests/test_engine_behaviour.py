@@ -137,6 +137,8 @@ def test_bad_requests_raise_typed_errors_and_others_keep_running(tiny_llama, tmp
         engine.add_request("oov", {"prompt_token_ids": [10**7]}, GREEDY)
     with pytest.raises(InvalidRequestError, match="empty"):
         engine.add_request("empty", {"prompt_token_ids": []}, GREEDY)
+    with pytest.raises(InvalidRequestError, match="unpaired UTF-16 surrogate"):
+        engine.add_request("surrogate", "half an emoji: \ud83d", GREEDY)
     done = []
     while engine.has_unfinished_requests():
         done += [o for o in engine.step() if o.finished]

@@ -106,6 +106,9 @@ def _install_error_handlers(app: FastAPI, families: list[ApiFamily]) -> None:
                                                   f"character {where_in_body}).", "invalid_request"))
         loc = [str(part) for part in first.get("loc", ()) if part != "body"]
         where = ".".join(loc)
+        if first.get("type") == "invalid_unicode":  # a whole-body check: its ctx names the field
+            return respond(request, ApiError(400, first.get("msg", "invalid text"), "invalid_request",
+                                             param=first["ctx"]["param"]))
         message = f"{where}: {first.get('msg', 'invalid value')}" if where else first.get("msg", "invalid body")
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem(s))"

@@ -50,7 +50,7 @@ def _render(state: ServerState, parsing: ChatParsing, body: CountTokensRequest) 
     prompt = state.renderer.render(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
                                    tools=convert.chat_tools(body, parsing).tools,
                                    template_kwargs=convert.thinking_kwargs(body))
-    prompt_ids = tokenize_prompt(state.client.tokenizer, prompt)
+    prompt_ids = tokenize_prompt(state.client.tokenizer, prompt, param="messages")
     check_prompt_ids(prompt_ids, state.client.info.max_model_len, state.client.info.vocab_size, param="messages")
     return prompt_ids
 

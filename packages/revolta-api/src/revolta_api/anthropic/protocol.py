@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from revolta_api.valid_unicode import valid_unicode_body
+
 
 class AnthropicBaseModel(BaseModel):
     """Keeps unknown fields so they can be reported (and then ignored)."""
@@ -104,6 +106,8 @@ class ThinkingConfig(AnthropicBaseModel):
 
 class CountTokensRequest(AnthropicBaseModel):
     """Body of ``POST /v1/messages/count_tokens``: what shapes the prompt, nothing about sampling."""
+
+    _valid_unicode = valid_unicode_body()
 
     model: str
     messages: list[Message] = Field(min_length=1)

@@ -58,7 +58,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
         continue_final_message=body.continue_final_message, chat_template=body.chat_template,
         template_kwargs=body.chat_template_kwargs, tools=tools, documents=body.documents)
-    prompt_ids = truncate_prompt(tokenize_prompt(client.tokenizer, prompt), body.truncate_prompt_tokens,
+    prompt_ids = truncate_prompt(tokenize_prompt(client.tokenizer, prompt, param="messages"), body.truncate_prompt_tokens,
                                  client.info.max_model_len)
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
     params = sampling_params(

@@ -88,9 +88,7 @@ def _prompts(body: CompletionRequest, tokenizer: Any) -> list[tuple[str | None, 
     out: list[tuple[str | None, list[int]]] = []
     for item in items:
         if isinstance(item, str):
-            ids = (tokenize_prompt(tokenizer, item) if body.add_special_tokens
-                   else tokenizer.encode(item, add_special_tokens=False))
-            out.append((item, list(ids)))
+            out.append((item, tokenize_prompt(tokenizer, item, add_special_tokens=body.add_special_tokens)))
         else:
             out.append((None, list(item)))
     return out

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from revolta_api.valid_unicode import valid_unicode_body
+
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 MAX_N = 128  # completions per request; more would hold the batch hostage
 MAX_LOGPROBS = 20
@@ -68,6 +70,8 @@ class ChatMessage(OpenAIBaseModel):
 
 class SamplingFields(OpenAIBaseModel):
     """Sampling fields shared by chat and completions (OpenAI's and vLLM's extras)."""
+
+    _valid_unicode = valid_unicode_body()
 
     model: str | None = None
     n: int = Field(1, ge=1, le=MAX_N)
@@ -149,6 +153,8 @@ class CompletionRequest(SamplingFields):
 class TokenizeCompletionRequest(OpenAIBaseModel):
     """Body of ``POST /tokenize`` for a plain prompt."""
 
+    _valid_unicode = valid_unicode_body()
+
     model: str | None = None
     prompt: str
     add_special_tokens: bool = True
@@ -157,6 +163,8 @@ class TokenizeCompletionRequest(OpenAIBaseModel):
 
 class TokenizeChatRequest(OpenAIBaseModel):
     """Body of ``POST /tokenize`` for chat messages (rendered with the chat template first)."""
+
+    _valid_unicode = valid_unicode_body()
 
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)

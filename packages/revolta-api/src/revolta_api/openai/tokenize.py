@@ -24,11 +24,9 @@ async def tokenize(body: TokenizeChatRequest | TokenizeCompletionRequest, reques
             messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
             continue_final_message=body.continue_final_message, chat_template=body.chat_template,
             template_kwargs=body.chat_template_kwargs)
-        ids = tokenize_prompt(tokenizer, text)
-    elif body.add_special_tokens:
-        ids = tokenize_prompt(tokenizer, body.prompt)
+        ids = tokenize_prompt(tokenizer, text, param="messages")
     else:
-        ids = list(tokenizer.encode(body.prompt, add_special_tokens=False))
+        ids = tokenize_prompt(tokenizer, body.prompt, add_special_tokens=body.add_special_tokens)
     result = {"count": len(ids), "max_model_len": state.client.info.max_model_len, "tokens": ids}
     if body.return_token_strs:
         result["token_strs"] = tokenizer.convert_ids_to_tokens(ids)

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError
 
 from revolta_api.errors import bad_request
 from revolta_api.openai.protocol import ChatCompletionRequest, OpenAIBaseModel
+from revolta_api.valid_unicode import valid_unicode_body
 
 # vLLM's sampling extras a Responses request may carry as well
 _PASSED_THROUGH = ("top_k", "min_p", "repetition_penalty", "seed", "stop", "frequency_penalty", "presence_penalty",
@@ -21,6 +22,8 @@ _PASSED_THROUGH = ("top_k", "min_p", "repetition_penalty", "seed", "stop", "freq
 
 class ResponsesRequest(OpenAIBaseModel):
     """What this server reads of a Responses request (other fields are reported once and ignored)."""
+
+    _valid_unicode = valid_unicode_body()
 
     model: str | None = None
     input: str | list[dict[str, Any]]

@@ -66,7 +66,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     plan = request_tools(chat, parsing)
     client = state.client
     prompt = state.renderer.render(template_messages(chat), add_generation_prompt=True, tools=plan.tools)
-    prompt_ids = tokenize_prompt(client.tokenizer, prompt)
+    prompt_ids = tokenize_prompt(client.tokenizer, prompt, param="input")
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="input")
     params = sampling_params(chat, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
                              requested_max=chat.max_completion_tokens, max_param=None, logprobs=None,

@@ -62,10 +62,25 @@ def truncate_prompt(ids: list[int], keep: int | None, max_model_len: int) -> lis
     return ids[-keep:] if len(ids) > keep else ids
 
 
-def encode_prompt(tokenizer: Any, prompt: str) -> list[int]:
-    """Tokenize a text prompt, adding BOS unless the text already starts with it."""
+def encode_prompt(tokenizer: Any, prompt: str, *, add_special_tokens: bool = True, param: str = "prompt"
+                  ) -> list[int]:
+    """Tokenize a text prompt, adding BOS (with ``add_special_tokens``) unless the text already starts with it.
+
+    Text that is not valid Unicode (an unpaired UTF-16 surrogate such as ``"\ud800"``, which JSON can carry) is
+    an ``InvalidRequestError`` naming ``param``, not a tokenizer crash.
+    """
     if tokenizer is None:
-        raise InvalidRequestError("this engine has no tokenizer (skip_tokenizer_init); send token ids", param="prompt")
+        raise InvalidRequestError("this engine has no tokenizer (skip_tokenizer_init); send token ids", param=param)
+    check_unicode(prompt, param)
     bos = tokenizer.bos_token
-    add_special = not (bos and prompt.startswith(bos))
+    add_special = add_special_tokens and not (bos and prompt.startswith(bos))
     return list(tokenizer.encode(prompt, add_special_tokens=add_special))
+
+
+def check_unicode(text: str, param: str) -> None:
+    """InvalidRequestError when ``text`` holds an unpaired surrogate (it cannot be UTF-8, so no tokenizer takes it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidRequestError(f"the text holds an unpaired UTF-16 surrogate (U+{ord(text[e.start]):04X} at "
+                                  f"character {e.start}), which is not valid Unicode", param=param) from None
