@@ -26,24 +26,28 @@ def test_the_first_bad_string_is_found_with_its_path():
     assert unpaired_surrogate_at("\ud83d") == "body"
 
 
-@pytest.mark.parametrize(("path", "body", "param"), [
-    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": %s}], "max_tokens": 2}' % BAD,
-     "messages.0.content"),
-    ("/v1/chat/completions", '{%s, "stop": ["a", %s]}' % (CHAT, BAD), "stop.1"),
-    ("/v1/chat/completions", '{%s, "guided_choice": [%s]}' % (CHAT, BAD), "guided_choice.0"),
-    ("/v1/chat/completions", '{%s, "structured_outputs": {"regex": %s}}' % (CHAT, BAD), "structured_outputs.regex"),
-    ("/v1/chat/completions", '{%s, %s: 1}' % (CHAT, BAD), "\\ud800x"),
-    ("/v1/completions", '{"prompt": ["ok", %s], "max_tokens": 2}' % BAD, "prompt.1"),
-    ("/v1/completions", '{"prompt": "hi", "max_tokens": 2, "bad_words": [%s]}' % BAD, "bad_words.0"),
-    ("/tokenize", '{"prompt": %s}' % BAD, "prompt"),
-    ("/tokenize", '{"messages": [{"role": "user", "content": %s}]}' % BAD, "messages.0.content"),
-    ("/v1/responses", '{"input": "hi", "instructions": %s}' % BAD, "instructions"),
+# Request bodies as JSON text; "@" stands for the bad string.
+CASES = [
+    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": @}], "max_tokens": 2}', "messages.0.content"),
+    ("/v1/chat/completions", '{CHAT, "stop": ["a", @]}', "stop.1"),
+    ("/v1/chat/completions", '{CHAT, "guided_choice": [@]}', "guided_choice.0"),
+    ("/v1/chat/completions", '{CHAT, "structured_outputs": {"regex": @}}', "structured_outputs.regex"),
+    ("/v1/chat/completions", '{CHAT, @: 1}', "\\ud800x"),
+    ("/v1/completions", '{"prompt": ["ok", @], "max_tokens": 2}', "prompt.1"),
+    ("/v1/completions", '{"prompt": "hi", "max_tokens": 2, "bad_words": [@]}', "bad_words.0"),
+    ("/tokenize", '{"prompt": @}', "prompt"),
+    ("/tokenize", '{"messages": [{"role": "user", "content": @}]}', "messages.0.content"),
+    ("/v1/responses", '{"input": "hi", "instructions": @}', "instructions"),
     ("/v1/messages", '{"model": "smol", "max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "text", '
-                     '"text": %s}]}]}' % BAD, "messages.0.content.0.text"),
-    ("/v1/messages/count_tokens", '{"model": "smol", "system": %s, "messages": [{"role": "user", "content": "hi"}]}'
-     % BAD, "system"),
-])
+                     '"text": @}]}]}', "messages.0.content.0.text"),
+    ("/v1/messages/count_tokens", '{"model": "smol", "system": @, "messages": [{"role": "user", "content": "hi"}]}',
+     "system"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "param"), CASES)
 def test_unpaired_surrogates_are_400s_naming_the_field(url, path, body, param):
+    body = body.replace("CHAT", CHAT).replace("@", BAD)
     r = httpx.post(url + path, content=body, headers={"content-type": "application/json"}, timeout=60)
     assert r.status_code == 400, r.text
     error = r.json()["error"]

@@ -25,11 +25,10 @@ class ParsedCall:
     keeps the finish reason. Subclasses add what else they keep through :meth:`_on_output` and
     :meth:`_on_completion`."""
 
-    params: SamplingParams  # set by the subclass: the request's sampling parameters
-
     def __init__(self, state: ServerState, parser: ChatOutputParser, assembler: EventAssembler, *,
-                 single_call: bool) -> None:
+                 single_call: bool, params: SamplingParams | None = None) -> None:
         self.state = state
+        self.params = params  # the request's sampling parameters (for the request metrics)
         self.parser = parser
         self.single_call = single_call
         self.output_tokens = 0

@@ -113,7 +113,8 @@ class _MessageCall(ParsedCall):
             thinking=state.renderer.thinking(convert.thinking_kwargs(body)), stop=body.stop_sequences,
             tool_call_parser=self.plan.parser)
         self.blocks = BlockAssembler()
-        super().__init__(state, parser, self.blocks, single_call=bool(choice and choice.disable_parallel_tool_use))
+        super().__init__(state, parser, self.blocks, single_call=bool(choice and choice.disable_parallel_tool_use),
+                         params=params)
         self.engine_stop: Any = None
 
     def _message(self, content: list[dict], stop_reason: str | None, stop_sequence: str | None) -> dict:

@@ -137,7 +137,7 @@ class _ResponseCall(ParsedCall):
         self.id = "resp_" + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.items = ItemAssembler()
-        super().__init__(state, parser, self.items, single_call=body.parallel_tool_calls is False)
+        super().__init__(state, parser, self.items, single_call=body.parallel_tool_calls is False, params=params)
         self.cached_tokens = 0
         self._sequence = 0
 
