@@ -200,3 +200,29 @@ def test_vllm_quantization_flag_is_checked_against_the_checkpoint(base, tmp_path
 def test_vllm_quantization_flag_on_a_16_bit_checkpoint_is_refused(base, requested, match):
     with pytest.raises(InvalidRequestError, match=match):
         LLM(str(base), dtype="float32", max_model_len=64, quantization=requested)
+
+
+@pytest.mark.parametrize(("method", "side_file", "settings"), [
+    ("gptq", "quantize_config.json", lambda qc: {k: v for k, v in qc.items() if k != "quant_method"}),  # AutoGPTQ
+    ("gptq", "quantize_config.json", lambda qc: qc),
+    ("awq", "quant_config.json", lambda qc: {"zero_point": True, "q_group_size": qc["group_size"], "w_bit": 4,
+                                             "version": "GEMM"}),  # AutoAWQ's own file
+])
+def test_quantization_settings_beside_config_json(base, tmp_path, method, side_file, settings):
+    """Older checkpoints keep the settings in quantize_config.json / quant_config.json, as vLLM also reads."""
+    quantize_checkpoint(base, tmp_path / "q", method, 4, 32)
+    config = json.loads((tmp_path / "q" / "config.json").read_text())
+    qc = config.pop("quantization_config")
+    (tmp_path / "q" / "config.json").write_text(json.dumps(config))
+    prompt = {"prompt_token_ids": [5, 9, 13, 2, 7, 11]}
+    greedy = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+    with pytest.raises(ModelLoadError):  # the packed tensors are not read as 16-bit weights without the settings
+        LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64)
+    (tmp_path / "q" / side_file).write_text(json.dumps(settings(qc)))
+    side = LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64)
+    assert parse_quant_config(side.llm_engine.hf_config).method == method
+    config["quantization_config"] = qc
+    (tmp_path / "q" / "config.json").write_text(json.dumps(config))
+    (tmp_path / "q" / side_file).unlink()
+    inside = LLM(str(tmp_path / "q"), dtype="float32", max_model_len=64)
+    assert side.generate(prompt, greedy)[0].outputs[0].token_ids == inside.generate(prompt, greedy)[0].outputs[0].token_ids

@@ -15,6 +15,8 @@ from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 logger = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "tekken.json")
+# Older AutoGPTQ / AutoAWQ checkpoints keep their quantization settings beside config.json instead of in it.
+QUANT_CONFIG_FILES = ("quantize_config.json", "quant_config.json")
 
 
 def load_hf_config(root: Path, *, trust_remote_code: bool) -> PretrainedConfig:
@@ -33,7 +35,26 @@ def load_hf_config(root: Path, *, trust_remote_code: bool) -> PretrainedConfig:
     except OSError as exc:
         raise ModelLoadError(f"Cannot read {root / 'config.json'}: {exc}") from exc
     set_architectures(config)
+    attach_quant_config_file(root, config)
     return config
+
+
+def attach_quant_config_file(root: Path, config: PretrainedConfig) -> None:
+    """Give ``config`` the quantization settings of a ``quantize_config.json`` (AutoGPTQ) or ``quant_config.json``
+    (AutoAWQ) beside it when config.json has none, as vLLM reads them; one without ``quant_method`` is GPTQ's
+    unless it has AutoAWQ's keys (``w_bit``, ``q_group_size``, ``zero_point``, ``version``)."""
+    if getattr(config, "quantization_config", None):
+        return
+    for name in QUANT_CONFIG_FILES:
+        settings = _raw_json(root / name)
+        if not settings:
+            continue
+        if "quant_method" not in settings:
+            autoawq = any(key in settings for key in ("w_bit", "q_group_size", "zero_point", "version"))
+            settings = {**settings, "quant_method": "awq" if autoawq else "gptq"}
+        config.quantization_config = settings
+        logger.info("Quantization settings read from %s (%s)", root / name, settings["quant_method"])
+        return
 
 
 def set_architectures(config: PretrainedConfig) -> None:
