@@ -48,6 +48,7 @@ def test_gptq_word_layout_packs_k_and_stores_zero_minus_one():
         ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemv"}, "gemv"),
         ({"quant_method": "awq", "bits": 8, "group_size": 128}, "8 bits"),
         ({"quant_method": "gptq", "bits": 4, "group_size": 100}, "group_size 100"),
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128, "lm_head": True}, "lm_head"),
     ],
 )
 def test_unsupported_quantization_configs_are_rejected(qc, match):

@@ -89,6 +89,9 @@ def parse_quant_config(hf_config: Any) -> QuantConfig | None:
     bits = int(_get(qc, "bits", _get(qc, "w_bit", 0)) or 0)
     group = int(_get(qc, "group_size", _get(qc, "q_group_size", 128)) or 128)
     skip = tuple(_get(qc, "modules_to_not_convert", None) or ())
+    if _get(qc, "lm_head", False):
+        raise UnsupportedModelError(f"{method or 'this'} checkpoint quantizes lm_head (lm_head: true), which is not "
+                                    "supported: the output projection must stay 16-bit")
     if group != -1 and (group <= 0 or group % 8):
         raise UnsupportedModelError(f"quantization group_size {group} is not supported (use a multiple of 8 or -1)")
     if method == "awq":
