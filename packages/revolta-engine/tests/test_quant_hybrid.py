@@ -1,5 +1,5 @@
 """Quantized Qwen3.5 (hybrid Gated DeltaNet + attention), per-module quantization rules, and quantized MoE
-checkpoints: what loads decodes like its dequantized twin; what cannot run is refused at startup by name."""
+checkpoints (quantized or dense experts): each decodes like its dequantized twin."""
 
 from __future__ import annotations
 
@@ -109,11 +109,25 @@ def test_dynamic_rule_semantics():
             parse_quant_config(cfg).for_module("model.layers.0.mlp.up_proj")
 
 
-@pytest.mark.parametrize("family", ["qwen3_moe", "qwen3_5_moe", "qwen3_next"])
-def test_quantized_experts_are_refused_at_startup(sources, tmp_path, family):
-    quantize_checkpoint(sources(family), tmp_path / "q", "awq", 4, 64)
-    with pytest.raises(UnsupportedModelError, match=r"mixture-of-experts .*model\.layers\.0\.mlp\.experts"):
-        LLM(str(tmp_path / "q"), dtype="float32", max_model_len=128)
+@pytest.mark.parametrize(("family", "method", "bits", "group", "act_order"), [
+    ("qwen3_moe", "awq", 4, 64, False), ("qwen3_moe", "gptq", 4, 32, True), ("qwen3_5_moe", "awq", 4, 128, False),
+    ("qwen3_next", "gptq", 8, 64, False),
+])
+def test_quantized_experts_decode_like_the_dequantized_model(sources, tmp_path, family, method, bits, group,
+                                                              act_order):
+    """Checkpoints that quantize the experts (Qwen3-30B-A3B-AWQ, Qwen3.6-35B-A3B-AWQ): every expert stays packed,
+    one quantized MLP per expert. (Qwen3-Next keeps its Gated DeltaNet dense here: its interleaved input
+    projections cannot be quantized.)"""
+    from revolta_engine.layers.quant_moe import QuantizedExperts
+
+    q, d = tmp_path / "q", tmp_path / "d"
+    dense_gdn = {r"-:.*\.linear_attn\..*": {}} if family == "qwen3_next" else None
+    quantize_checkpoint(sources(family), q, method, bits, group, act_order=act_order, dequantized_dst=d,
+                        dynamic=dense_gdn)
+    model = _greedy_parity(q, d).llm_engine.model
+    experts = model.model.layers[0].mlp.experts
+    assert isinstance(experts, QuantizedExperts) and len(experts) == model.config.num_experts
+    assert experts[0].gate_up_proj.quant is not None and experts[0].down_proj.quant.bits == bits
 
 
 @pytest.mark.parametrize("family", ["qwen3_moe", "qwen3_5_moe"])

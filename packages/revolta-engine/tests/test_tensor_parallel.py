@@ -186,6 +186,20 @@ def test_quantized_hybrid_model_splits_over_ranks(tmp_path):
                              reference_greedy(ref_model, prompt, GREEDY.max_tokens))
 
 
+def test_quantized_experts_split_over_ranks(tmp_path):
+    # Qwen3.5 MoE AWQ group 32, experts quantized: each rank keeps 64 of every expert's 128 intermediate channels
+    src = make_family_checkpoint(tmp_path / "src", "qwen3_5_moe", hidden_size=128, intermediate_size=256,
+                                 head_dim=32, linear_key_head_dim=32, linear_value_head_dim=32,
+                                 moe_intermediate_size=128, shared_expert_intermediate_size=128)
+    quantize_checkpoint(src, tmp_path / "q", "awq", 4, 32, dequantized_dst=tmp_path / "dense")
+    ref_model = AutoModelForCausalLM.from_pretrained(tmp_path / "dense", dtype=torch.float32).eval()
+    prompts = _prompts(ref_model.config.vocab_size)
+    outs = _generate(tmp_path / "q", prompts)
+    for prompt, out in zip(prompts, outs, strict=True):
+        assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
+                             reference_greedy(ref_model, prompt, GREEDY.max_tokens))
+
+
 def test_hybrid_speculation_rolls_back_on_every_rank(tmp_path, monkeypatch):
     from spec_helpers import oracle_drafts, repetitive_prompts
 

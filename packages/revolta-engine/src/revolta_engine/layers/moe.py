@@ -12,11 +12,11 @@ from transformers import PretrainedConfig
 from revolta_engine.distributed.communication import tp_all_reduce
 from revolta_engine.distributed.parallel_state import get_tp_layout
 from revolta_engine.distributed.sharding import narrow_features
-from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.layers.linear import Linear
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm
 from revolta_engine.layers.quant import QuantConfig, parse_quant_config
+from revolta_engine.layers.quant_moe import QuantizedExperts
 from revolta_kernels import ops_hybrid
 
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
@@ -81,14 +81,9 @@ class FusedExperts(nn.Module):
         return ops_hybrid.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
 
 
-def reject_quantized_experts(quant: QuantConfig | None, prefix: str) -> None:
-    """Fail at model construction, before any weight is read, where the checkpoint quantizes this block's experts:
-    the MoE kernels take fp16/bf16 expert weights only."""
-    if quant is not None and quant.applies_to(f"{prefix}.experts.0.gate_proj"):
-        raise UnsupportedModelError(
-            f"{quant.method.upper()} {quant.bits}-bit mixture-of-experts checkpoints are not supported yet: the expert "
-            f"layers ({prefix}.experts) would be quantized, and ReVolta's MoE kernels take fp16/bf16 experts only. "
-            "Use the model's unquantized checkpoint, or a dense (non-MoE) quantized model.")
+def quantizes_experts(quant: QuantConfig | None, prefix: str) -> bool:
+    """Whether the checkpoint quantizes the experts of the block at ``prefix`` (its rules may leave them dense)."""
+    return quant is not None and quant.applies_to(f"{prefix}.experts.0.gate_proj")
 
 
 class SparseMoeBlock(nn.Module):
@@ -97,24 +92,28 @@ class SparseMoeBlock(nn.Module):
     def __init__(self, config: PretrainedConfig, *, renormalize: bool, shared_expert: bool, prefix: str = "mlp") -> None:
         """``prefix``: the block's checkpoint name (``model.layers.3.mlp``), for the quantization config's rules."""
         super().__init__()
-        reject_quantized_experts(parse_quant_config(config), prefix)
+        quant = parse_quant_config(config)
         hidden = config.hidden_size
         self.top_k = config.num_experts_per_tok
         self.renormalize = renormalize
         self.tp_size = get_tp_layout().size  # > 1: each rank's experts give part of the output, summed here
         self.gate = Linear(hidden, config.num_experts)
-        self.experts = FusedExperts(config.num_experts, hidden, config.moe_intermediate_size)
+        self.experts: FusedExperts | QuantizedExperts = (
+            QuantizedExperts(config.num_experts, hidden, config.moe_intermediate_size, quant, prefix)
+            if quant is not None and quantizes_experts(quant, prefix)
+            else FusedExperts(config.num_experts, hidden, config.moe_intermediate_size))
         self.shared_expert: SwiGLUMLP | None = None
         if shared_expert:
             # split like the experts, and summed with them: one all-reduce for the block
             self.shared_expert = SwiGLUMLP(hidden, config.shared_expert_intermediate_size,
-                                           quant=parse_quant_config(config), prefix=f"{prefix}.shared_expert",
+                                           quant=quant, prefix=f"{prefix}.shared_expert",
                                            parallel="column", reduce_results=False)
             self.shared_expert_gate = Linear(hidden, 1)
 
     def _fused_ok(self, x: torch.Tensor) -> bool:
         """Few tokens on a GPU with dense weights: one op for routing, experts and shared expert (decode)."""
-        if not x.is_cuda or x.shape[0] > MOE_FUSED_MAX_TOKENS or self.gate.quant is not None:
+        if (not x.is_cuda or x.shape[0] > MOE_FUSED_MAX_TOKENS or self.gate.quant is not None
+                or not isinstance(self.experts, FusedExperts)):
             return False
         shared = self.shared_expert
         return shared is None or (shared.gate_up_proj.quant is None and shared.down_proj.quant is None
