@@ -199,11 +199,12 @@ def test_responses_output_keeps_one_call_without_parallel_calls(tok, step, singl
     from revolta_api.parsed_call import ParsedCall
     from revolta_api.responses.items import ItemAssembler
     from revolta_engine.outputs import CompletionOutput, RequestOutput
+    from revolta_engine.sampling_params import SamplingParams
 
     items = ItemAssembler()
     state = types.SimpleNamespace(metrics=ServerMetrics("m", lambda: None))
     parser = ChatOutputParser(tools=get_tool_parser("hermes")(tok, TOOLS), stop=["Lyon!"])
-    call = ParsedCall(state, parser, items, single_call=single)  # type: ignore[arg-type]
+    call = ParsedCall(state, parser, items, single_call=single, params=SamplingParams())  # type: ignore[arg-type]
     cut = HERMES[:HERMES.index("Lyon") + 4]  # "Lyon" is held back (it could become "Lyon!") until the end
     pieces = list(deltas(tok, encode(tok, cut), step))
 

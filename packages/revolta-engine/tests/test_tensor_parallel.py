@@ -101,12 +101,7 @@ def test_quantized_checkpoints_split_over_ranks(tmp_path, method, bits, group):
     src = make_tiny_checkpoint(tmp_path / "src", "llama", hidden_size=128, intermediate_size=256, head_dim=32)
     quant_dir, dense_dir = tmp_path / "q", tmp_path / "dense"
     quantize_checkpoint(src, quant_dir, method, bits, group, False, dequantized_dst=dense_dir)
-    ref_model = AutoModelForCausalLM.from_pretrained(dense_dir, dtype=torch.float32).eval()
-    prompts = _prompts(ref_model.config.vocab_size)
-    outs = _generate(quant_dir, prompts)
-    for prompt, out in zip(prompts, outs, strict=True):
-        assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
-                             reference_greedy(ref_model, prompt, GREEDY.max_tokens))
+    _check_split_quantized(quant_dir, dense_dir)
 
 
 def test_group_that_straddles_ranks_is_refused(tmp_path):
@@ -173,28 +168,28 @@ def test_one_split_engine_per_process_and_a_dropped_one_stops_its_workers(tiny_l
     assert _generate(tiny_llama, [[5, 6, 7]])[0].outputs[0].token_ids  # the process can start another
 
 
-def test_quantized_hybrid_model_splits_over_ranks(tmp_path):
+HYBRID_SHAPES = dict(hidden_size=128, intermediate_size=256, head_dim=32, linear_key_head_dim=32,
+                     linear_value_head_dim=32)
+
+
+@pytest.mark.parametrize(("family", "method", "bits", "group"), [
     # Qwen3.5 GPTQ group 64: the Gated DeltaNet's quantized in_proj keeps a slice of q, k, v and z on each rank
-    src = make_family_checkpoint(tmp_path / "src", "qwen3_5", hidden_size=128, intermediate_size=256, head_dim=32,
-                                 linear_key_head_dim=32, linear_value_head_dim=32)
-    quantize_checkpoint(src, tmp_path / "q", "gptq", 4, 64, dequantized_dst=tmp_path / "dense")
-    ref_model = AutoModelForCausalLM.from_pretrained(tmp_path / "dense", dtype=torch.float32).eval()
-    prompts = _prompts(ref_model.config.vocab_size)
-    outs = _generate(tmp_path / "q", prompts)
-    for prompt, out in zip(prompts, outs, strict=True):
-        assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
-                             reference_greedy(ref_model, prompt, GREEDY.max_tokens))
-
-
-def test_quantized_experts_split_over_ranks(tmp_path):
+    ("qwen3_5", "gptq", 4, 64),
     # Qwen3.5 MoE AWQ group 32, experts quantized: each rank keeps 64 of every expert's 128 intermediate channels
-    src = make_family_checkpoint(tmp_path / "src", "qwen3_5_moe", hidden_size=128, intermediate_size=256,
-                                 head_dim=32, linear_key_head_dim=32, linear_value_head_dim=32,
-                                 moe_intermediate_size=128, shared_expert_intermediate_size=128)
-    quantize_checkpoint(src, tmp_path / "q", "awq", 4, 32, dequantized_dst=tmp_path / "dense")
-    ref_model = AutoModelForCausalLM.from_pretrained(tmp_path / "dense", dtype=torch.float32).eval()
+    ("qwen3_5_moe", "awq", 4, 32),
+])
+def test_quantized_hybrid_models_split_over_ranks(tmp_path, family, method, bits, group):
+    moe = dict(moe_intermediate_size=128, shared_expert_intermediate_size=128) if family.endswith("moe") else {}
+    src = make_family_checkpoint(tmp_path / "src", family, **HYBRID_SHAPES, **moe)
+    quantize_checkpoint(src, tmp_path / "q", method, bits, group, dequantized_dst=tmp_path / "dense")
+    _check_split_quantized(tmp_path / "q", tmp_path / "dense")
+
+
+def _check_split_quantized(quant_dir, dense_dir) -> None:
+    """Two ranks of the quantized checkpoint decode greedily as transformers does with its dequantized twin."""
+    ref_model = AutoModelForCausalLM.from_pretrained(dense_dir, dtype=torch.float32).eval()
     prompts = _prompts(ref_model.config.vocab_size)
-    outs = _generate(tmp_path / "q", prompts)
+    outs = _generate(quant_dir, prompts)
     for prompt, out in zip(prompts, outs, strict=True):
         assert_greedy_parity(ref_model, prompt, out.outputs[0].token_ids,
                              reference_greedy(ref_model, prompt, GREEDY.max_tokens))

@@ -40,6 +40,7 @@ class EngineInfo:
     # SamplingParams values a request that does not set them gets (the model's generation config, as in vLLM);
     # "max_tokens" there caps every request's output.
     default_sampling: dict[str, Any] = field(default_factory=dict)
+    max_logprobs: int = 20  # most logprobs per token a request may ask for (-1: no limit)
 
 
 # The engine's own stats dataclass; get_stats() returns a fresh copy, so it is safe to hand across threads

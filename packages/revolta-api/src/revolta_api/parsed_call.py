@@ -26,7 +26,7 @@ class ParsedCall:
     :meth:`_on_completion`."""
 
     def __init__(self, state: ServerState, parser: ChatOutputParser, assembler: EventAssembler, *,
-                 single_call: bool, params: SamplingParams | None = None) -> None:
+                 single_call: bool, params: SamplingParams) -> None:
         self.state = state
         self.params = params  # the request's sampling parameters (for the request metrics)
         self.parser = parser

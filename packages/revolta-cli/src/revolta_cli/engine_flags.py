@@ -12,7 +12,8 @@ ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "blo
                 "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager",
                 "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
                 "kv_offload_path", "kv_offload_disk_size", "speculative_config", "scheduling_policy",
-                "generation_config", "override_generation_config", "quantization", "trust_remote_code")
+                "generation_config", "override_generation_config", "quantization", "trust_remote_code",
+                "max_logprobs")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -55,6 +56,8 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                         'looked up in the prompt and output so far), \'{"model": "PATH", "num_speculative_tokens": '
                         "4}' (a smaller draft model of the same vocabulary) or '{\"method\": \"mtp\", "
                         "\"num_speculative_tokens\": 3}' (the checkpoint's own MTP head: Qwen3-Next, Qwen3.5)")
+    g.add_argument("--max-logprobs", type=int, default=None,
+                   help="most logprobs per token a request may ask for (default 20; -1: no limit)")
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default=None,
                    help="fcfs (default), or priority: requests with a lower `priority` field run first")
     g.add_argument("--quantization", "-q", default=None,

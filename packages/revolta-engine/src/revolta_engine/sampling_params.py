@@ -119,6 +119,15 @@ class SamplingParams:
                 raise bad("structured_outputs", "must be a StructuredOutputsParams")
             self.structured_outputs.validate()
 
+    def check_logprobs_limit(self, limit: int) -> None:
+        """InvalidRequestError when more logprobs per token are asked than ``limit`` (the engine's
+        ``max_logprobs``; -1: no limit)."""
+        for param in ("logprobs", "prompt_logprobs"):
+            asked = getattr(self, param)
+            if limit >= 0 and asked is not None and asked > limit:
+                raise InvalidRequestError(f"{param}: {asked} per token requested, but this engine returns at most "
+                                          f"{limit} (its max_logprobs, vLLM's --max-logprobs)", param=param)
+
     @property
     def needs_host_tokens(self) -> bool:
         """Whether sampling reads the previously sampled tokens on the host (penalties, a grammar's next mask, bad

@@ -20,6 +20,7 @@ def engine_info(engine: Any, served_model_name: str | None = None) -> EngineInfo
         chat_template=getattr(engine, "chat_template", None) or getattr(tokenizer, "chat_template", None),
         vocab_size=_vocab_size(engine),
         default_sampling=dict(getattr(engine, "default_sampling", None) or {}),
+        max_logprobs=int(getattr(engine, "max_logprobs", 20)),
     )
 
 

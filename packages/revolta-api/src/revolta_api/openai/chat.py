@@ -16,6 +16,7 @@ from revolta_api.openai.chat_tools import ChoiceOutput, request_tools, template_
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import ChatCompletionRequest
 from revolta_api.openai.serving import (
+    check_logprobs_limit,
     check_prompt_ids,
     clamp_logprob,
     encode_prompt_logprobs,
@@ -50,6 +51,8 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     if body.top_logprobs and not body.logprobs:
         raise bad_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
     client = state.client
+    check_logprobs_limit(client.info.max_logprobs, top_logprobs=body.top_logprobs,
+                         prompt_logprobs=body.prompt_logprobs)
     parsing = get_parsing(request)
     plan = request_tools(body, parsing)
     tools = plan.tools

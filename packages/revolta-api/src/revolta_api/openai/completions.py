@@ -14,6 +14,7 @@ from revolta_api.errors import bad_request, to_api_error
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import CompletionRequest
 from revolta_api.openai.serving import (
+    check_logprobs_limit,
     check_prompt_ids,
     clamp_logprob,
     encode_prompt_logprobs,
@@ -50,6 +51,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     state.note_unknown_fields("/v1/completions", body.unknown_fields())
     if body.suffix:
         raise bad_request("suffix is not supported.", param="suffix")
+    check_logprobs_limit(state.client.info.max_logprobs, logprobs=body.logprobs, prompt_logprobs=body.prompt_logprobs)
     tokenizer = state.client.tokenizer
     max_model_len = state.client.info.max_model_len
     prompts = [(text, truncate_prompt(ids, body.truncate_prompt_tokens, max_model_len))

@@ -14,7 +14,6 @@ from revolta_api.valid_unicode import valid_unicode_body
 
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1
 MAX_N = 128  # completions per request; more would hold the batch hostage
-MAX_LOGPROBS = 20
 
 Seed = Annotated[int, Field(ge=_INT64_MIN, le=_UINT64_MAX)]
 _INT32_MAX = 2**31 - 1
@@ -97,7 +96,7 @@ class SamplingFields(OpenAIBaseModel):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     request_id: str | None = Field(None, max_length=256)
-    prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)  # vLLM: every prompt token's logprob + top k
+    prompt_logprobs: int | None = Field(None, ge=0)  # vLLM: every prompt token's logprob + top k
     allowed_token_ids: list[TokenId] | None = Field(None, min_length=1)  # vLLM: sample only among these
     bad_words: list[str] | None = None  # vLLM: words never generated
     priority: int = Field(0, ge=-_INT32_MAX, le=_INT32_MAX)  # vLLM: lower runs first (priority scheduling)
@@ -127,7 +126,7 @@ class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    top_logprobs: int | None = Field(None, ge=0)
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool = True
@@ -144,7 +143,7 @@ class CompletionRequest(SamplingFields):
 
     prompt: str | list[TokenId] | list[str] | list[list[TokenId]]
     echo: bool | None = False
-    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    logprobs: int | None = Field(None, ge=0)
     max_tokens: int | None = Field(16, ge=1)
     suffix: str | None = None
     add_special_tokens: bool = True

@@ -23,6 +23,14 @@ def random_id(prefix: str, requested: str | None = None) -> str:
     return f"{prefix}-{requested or uuid.uuid4().hex}"
 
 
+def check_logprobs_limit(limit: int, **asked: int | None) -> None:
+    """400 naming the field that asks for more logprobs per token than the engine's max_logprobs (-1: no limit)."""
+    for param, value in asked.items():
+        if limit >= 0 and value is not None and value > limit:
+            raise bad_request(f"{param} is {value}, but this server returns at most {limit} logprobs per token "
+                              "(--max-logprobs).", param=param)
+
+
 def check_prompt_ids(token_ids: list[int], max_model_len: int, vocab_size: int, param: str = "prompt") -> None:
     """400 for an empty prompt, token ids outside the vocabulary, or a prompt that leaves no room to generate."""
     if not token_ids:

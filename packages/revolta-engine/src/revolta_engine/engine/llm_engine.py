@@ -123,7 +123,7 @@ class LLMEngine:
         if self.async_scheduling and self.speculative is not None:
             raise InvalidRequestError("speculative decoding needs async_scheduling off (drafts come from the "
                                       "newest tokens on the host)", param="speculative_config")
-        self.policy = cfg.resolve("scheduling_policy")
+        self.policy, self.max_logprobs = cfg.resolve("scheduling_policy"), int(cfg.resolve("max_logprobs"))
         if self.policy not in POLICIES:
             raise InvalidRequestError(f"scheduling_policy must be one of {', '.join(POLICIES)}, got {self.policy!r}",
                                       param="scheduling_policy")
@@ -196,6 +196,7 @@ class LLMEngine:
             raise InvalidRequestError(f"request id {request_id!r} is already running", param="request_id")
         if isinstance(params, SamplingParams):
             params.validate()
+            params.check_logprobs_limit(self.max_logprobs)
         text, ids = prompt_text_and_ids(prompt, self.tokenize_prompt)
         ids = truncate_prompt(ids, params.truncate_prompt_tokens, self.max_model_len)
         bad_words = bad_words_token_ids(self.tokenizer, params.bad_words)
