@@ -106,3 +106,14 @@ def test_stats_log_interval_comes_from_the_environment(monkeypatch):
         monkeypatch.setenv("REVOLTA_LOG_STATS_INTERVAL", bad)
         with pytest.raises(SystemExit, match="REVOLTA_LOG_STATS_INTERVAL"):
             log_stats_interval()
+
+
+def test_hf_overrides_and_the_older_rope_flags_become_one_override():
+    yarn = '{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}'
+    args = engine_args_from(build_parser().parse_args(["serve", "--rope-scaling", yarn, "--rope-theta", "5e5"]))
+    assert args.hf_overrides == {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                  "original_max_position_embeddings": 32768, "rope_theta": 5e5}}
+    args = engine_args_from(build_parser().parse_args(
+        ["generate", "hi", "--hf-overrides", '{"max_position_embeddings": 4096}', "--rope-scaling", yarn]))
+    assert args.hf_overrides["max_position_embeddings"] == 4096 and args.hf_overrides["rope_scaling"]["factor"] == 4.0
+    assert engine_args_from(build_parser().parse_args(["serve"])).hf_overrides is None

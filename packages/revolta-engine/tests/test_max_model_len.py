@@ -26,3 +26,42 @@ def test_max_model_len_past_the_trained_positions_is_refused_unless_allowed(tiny
         LLM(str(tiny_llama), dtype="float32", max_model_len=1024)
     monkeypatch.setenv("REVOLTA_ALLOW_LONG_MAX_MODEL_LEN", "1")
     assert LLM(str(tiny_llama), dtype="float32", max_model_len=1024).llm_engine.max_model_len == 1024
+
+
+def test_hf_overrides_yarn_serves_past_the_trained_positions_like_an_edited_config(tmp_path):
+    """vLLM's hf_overrides (Qwen's YaRN recipe): the override equals writing the same rope settings into
+    config.json, keeps the model's rope_theta, and lifts the max_model_len check to the scaled length."""
+    import json
+
+    import torch
+    from checkpoints import make_tiny_checkpoint
+    from parity import assert_greedy_parity, reference_greedy
+    from transformers import AutoModelForCausalLM
+
+    from revolta_engine import SamplingParams
+
+    src = make_tiny_checkpoint(tmp_path, "qwen3", max_position_embeddings=64)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    with pytest.raises(InvalidRequestError, match="longer than the 64 positions"):
+        LLM(str(src), dtype="float32", max_model_len=256)
+    llm = LLM(str(src), dtype="float32", max_model_len=256, hf_overrides={"rope_scaling": yarn})
+    rope = llm.llm_engine.hf_config.rope_parameters
+    original_theta = json.loads((src / "config.json").read_text()).get("rope_parameters", {}).get("rope_theta")
+    assert original_theta and rope["rope_type"] == "yarn" and rope["factor"] == 4.0 and rope["rope_theta"] == original_theta
+
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for f in src.iterdir():
+        (edited / f.name).write_bytes(f.read_bytes())
+    config = json.loads((src / "config.json").read_text())
+    config["rope_parameters"] = dict(rope)
+    (edited / "config.json").write_text(json.dumps(config))
+    ref_model = AutoModelForCausalLM.from_pretrained(edited, dtype=torch.float32).eval()
+    prompt = torch.randint(3, ref_model.config.vocab_size, (150,), generator=torch.Generator().manual_seed(2)).tolist()
+    greedy = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    out = llm.generate({"prompt_token_ids": prompt}, greedy)[0].outputs[0].token_ids
+    assert out == LLM(str(edited), dtype="float32", max_model_len=256).generate(
+        {"prompt_token_ids": prompt}, greedy)[0].outputs[0].token_ids
+    assert_greedy_parity(ref_model, prompt, out, reference_greedy(ref_model, prompt, greedy.max_tokens))
+    with pytest.raises(InvalidRequestError, match="rope_scaling must be a JSON object"):
+        LLM(str(src), dtype="float32", max_model_len=64, hf_overrides={"rope_scaling": 4})

@@ -13,7 +13,7 @@ ENGINE_FLAGS = ("tokenizer", "served_model_name", "dtype", "max_model_len", "blo
                 "chat_template", "load_format", "async_scheduling", "activation_quant", "kv_offloading_size",
                 "kv_offload_path", "kv_offload_disk_size", "speculative_config", "scheduling_policy",
                 "generation_config", "override_generation_config", "quantization", "trust_remote_code",
-                "max_logprobs")
+                "max_logprobs", "hf_overrides")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -56,6 +56,13 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, with_model: bool = True
                         'looked up in the prompt and output so far), \'{"model": "PATH", "num_speculative_tokens": '
                         "4}' (a smaller draft model of the same vocabulary) or '{\"method\": \"mtp\", "
                         "\"num_speculative_tokens\": 3}' (the checkpoint's own MTP head: Qwen3-Next, Qwen3.5)")
+    g.add_argument("--hf-overrides", type=json_object, default=None, metavar="JSON",
+                   help='values set on the model\'s config.json before it loads, e.g. \'{"rope_scaling": {"rope_type": '
+                        '"yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}\' to serve a Qwen3 '
+                        "model past 32K tokens with --max-model-len 131072")
+    g.add_argument("--rope-scaling", type=json_object, default=None, metavar="JSON",
+                   help="the same as --hf-overrides '{\"rope_scaling\": JSON}' (older vLLM command lines)")
+    g.add_argument("--rope-theta", type=float, default=None, help="the rotary base, as an hf override")
     g.add_argument("--max-logprobs", type=int, default=None,
                    help="most logprobs per token a request may ask for (default 20; -1: no limit)")
     g.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default=None,
@@ -136,10 +143,23 @@ def engine_args_from(ns: argparse.Namespace) -> Any:
             continue
         if name == "served_model_name":
             value = value[0]
+        elif name == "hf_overrides":
+            value = dict(value)
         elif name == "chat_template":
             value = chat_template_text(value)
         given[name] = value
+    rope = {**({} if ns_get(ns, "rope_scaling") is None else ns.rope_scaling),
+            **({} if ns_get(ns, "rope_theta") is None else {"rope_theta": ns.rope_theta})}
+    if rope:
+        overrides = dict(given.get("hf_overrides") or {})
+        overrides["rope_scaling"] = {**overrides.get("rope_scaling", {}), **rope}
+        given["hf_overrides"] = overrides
     return EngineArgs.from_kwargs(**given)
+
+
+def ns_get(ns: argparse.Namespace, name: str) -> Any:
+    """A flag's value, or None where this command has no such flag."""
+    return getattr(ns, name, None)
 
 
 def model_argument(ns: argparse.Namespace) -> str | None:

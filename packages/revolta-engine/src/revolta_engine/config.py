@@ -71,6 +71,7 @@ class EngineArgs:
     override_generation_config: dict | None = None  # merged over those defaults, e.g. {"temperature": 0.5}
     quantization: str | None = None  # vLLM's name (awq, gptq, ...): checked against the checkpoint's scheme
     trust_remote_code: bool = False  # accepted for vLLM command lines; no checkpoint code is ever run
+    hf_overrides: dict | None = None  # set on the checkpoint's config before the model is built (vLLM's)
     max_logprobs: int = 20  # most logprobs (and prompt logprobs) per token a request may ask for; -1: no cap (vLLM)
     # Names of the fields the caller set explicitly (filled by from_kwargs); not an engine option.
     explicit: frozenset[str] = field(default_factory=frozenset, repr=False)

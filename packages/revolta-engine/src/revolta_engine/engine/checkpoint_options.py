@@ -1,5 +1,6 @@
-"""Engine options checked against the opened checkpoint: vLLM's ``quantization`` and ``trust_remote_code``, and the
-request sampling defaults from its generation config (``generation_defaults``)."""
+"""Opening the engine's checkpoint (``model``, loader options, ``hf_overrides``) and the options checked against it:
+vLLM's ``quantization`` and ``trust_remote_code``, and the request sampling defaults from its generation config
+(``generation_defaults``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from revolta_engine.config import ConfigResolver
 from revolta_engine.engine.generation_defaults import log_sampling_defaults, sampling_defaults
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.layers.quant.config import parse_quant_config
+from revolta_engine.loader import load_checkpoint
 from revolta_engine.loader.checkpoint import Checkpoint
 
 logger = logging.getLogger(__name__)
@@ -17,6 +19,19 @@ logger = logging.getLogger(__name__)
 # vLLM's --quantization names -> the scheme of the checkpoint that serves them here (our own kernels run either way)
 QUANTIZATION_NAMES = {"awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "marlin": "gptq",
                       "gguf": "gguf"}
+
+
+def open_checkpoint(cfg: ConfigResolver) -> Checkpoint:
+    """Resolve ``model`` (the embedded SmolLM2 when unset) and open it with the loader options."""
+    args = cfg.args
+    if args.model is None:
+        from revolta_engine.loader import default_model
+
+        cfg.set("model", str(default_model()), "default")
+    else:
+        cfg.resolve("model")
+    return load_checkpoint(cfg.values["model"].value, tokenizer=args.tokenizer, load_format=args.load_format,
+                           skip_tokenizer_init=args.skip_tokenizer_init, hf_overrides=cfg.resolve("hf_overrides"))
 
 
 def resolve_checkpoint_options(cfg: ConfigResolver, checkpoint: Checkpoint) -> dict[str, Any]:

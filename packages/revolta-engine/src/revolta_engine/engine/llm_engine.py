@@ -23,7 +23,7 @@ from revolta_engine.core.request_queue import POLICIES
 from revolta_engine.core.scheduler import Scheduler
 from revolta_engine.engine.cache_setup import log_kv_capacity
 from revolta_engine.engine.chat import render_chat
-from revolta_engine.engine.checkpoint_options import resolve_checkpoint_options
+from revolta_engine.engine.checkpoint_options import open_checkpoint, resolve_checkpoint_options
 from revolta_engine.engine.engine_runtime import build_engine_runtime, check_tensor_parallel
 from revolta_engine.engine.inflight import HostTokenCopy, InFlightStep
 from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
@@ -47,7 +47,6 @@ from revolta_engine.engine.speculative import (
 from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.layers.activation_quant import apply_activation_quant
-from revolta_engine.loader import load_checkpoint
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sample.bad_words import bad_words_token_ids
 from revolta_engine.sample.sampler import Sampler, sampling_row
@@ -68,17 +67,10 @@ class LLMEngine:
     def __init__(self, args: EngineArgs) -> None:
         self.args = args
         cfg = self.resolver = ConfigResolver(args)
-        if args.model is None:
-            from revolta_engine.loader import default_model
-
-            cfg.set("model", str(default_model()), "default")
-        else:
-            cfg.resolve("model")
+        self.checkpoint = open_checkpoint(cfg)
         model_path = cfg.values["model"].value
         self.device = resolve_device(cfg.resolve("device"))
         cfg.set("device", str(self.device), "user" if "device" in args.explicit else "profile")
-        self.checkpoint = load_checkpoint(model_path, tokenizer=args.tokenizer, load_format=args.load_format,
-                                          skip_tokenizer_init=args.skip_tokenizer_init)
         self.hf_config = hf_config = self.checkpoint.hf_config
         self.tokenizer = self.checkpoint.tokenizer
         self.chat_template = args.chat_template or self.checkpoint.chat_template

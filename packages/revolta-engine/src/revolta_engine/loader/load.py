@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from revolta_engine.errors import ModelLoadError
 
@@ -21,6 +22,7 @@ from .hf_files import (
     read_chat_template,
     read_generation_config,
 )
+from .hf_overrides import apply_hf_overrides
 from .safetensors_weights import find_safetensors
 
 logger = logging.getLogger(__name__)
@@ -35,13 +37,15 @@ def load_checkpoint(
     skip_tokenizer_init: bool = False,
     trust_remote_code: bool = False,
     load_format: str = "auto",
+    hf_overrides: dict[str, Any] | None = None,
 ) -> Checkpoint:
     """Open ``model`` (a checkpoint directory, a ``.gguf`` file, or a directory holding one ``.gguf``).
 
     Validates the layout up front (config, weight files, index shards) and raises ModelLoadError naming the
     problem; weights are read later by ``Checkpoint.iter_weights()``. ``tokenizer`` overrides where the
     tokenizer comes from (a directory or a ``.gguf`` file). ``load_format="dummy"`` needs only config.json
-    and yields random weights with the right names and shapes. Nothing is downloaded.
+    and yields random weights with the right names and shapes. Nothing is downloaded. ``hf_overrides`` (vLLM's) are
+    set on the config before anything reads it (see :func:`apply_hf_overrides`).
     """
     if load_format not in LOAD_FORMATS:
         raise ModelLoadError(f"Unknown load_format {load_format!r}; expected one of {LOAD_FORMATS}.")
@@ -54,9 +58,9 @@ def load_checkpoint(
     start = time.perf_counter()
     gguf_file = _gguf_target(path, load_format)
     if gguf_file is not None:
-        checkpoint = _load_gguf(gguf_file, tokenizer, skip_tokenizer_init, trust_remote_code)
+        checkpoint = _load_gguf(gguf_file, tokenizer, skip_tokenizer_init, trust_remote_code, hf_overrides)
     elif path.is_dir():
-        checkpoint = _load_hf_dir(path, tokenizer, skip_tokenizer_init, trust_remote_code, load_format)
+        checkpoint = _load_hf_dir(path, tokenizer, skip_tokenizer_init, trust_remote_code, load_format, hf_overrides)
     else:
         raise ModelLoadError(
             f"Model path {path} is a file but not a .gguf file; pass a checkpoint directory."
@@ -94,8 +98,10 @@ def _load_hf_dir(
     skip_tokenizer_init: bool,
     trust_remote_code: bool,
     load_format: str,
+    hf_overrides: dict[str, Any] | None,
 ) -> Checkpoint:
     config = load_hf_config(root, trust_remote_code=trust_remote_code)
+    apply_hf_overrides(config, hf_overrides)
     weights: WeightSource
     if load_format == "dummy":
         weights = DummyWeights(config)
@@ -127,10 +133,12 @@ def _load_hf_dir(
 
 
 def _load_gguf(
-    path: Path, tokenizer: str | os.PathLike[str] | None, skip_tokenizer_init: bool, trust_remote_code: bool
+    path: Path, tokenizer: str | os.PathLike[str] | None, skip_tokenizer_init: bool, trust_remote_code: bool,
+    hf_overrides: dict[str, Any] | None,
 ) -> Checkpoint:
     reader = open_gguf(path)
     config = gguf_config(reader, path)
+    apply_hf_overrides(config, hf_overrides)
     weights = GgufWeights(reader, config, path)
     tok = None
     if skip_tokenizer_init:

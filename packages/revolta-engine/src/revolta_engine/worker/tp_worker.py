@@ -67,7 +67,7 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
         else:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // settings.tensor_parallel_size))
         checkpoint = load_checkpoint(settings.model_path, skip_tokenizer_init=True,
-                                     load_format=settings.args.load_format)
+                                     load_format=settings.args.load_format, hf_overrides=settings.args.hf_overrides)
         apply_activation_quant(settings.activation_quant, device)
         weights = None if settings.args.load_format == "dummy" else checkpoint.iter_weights()
         model = load_shard_model(checkpoint.hf_config, weights, settings, device, rank)
