@@ -174,10 +174,13 @@ def test_cancelling_a_background_response_stops_it_and_frees_the_engine(backgrou
                 extra_body={"ignore_eos": True})
     queued = oai.responses.create(**long, background=True)
     deadline = time.monotonic() + 60
-    while client.stats().num_generation_tokens == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)  # let it start generating
+    partial = oai.responses.retrieve(queued.id)
+    while not partial.output_text and time.monotonic() < deadline:
+        time.sleep(0.1)  # a running response reads back with its output so far
+        partial = oai.responses.retrieve(queued.id)
+    assert partial.status == "in_progress" and partial.output[0].status == "in_progress" and partial.output_text
     cancelled = oai.responses.cancel(queued.id)
-    assert cancelled.status == "cancelled"
+    assert cancelled.status == "cancelled" and cancelled.output_text.startswith(partial.output_text)
     assert oai.responses.retrieve(queued.id).status == "cancelled"
     assert oai.responses.cancel(queued.id).status == "cancelled"  # cancelling again changes nothing
     deadline = time.monotonic() + 30

@@ -94,6 +94,18 @@ class ItemAssembler:
         out.append({"type": "response.output_item.done", "output_index": self.index, "item": dict(item)})
         return out
 
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The items so far in their API shape: the open one with its text so far, still in progress."""
+        shown = []
+        for item in self.items:
+            if item is self._open and "text" in item:
+                text = item["text"]
+                item = {k: v for k, v in item.items() if k != "text"}
+                item["content"] = ([{"type": "reasoning_text", "text": text}] if item["type"] == "reasoning" else
+                                   [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}])
+            shown.append(dict(item))
+        return shown
+
     def _start(self, item: dict[str, Any]) -> list[dict[str, Any]]:
         self.items.append(item)
         self._open = item

@@ -92,11 +92,11 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
 
 @router.get("/v1/responses/{response_id}")
 async def get_response(response_id: str, request: Request) -> Response:
-    """A stored response."""
-    stored = get_state(request).responses.get(response_id)
-    if stored is None:
+    """A stored response (a background one still generating: its output so far)."""
+    current = get_state(request).responses.current(response_id)
+    if current is None:
         raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
-    return Response(encode_json(stored.response), media_type="application/json")
+    return Response(encode_json(current), media_type="application/json")
 
 
 @router.post("/v1/responses/{response_id}/cancel")
@@ -140,13 +140,14 @@ class _ResponseCall(ParsedCall):
         super().__init__(state, parser, self.items, single_call=body.parallel_tool_calls is False, params=params)
         self.cached_tokens = 0
         self._sequence = 0
+        self._status = "queued"  # a background response's status while it runs
 
     def response(self, status: str) -> dict[str, Any]:
         """The ``response`` object as it stands."""
         incomplete = status == "incomplete"
         return {
             "id": self.id, "object": "response", "created_at": self.created, "status": status,
-            "model": self.state.model_name, "output": list(self.items.items), "error": None,
+            "model": self.state.model_name, "output": self.items.snapshot(), "error": None,
             "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "instructions": self.body.instructions, "max_output_tokens": self.body.max_output_tokens,
             "temperature": self.body.temperature, "top_p": self.body.top_p, "tools": self.body.tools or [],
@@ -176,12 +177,14 @@ class _ResponseCall(ParsedCall):
         """Store this response as queued, generate it in a task of the store, and return the queued object."""
         queued = self.response("queued")
         self.state.responses.put(queued, self.conversation)
-        self.state.responses.run_in_background(self.id, self._generate_in_background())
+        self.state.responses.run_in_background(self.id, self._generate_in_background(),
+                                               live=lambda: self.response(self._status))
         return queued
 
     async def _generate_in_background(self) -> None:
         """Generate to the end; what happens (in progress, finished, cancelled, failed) is stored as it happens."""
         store = self.state.responses
+        self._status = "in_progress"
         store.put(self.response("in_progress"), self.conversation)
         try:
             await self.complete()

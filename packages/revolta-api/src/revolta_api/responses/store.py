@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ class ResponseStore:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
         self._running: dict[str, asyncio.Task] = {}  # background responses still generating
+        self._live: dict[str, Callable[[], dict[str, Any]]] = {}  # their response objects as they stand
 
     def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
         self._entries[response["id"]] = StoredResponse(response, conversation)
@@ -49,11 +50,27 @@ class ResponseStore:
     def delete(self, response_id: str) -> bool:
         return self._entries.pop(response_id, None) is not None
 
-    def run_in_background(self, response_id: str, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` (which stores the response as it progresses) as a task of this store."""
+    def run_in_background(self, response_id: str, work: Coroutine[Any, Any, None],
+                          live: Callable[[], dict[str, Any]]) -> None:
+        """Run ``work`` (which stores the response when it ends) as a task of this store; until then ``live``
+        gives the response object as it stands (the output so far)."""
         task = asyncio.create_task(work, name=f"background response {response_id}")
         self._running[response_id] = task
-        task.add_done_callback(lambda _: self._running.pop(response_id, None))
+        self._live[response_id] = live
+
+        def finished(_: asyncio.Task) -> None:
+            self._running.pop(response_id, None)
+            self._live.pop(response_id, None)
+
+        task.add_done_callback(finished)
+
+    def current(self, response_id: str) -> dict[str, Any] | None:
+        """The response object now: a running background response's output so far, else the stored one."""
+        live = self._live.get(response_id)
+        if live is not None:
+            return live()
+        entry = self.get(response_id)
+        return None if entry is None else entry.response
 
     def is_running(self, response_id: str) -> bool:
         """True while a background response still generates."""
