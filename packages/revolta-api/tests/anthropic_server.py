@@ -16,12 +16,13 @@ import uvicorn
 from revolta_api import build_app
 from revolta_api.chat_parsing import ChatParsing
 from revolta_api.clients.threaded import ThreadedEngineClient
+from revolta_api.state import ServingOptions
 from revolta_engine import EngineArgs, LLMEngine
 
 
 @contextmanager
 def serve(api_key: str | None = None, parsing: ChatParsing | None = None, max_model_len: int = 512,
-          chat_template: str | None = None, default_chat_template_kwargs: dict | None = None,
+          chat_template: str | None = None, options: ServingOptions | None = None,
           **engine_args: Any) -> Iterator[tuple[str, Any]]:
     """Yield (base URL, engine client) of a server running until the block ends (``engine_args``: more
     ``EngineArgs``, e.g. ``model``)."""
@@ -29,7 +30,7 @@ def serve(api_key: str | None = None, parsing: ChatParsing | None = None, max_mo
                                               **engine_args))
     client = ThreadedEngineClient(engine)
     app = build_app(client, served_model_name="smol", api_key=api_key, parsing=parsing,
-                    chat_template=chat_template, default_chat_template_kwargs=default_chat_template_kwargs)
+                    chat_template=chat_template, options=options)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

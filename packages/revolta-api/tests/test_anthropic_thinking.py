@@ -15,6 +15,7 @@ from anthropic_server import raw_events, serve
 from parser_tokenizer import make_thinking_model
 
 from revolta_api.chat_parsing import ChatParsing
+from revolta_api.state import ServingOptions
 
 QUESTION = [{"role": "user", "content": "What is the weather?"}]
 GREEDY = {"temperature": 0}
@@ -108,7 +109,7 @@ def thinking_off_server(tmp_path_factory):
     """The same model served with --default-chat-template-kwargs '{"enable_thinking": false}'."""
     model = make_thinking_model(tmp_path_factory.mktemp("thinking_off") / "model")
     with serve(parsing=ChatParsing(reasoning_parser="deepseek_r1"), max_model_len=256, model=str(model),
-               default_chat_template_kwargs={"enable_thinking": False}) as (base, _):
+               options=ServingOptions(default_chat_template_kwargs={"enable_thinking": False})) as (base, _):
         yield base
 
 
@@ -134,7 +135,7 @@ def test_default_template_variables_render_unless_the_request_sets_its_own(tmp_p
     template = "{{ greeting }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
     model = make_thinking_model(tmp_path / "model")
     with serve(max_model_len=256, model=str(model), chat_template=template,
-               default_chat_template_kwargs={"greeting": "Hello "}) as (base, _):
+               options=ServingOptions(default_chat_template_kwargs={"greeting": "Hello "})) as (base, _):
         def rendered(**body: object) -> str:
             ids = httpx.post(base + "/tokenize", json={"messages": [{"role": "user", "content": "you"}],
                                                         **body}).json()["tokens"]

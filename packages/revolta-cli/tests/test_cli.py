@@ -201,12 +201,17 @@ def test_https_and_vllm_flags_that_change_nothing_here(tiny_model, tmp_path):
         assert result.returncode == 2 and message in result.stderr, result.stderr
     server = ServerProcess(*_tiny_args(tiny_model, "--ssl-keyfile", key, "--ssl-certfile", cert,
                                        "--attention-backend", "FLASH_ATTN_V100", "--swap-space", "4",
-                                       "--disable-custom-all-reduce"), startup_timeout=120)
+                                       "--disable-custom-all-reduce", "--enable-force-include-usage",
+                                       "--default-chat-template-kwargs", '{"unused": 1}'), startup_timeout=120)
     try:
         assert server.url.startswith("https://127.0.0.1:")
         reply = httpx.post(server.url + "/v1/completions", verify=ssl.create_default_context(cafile=cert),
                            json={"model": "tiny", "prompt": "hi", "max_tokens": 2})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 2
+        with httpx.stream("POST", server.url + "/v1/completions", verify=ssl.create_default_context(cafile=cert),
+                          json={"model": "tiny", "prompt": "hi", "max_tokens": 2, "stream": True}) as stream:
+            events = [line for line in stream.iter_lines() if line.startswith("data: {")]
+        assert '"usage":{"prompt_tokens"' in events[-1]  # --enable-force-include-usage, without stream_options
         with pytest.raises(httpx.ConnectError):  # a client that does not trust this certificate is refused
             httpx.get(server.url + "/health")
         with pytest.raises(httpx.RemoteProtocolError):  # and plain HTTP is not served

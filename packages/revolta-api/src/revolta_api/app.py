@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,7 +25,7 @@ from revolta_api.openai.errors import OPENAI_FAMILY
 from revolta_api.ops import revolta_version
 from revolta_api.ops import router as ops_router
 from revolta_api.responses.router import router as responses_router
-from revolta_api.state import ServerState
+from revolta_api.state import ServerState, ServingOptions
 from revolta_api.stats_log import log_stats_every
 from revolta_engine.errors import RevoltaError
 
@@ -43,8 +42,7 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
               api_key: str | None = None, chat_template: str | None = None,
               extra_routers: Sequence[APIRouter] = (), extra_families: Sequence[ApiFamily] = (),
               parsing: ChatParsing | None = None, cors: CorsSettings | None = CorsSettings(),
-              default_chat_template_kwargs: Mapping[str, Any] | None = None,
-              log_stats_interval: float | None = None) -> FastAPI:
+              options: ServingOptions | None = None, log_stats_interval: float | None = None) -> FastAPI:
     """Build the HTTP app over ``client``.
 
     ``served_model_name`` (one name or several aliases; default: the engine's) is what clients put in
@@ -52,7 +50,8 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
     (or ``x-api-key``). ``extra_routers`` and ``extra_families`` add other APIs (e.g. Anthropic's) with
     their own error shapes. ``parsing`` names the tool-call and reasoning parsers run on chat outputs.
     ``cors`` lets browser pages call the API (default: any origin, as vLLM; None: no CORS headers).
-    ``default_chat_template_kwargs`` are chat template variables for requests that do not set them.
+    ``options``: server-wide request defaults (default chat template variables, forced usage chunks, logprob
+    tokens as ids).
     ``log_stats_interval``: seconds between log lines of throughput and load (None: no such lines).
     The app starts the client on startup and shuts it down on shutdown.
     """
@@ -79,8 +78,7 @@ def build_app(client: EngineClient, *, served_model_name: str | Sequence[str] | 
     names = [served_model_name] if isinstance(served_model_name, str) else list(served_model_name or [])
     app.state.revolta = ServerState(client=client, served_model_names=names, api_key=api_key,
                                     chat_template=chat_template, metrics=None,  # type: ignore[arg-type]
-                                    families=families,
-                                    default_chat_template_kwargs=dict(default_chat_template_kwargs or {}))
+                                    families=families, options=options or ServingOptions())
     app.state.revolta_parsing = parsing or ChatParsing()
     for router in (ops_router, *API_ROUTERS, *extra_routers):
         app.include_router(router)

@@ -17,6 +17,15 @@ from revolta_api.responses.store import ResponseStore
 logger = logging.getLogger("revolta.api")
 
 
+@dataclass(frozen=True)
+class ServingOptions:
+    """Server-wide request defaults from the command line (vLLM's flags of the same names)."""
+
+    default_chat_template_kwargs: dict = field(default_factory=dict)  # template variables requests may override
+    force_include_usage: bool = False  # every stream ends with a usage chunk, as if stream_options asked for it
+    return_tokens_as_token_ids: bool = False  # logprob tokens as "token_id:N" unless the request says otherwise
+
+
 @dataclass
 class ServerState:
     """Per-app state (``app.state.revolta``)."""
@@ -27,7 +36,7 @@ class ServerState:
     chat_template: str | None
     metrics: ServerMetrics
     families: list[ApiFamily]
-    default_chat_template_kwargs: dict = field(default_factory=dict)  # --default-chat-template-kwargs
+    options: ServingOptions = field(default_factory=ServingOptions)
     created: int = field(default_factory=lambda: int(time.time()))
     _renderer: ChatRenderer | None = None
     _warned_fields: set[tuple[str, str]] = field(default_factory=set)
@@ -43,7 +52,7 @@ class ServerState:
         """Chat template renderer over the client's tokenizer (built once the client has started)."""
         if self._renderer is None:
             self._renderer = ChatRenderer(self.client.tokenizer, self.chat_template or self.client.info.chat_template,
-                                          self.default_chat_template_kwargs)
+                                          self.options.default_chat_template_kwargs)
         return self._renderer
 
     def check_model(self, name: str | None) -> None:

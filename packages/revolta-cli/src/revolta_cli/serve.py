@@ -65,6 +65,10 @@ def add_parser(subparsers: Any) -> None:
                    help="how the model writes tool calls: hermes, qwen3_coder, llama3_json")
     t.add_argument("--reasoning-parser", default=None,
                    help="split the model's thinking from its answer: qwen3, deepseek_r1")
+    h.add_argument("--enable-force-include-usage", action="store_true",
+                   help="end every stream with a usage chunk, as if the request's stream_options asked for it")
+    h.add_argument("--return-tokens-as-token-ids", action="store_true",
+                   help='logprob tokens as "token_id:N" (for tokens that are not whole UTF-8) unless a request says')
     t.add_argument("--default-chat-template-kwargs", type=json_object, default=None, metavar="JSON",
                    help='chat template variables for requests that do not set them in chat_template_kwargs, e.g. '
                         '\'{"enable_thinking": false}\' to make a Qwen3 server answer without thinking by default')
@@ -162,6 +166,7 @@ async def _serve(ns: argparse.Namespace) -> int:
     from revolta_api import build_app
     from revolta_api.clients.mp import MPEngineClient
     from revolta_api.cors import CorsSettings
+    from revolta_api.state import ServingOptions
     from revolta_engine.errors import RevoltaError
 
     loop = asyncio.get_running_loop()
@@ -204,7 +209,8 @@ async def _serve(ns: argparse.Namespace) -> int:
                             tuple(ns.allowed_headers))
         app = build_app(client, served_model_name=names, api_key=ns.api_key,
                         chat_template=chat_template_text(ns.chat_template), parsing=parsing, cors=cors,
-                        default_chat_template_kwargs=ns.default_chat_template_kwargs,
+                        options=ServingOptions(dict(ns.default_chat_template_kwargs or {}), ns.enable_force_include_usage,
+                                               ns.return_tokens_as_token_ids),
                         log_stats_interval=ns.log_stats_interval)
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host

@@ -20,6 +20,7 @@ from revolta_api.openai.serving import (
     check_prompt_ids,
     clamp_logprob,
     encode_prompt_logprobs,
+    logprob_tokens_as_ids,
     random_id,
     sampling_params,
     token_text,
@@ -105,7 +106,7 @@ class _ChatCall:
         self.top_logprobs = body.top_logprobs or 0
         self.tokenizer = state.client.tokenizer
         self.choices: list[ChoiceOutput] | None = None  # tool / reasoning parsing, when the request needs it
-        self._as_ids = bool(body.return_tokens_as_token_ids)
+        self._as_ids = logprob_tokens_as_ids(body, state)
         self._token_ids = bool(body.return_token_ids)
         self.echo = _echo_text(body)
 
@@ -190,7 +191,7 @@ class _ChatCall:
     async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
         """SSE chunks as OpenAI sends them; errors after the start become an error event; always ``[DONE]``."""
         options = self.body.stream_options
-        include_usage = bool(options and options.include_usage)
+        include_usage = bool(options and options.include_usage) or self.state.options.force_include_usage
         continuous = include_usage and bool(options and options.continuous_usage_stats)
         n = self.params.n
         counts = [0] * n

@@ -18,6 +18,7 @@ from revolta_api.openai.serving import (
     check_prompt_ids,
     clamp_logprob,
     encode_prompt_logprobs,
+    logprob_tokens_as_ids,
     random_id,
     sampling_params,
     token_text,
@@ -110,7 +111,7 @@ class _CompletionCall:
         self.created = int(time.time())
         self.tokenizer = state.client.tokenizer
         self._prompt_lps: list[list | None] = [None] * len(prompts)  # each prompt's logprobs once they arrive
-        self._as_ids = bool(body.return_tokens_as_token_ids)
+        self._as_ids = logprob_tokens_as_ids(body, state)
 
     def streams(self) -> list[AsyncIterator]:
         client = self.state.client
@@ -206,7 +207,7 @@ class _CompletionCall:
     async def stream(self, streams: list[AsyncIterator]) -> AsyncIterator[bytes]:
         """SSE ``text_completion`` chunks; usage chunk when asked; errors as an event; always ``[DONE]``."""
         options = self.body.stream_options
-        include_usage = bool(options and options.include_usage)
+        include_usage = bool(options and options.include_usage) or self.state.options.force_include_usage
         continuous = include_usage and bool(options and options.continuous_usage_stats)
         total = len(self.prompts) * self.n
         counts = [0] * total

@@ -23,6 +23,13 @@ def random_id(prefix: str, requested: str | None = None) -> str:
     return f"{prefix}-{requested or uuid.uuid4().hex}"
 
 
+def logprob_tokens_as_ids(body: Any, state: Any) -> bool:
+    """vLLM's ``return_tokens_as_token_ids``: the request's choice, else the server's
+    (``--return-tokens-as-token-ids``)."""
+    asked = body.return_tokens_as_token_ids
+    return bool(state.options.return_tokens_as_token_ids if asked is None else asked)
+
+
 def check_logprobs_limit(limit: int, **asked: int | None) -> None:
     """400 naming the field that asks for more logprobs per token than the engine's max_logprobs (-1: no limit)."""
     for param, value in asked.items():

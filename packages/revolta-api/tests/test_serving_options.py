@@ -1,0 +1,27 @@
+"""Server-wide request defaults (vLLM's --enable-force-include-usage and --return-tokens-as-token-ids)."""
+
+from __future__ import annotations
+
+import openai
+from anthropic_server import serve
+
+from revolta_api.state import ServingOptions
+
+MSG = [{"role": "user", "content": "Hi"}]
+
+
+def test_forced_usage_chunks_and_logprob_tokens_as_ids():
+    options = ServingOptions(force_include_usage=True, return_tokens_as_token_ids=True)
+    with serve(options=options) as (url, _):
+        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
+        chunks = list(client.chat.completions.create(model="smol", messages=MSG, max_tokens=3, stream=True))
+        assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 3
+        text_chunks = list(client.completions.create(model="smol", prompt="Hi", max_tokens=3, stream=True))
+        assert text_chunks[-1].usage.completion_tokens == 3
+        reply = client.chat.completions.create(model="smol", messages=MSG, max_tokens=3, logprobs=True,
+                                               extra_body={"return_token_ids": True})
+        ids = reply.choices[0].model_extra["token_ids"]
+        assert [p.token for p in reply.choices[0].logprobs.content] == [f"token_id:{t}" for t in ids]
+        own = client.chat.completions.create(model="smol", messages=MSG, max_tokens=3, logprobs=True,
+                                             extra_body={"return_tokens_as_token_ids": False})
+        assert not any(p.token.startswith("token_id:") for p in own.choices[0].logprobs.content)
