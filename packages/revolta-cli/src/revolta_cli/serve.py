@@ -50,6 +50,10 @@ def add_parser(subparsers: Any) -> None:
     h.add_argument("--allow-credentials", action="store_true", help="let those pages send cookies or HTTP auth")
     h.add_argument("--allowed-methods", type=json_list, default=["*"], metavar="JSON", help="CORS methods")
     h.add_argument("--allowed-headers", type=json_list, default=["*"], metavar="JSON", help="CORS headers")
+    h.add_argument("--enable-force-include-usage", action="store_true",
+                   help="end every stream with a usage chunk, as if the request's stream_options asked for it")
+    h.add_argument("--return-tokens-as-token-ids", action="store_true",
+                   help='logprob tokens as "token_id:N" (for tokens that are not whole UTF-8) unless a request says')
     v = p.add_argument_group("accepted from vLLM command lines, with no effect here (a warning says why)")
     v.add_argument("--attention-backend", default=None, metavar="NAME",
                    help="ReVolta always runs its own paged attention kernels (the reference ops on a CPU)")
@@ -65,10 +69,6 @@ def add_parser(subparsers: Any) -> None:
                    help="how the model writes tool calls: hermes, qwen3_coder, llama3_json")
     t.add_argument("--reasoning-parser", default=None,
                    help="split the model's thinking from its answer: qwen3, deepseek_r1")
-    h.add_argument("--enable-force-include-usage", action="store_true",
-                   help="end every stream with a usage chunk, as if the request's stream_options asked for it")
-    h.add_argument("--return-tokens-as-token-ids", action="store_true",
-                   help='logprob tokens as "token_id:N" (for tokens that are not whole UTF-8) unless a request says')
     t.add_argument("--default-chat-template-kwargs", type=json_object, default=None, metavar="JSON",
                    help='chat template variables for requests that do not set them in chat_template_kwargs, e.g. '
                         '\'{"enable_thinking": false}\' to make a Qwen3 server answer without thinking by default')
