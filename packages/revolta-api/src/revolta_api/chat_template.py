@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from revolta_engine.engine.chat import render_chat
-from revolta_engine.engine.prompt_input import encode_prompt
 from revolta_engine.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
@@ -63,9 +62,3 @@ class ChatRenderer:
         value = self.template_kwargs(requested).get("enable_thinking")
         return None if value is None else bool(value)
 
-
-def tokenize_prompt(tokenizer: Any, text: str, *, add_special_tokens: bool = True, param: str = "prompt"
-                    ) -> list[int]:
-    """Token ids of a text prompt as the engine makes them (BOS added unless the text already starts with it);
-    text that is not valid Unicode is a 400 naming ``param``."""
-    return encode_prompt(tokenizer, text, add_special_tokens=add_special_tokens, param=param)

@@ -14,7 +14,6 @@ from revolta_api.anthropic.blocks import BlockAssembler
 from revolta_api.anthropic.errors import anthropic_error_event
 from revolta_api.anthropic.protocol import CountTokensRequest, MessagesRequest
 from revolta_api.chat_parsing import ChatParsing, constrain_after_reasoning, get_parsing, output_constraint
-from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import ApiError, to_api_error
 from revolta_api.openai.serving import check_prompt_ids
 from revolta_api.parsed_call import ParsedCall
@@ -27,6 +26,7 @@ from revolta_api.streaming import (
     until_disconnect,
 )
 from revolta_api.structured import anthropic_structured_outputs
+from revolta_engine.engine.prompt_input import encode_prompt
 from revolta_engine.outputs import CompletionOutput, RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -50,7 +50,7 @@ def _render(state: ServerState, parsing: ChatParsing, body: CountTokensRequest) 
     prompt = state.renderer.render(messages, add_generation_prompt=not prefill, continue_final_message=prefill,
                                    tools=convert.chat_tools(body, parsing).tools,
                                    template_kwargs=convert.thinking_kwargs(body))
-    prompt_ids = tokenize_prompt(state.client.tokenizer, prompt, param="messages")
+    prompt_ids = encode_prompt(state.client.tokenizer, prompt, param="messages")
     check_prompt_ids(prompt_ids, state.client.info.max_model_len, state.client.info.vocab_size, param="messages")
     return prompt_ids
 

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from revolta_api.chat_parsing import constrain_after_reasoning, get_parsing, output_constraint
-from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
 from revolta_api.openai.chat_tools import ChoiceOutput, request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
@@ -37,7 +36,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_engine.engine.prompt_input import truncate_prompt
+from revolta_engine.engine.prompt_input import encode_prompt, truncate_prompt
 from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
 router = APIRouter()
@@ -62,7 +61,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
         messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
         continue_final_message=body.continue_final_message, chat_template=body.chat_template,
         template_kwargs=body.chat_template_kwargs, tools=tools, documents=body.documents)
-    prompt_ids = truncate_prompt(tokenize_prompt(client.tokenizer, prompt, param="messages"), body.truncate_prompt_tokens,
+    prompt_ids = truncate_prompt(encode_prompt(client.tokenizer, prompt, param="messages"), body.truncate_prompt_tokens,
                                  client.info.max_model_len)
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="messages")
     params = sampling_params(

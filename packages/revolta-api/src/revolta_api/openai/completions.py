@@ -9,7 +9,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request, to_api_error
 from revolta_api.openai.errors import openai_error_event
 from revolta_api.openai.protocol import CompletionRequest
@@ -36,7 +35,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
-from revolta_engine.engine.prompt_input import truncate_prompt
+from revolta_engine.engine.prompt_input import encode_prompt, truncate_prompt
 from revolta_engine.outputs import PositionLogprobs
 
 router = APIRouter()
@@ -91,7 +90,7 @@ def _prompts(body: CompletionRequest, tokenizer: Any) -> list[tuple[str | None, 
     out: list[tuple[str | None, list[int]]] = []
     for item in items:
         if isinstance(item, str):
-            out.append((item, tokenize_prompt(tokenizer, item, add_special_tokens=body.add_special_tokens)))
+            out.append((item, encode_prompt(tokenizer, item, add_special_tokens=body.add_special_tokens)))
         else:
             out.append((None, list(item)))
     return out

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import bad_request
 from revolta_api.openai.protocol import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
 from revolta_api.state import get_state
+from revolta_engine.engine.prompt_input import encode_prompt
 
 router = APIRouter()
 
@@ -24,9 +24,9 @@ async def tokenize(body: TokenizeChatRequest | TokenizeCompletionRequest, reques
             messages, add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
             continue_final_message=body.continue_final_message, chat_template=body.chat_template,
             template_kwargs=body.chat_template_kwargs)
-        ids = tokenize_prompt(tokenizer, text, param="messages")
+        ids = encode_prompt(tokenizer, text, param="messages")
     else:
-        ids = tokenize_prompt(tokenizer, body.prompt, add_special_tokens=body.add_special_tokens)
+        ids = encode_prompt(tokenizer, body.prompt, add_special_tokens=body.add_special_tokens)
     result = {"count": len(ids), "max_model_len": state.client.info.max_model_len, "tokens": ids}
     if body.return_token_strs:
         result["token_strs"] = tokenizer.convert_ids_to_tokens(ids)

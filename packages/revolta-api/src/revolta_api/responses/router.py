@@ -16,7 +16,6 @@ from fastapi.responses import Response
 
 from revolta_api.chat_output import ChatOutputParser
 from revolta_api.chat_parsing import constrain_after_reasoning, get_parsing, output_constraint
-from revolta_api.chat_template import tokenize_prompt
 from revolta_api.errors import ApiError, bad_request, to_api_error
 from revolta_api.openai.chat_tools import request_tools, template_messages
 from revolta_api.openai.errors import openai_error_event
@@ -33,6 +32,7 @@ from revolta_api.streaming import (
     sse_response,
     until_disconnect,
 )
+from revolta_engine.engine.prompt_input import encode_prompt
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -66,7 +66,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     plan = request_tools(chat, parsing)
     client = state.client
     prompt = state.renderer.render(template_messages(chat), add_generation_prompt=True, tools=plan.tools)
-    prompt_ids = tokenize_prompt(client.tokenizer, prompt, param="input")
+    prompt_ids = encode_prompt(client.tokenizer, prompt, param="input")
     check_prompt_ids(prompt_ids, client.info.max_model_len, client.info.vocab_size, param="input")
     params = sampling_params(chat, prompt_len=len(prompt_ids), max_model_len=client.info.max_model_len,
                              requested_max=chat.max_completion_tokens, max_param=None, logprobs=None,
