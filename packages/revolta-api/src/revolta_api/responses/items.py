@@ -81,12 +81,11 @@ class ItemAssembler:
                         "output_index": self.index, "name": item["name"], "arguments": item["arguments"]})
         else:
             text = item.pop("text")
+            item["content"] = _content(item["type"], text)
             if item["type"] == "reasoning":
-                item["content"] = [{"type": "reasoning_text", "text": text}]
                 out.append({"type": "response.reasoning_text.done", "item_id": item["id"], "output_index": self.index,
                             "content_index": 0, "text": text})
             else:
-                item["content"] = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
                 out.append({"type": "response.output_text.done", "item_id": item["id"], "output_index": self.index,
                             "content_index": 0, "text": text, "logprobs": []})
                 out.append(self._part_event("response.content_part.done", text, item))
@@ -99,10 +98,7 @@ class ItemAssembler:
         shown = []
         for item in self.items:
             if item is self._open and "text" in item:
-                text = item["text"]
-                item = {k: v for k, v in item.items() if k != "text"}
-                item["content"] = ([{"type": "reasoning_text", "text": text}] if item["type"] == "reasoning" else
-                                   [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}])
+                item = {**{k: v for k, v in item.items() if k != "text"}, "content": _content(item["type"], item["text"])}
             shown.append(dict(item))
         return shown
 
@@ -116,3 +112,10 @@ class ItemAssembler:
         assert item is not None
         return {"type": kind, "item_id": item["id"], "output_index": self.index, "content_index": 0,
                 "part": {"type": "output_text", "text": text, "annotations": []}}
+
+
+def _content(kind: str, text: str) -> list[dict[str, Any]]:
+    """The content parts of a reasoning or message item holding ``text``."""
+    if kind == "reasoning":
+        return [{"type": "reasoning_text", "text": text}]
+    return [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]

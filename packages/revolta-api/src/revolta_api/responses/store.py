@@ -32,8 +32,8 @@ class ResponseStore:
     def __init__(self, max_entries: int = MAX_STORED) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
-        self._running: dict[str, asyncio.Task] = {}  # background responses still generating
-        self._live: dict[str, Callable[[], dict[str, Any]]] = {}  # their response objects as they stand
+        # background responses still generating: their task, and their response object as it stands
+        self._running: dict[str, tuple[asyncio.Task, Callable[[], dict[str, Any]]]] = {}
 
     def put(self, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
         self._entries[response["id"]] = StoredResponse(response, conversation)
@@ -55,32 +55,23 @@ class ResponseStore:
         """Run ``work`` (which stores the response when it ends) as a task of this store; until then ``live``
         gives the response object as it stands (the output so far)."""
         task = asyncio.create_task(work, name=f"background response {response_id}")
-        self._running[response_id] = task
-        self._live[response_id] = live
-
-        def finished(_: asyncio.Task) -> None:
-            self._running.pop(response_id, None)
-            self._live.pop(response_id, None)
-
-        task.add_done_callback(finished)
+        self._running[response_id] = task, live
+        task.add_done_callback(lambda _: self._running.pop(response_id, None))
 
     def current(self, response_id: str) -> dict[str, Any] | None:
         """The response object now: a running background response's output so far, else the stored one."""
-        live = self._live.get(response_id)
-        if live is not None:
-            return live()
+        running = self._running.get(response_id)
+        if running is not None:
+            return running[1]()
         entry = self.get(response_id)
         return None if entry is None else entry.response
 
-    def is_running(self, response_id: str) -> bool:
-        """True while a background response still generates."""
-        return response_id in self._running
-
     async def cancel(self, response_id: str) -> bool:
         """Stop a running background response and wait until it has stored itself as cancelled."""
-        task = self._running.get(response_id)
-        if task is None:
+        running = self._running.get(response_id)
+        if running is None:
             return False
+        task = running[0]
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
