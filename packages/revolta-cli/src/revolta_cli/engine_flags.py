@@ -148,18 +148,15 @@ def engine_args_from(ns: argparse.Namespace) -> Any:
         elif name == "chat_template":
             value = chat_template_text(value)
         given[name] = value
-    rope = {**({} if ns_get(ns, "rope_scaling") is None else ns.rope_scaling),
-            **({} if ns_get(ns, "rope_theta") is None else {"rope_theta": ns.rope_theta})}
+    rope = dict(getattr(ns, "rope_scaling", None) or {})
+    if getattr(ns, "rope_theta", None) is not None:
+        rope["rope_theta"] = ns.rope_theta
     if rope:
         overrides = dict(given.get("hf_overrides") or {})
         overrides["rope_scaling"] = {**overrides.get("rope_scaling", {}), **rope}
         given["hf_overrides"] = overrides
     return EngineArgs.from_kwargs(**given)
 
-
-def ns_get(ns: argparse.Namespace, name: str) -> Any:
-    """A flag's value, or None where this command has no such flag."""
-    return getattr(ns, name, None)
 
 
 def model_argument(ns: argparse.Namespace) -> str | None:

@@ -129,7 +129,7 @@ class _ChatCall:
     async def complete(self) -> dict:
         """Run to the end and build the ``chat.completion`` object."""
         n = self.params.n
-        texts, counts = [""] * n, [0] * n
+        texts = [""] * n
         token_ids: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[dict]] = [[] for _ in range(n)]
         finish: list[str | None] = [None] * n
@@ -145,7 +145,6 @@ class _ChatCall:
             for comp in out.outputs:
                 i = comp.index
                 texts[i] += comp.text
-                counts[i] += len(comp.token_ids)
                 token_ids[i] += comp.token_ids
                 entries = self._logprobs(comp.token_ids, comp.logprobs)
                 if entries:
@@ -170,7 +169,7 @@ class _ChatCall:
                 choice["token_ids"] = token_ids[i]
         reply = {"id": self.request_id, "object": "chat.completion", "created": self.created,
                  "model": self.state.model_name, "choices": choices,
-                 "usage": usage(len(self.prompt_ids), sum(counts), cached)}
+                 "usage": usage(len(self.prompt_ids), sum(map(len, token_ids)), cached)}
         if self._token_ids:
             reply["prompt_token_ids"] = self.prompt_ids
         if self.body.prompt_logprobs is not None:

@@ -163,7 +163,7 @@ class _CompletionCall:
     async def complete(self) -> dict:
         """Run every prompt to the end and build the ``text_completion`` object."""
         total = len(self.prompts) * self.n
-        texts, counts = [""] * total, [0] * total
+        texts = [""] * total
         token_ids: list[list[int]] = [[] for _ in range(total)]
         blocks: list[dict | None] = [None] * total
         offsets = [0] * total
@@ -184,7 +184,6 @@ class _CompletionCall:
                         texts[i] = self._echo_text(p)
                         blocks[i], offsets[i] = self._prompt_logprob_block(p)
                 texts[i] += comp.text
-                counts[i] += len(comp.token_ids)
                 token_ids[i] += comp.token_ids
                 block, offsets[i] = self._logprobs(comp.token_ids, comp.logprobs, offsets[i])
                 if block is not None:
@@ -201,7 +200,7 @@ class _CompletionCall:
         prompt_tokens = sum(len(ids) for _, ids in self.prompts)
         return {"id": self.request_id, "object": "text_completion", "created": self.created,
                 "model": self.state.model_name, "choices": choices,
-                "usage": usage(prompt_tokens, sum(counts), cached)}
+                "usage": usage(prompt_tokens, sum(map(len, token_ids)), cached)}
 
     async def stream(self, streams: list[AsyncIterator]) -> AsyncIterator[bytes]:
         """SSE ``text_completion`` chunks; usage chunk when asked; errors as an event; always ``[DONE]``."""

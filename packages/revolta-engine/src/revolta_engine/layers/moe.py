@@ -81,9 +81,9 @@ class FusedExperts(nn.Module):
         return ops_hybrid.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
 
 
-def quantizes_experts(quant: QuantConfig | None, prefix: str) -> bool:
+def quantizes_experts(quant: QuantConfig, prefix: str) -> bool:
     """Whether the checkpoint quantizes the experts of the block at ``prefix`` (its rules may leave them dense)."""
-    return quant is not None and quant.applies_to(f"{prefix}.experts.0.gate_proj")
+    return quant.applies_to(f"{prefix}.experts.0.gate_proj")
 
 
 class SparseMoeBlock(nn.Module):

@@ -29,7 +29,6 @@ class QuantizedExperts(nn.ModuleList):
         # rank's part of the sum, reduced once for the whole block)
         super().__init__(SwiGLUMLP(hidden, inter, quant=quant, prefix=f"{prefix}.experts.{e}", parallel="column",
                                    reduce_results=False) for e in range(num_experts))
-        self.num_experts = num_experts
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` for each token ``t`` (``weights`` in ``x``'s dtype)."""
