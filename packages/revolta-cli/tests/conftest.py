@@ -15,7 +15,8 @@ from tiny_model import make_tiny_llama  # noqa: E402
 
 SMOL_NAME = "SmolLM2-135M-Instruct"
 # 512-token context and a 256 MiB KV cache: room for 64 short requests at once, small enough to load fast.
-SMOL_ARGS = ("--max-model-len", "512", "--kv-cache-memory-bytes", str(256 << 20), "--disable-uvicorn-access-log")
+SMOL_ARGS = ("--max-model-len", "512", "--kv-cache-memory-bytes", str(256 << 20), "--disable-uvicorn-access-log",
+             "--trust-request-chat-template")
 
 
 @pytest.fixture(scope="session")

@@ -18,13 +18,17 @@ class ChatRenderer:
 
     ``default_kwargs`` (``--default-chat-template-kwargs``) are template variables every request gets unless it
     sets them itself in ``chat_template_kwargs``, e.g. ``{"enable_thinking": false}`` for a Qwen3 server.
+    A request's own ``chat_template`` is refused unless ``trust_request_template``
+    (``--trust-request-chat-template``): a template is a program the server runs, so its operator opts in, as
+    in vLLM.
     """
 
     def __init__(self, tokenizer: Any, default_template: str | None,
-                 default_kwargs: Mapping[str, Any] | None = None) -> None:
+                 default_kwargs: Mapping[str, Any] | None = None, *, trust_request_template: bool = False) -> None:
         self.tokenizer = tokenizer
         self.default_template = default_template
         self.default_kwargs = dict(default_kwargs or {})
+        self.trust_request_template = trust_request_template
         # Template variables may not shadow apply_chat_template's own parameters (tokenize, return_dict, ...).
         self._reserved = set(inspect.signature(tokenizer.apply_chat_template).parameters) if tokenizer else set()
 
@@ -37,6 +41,9 @@ class ChatRenderer:
 
         Rendering is the engine's own (``render_chat``), so a served chat matches ``LLM.chat``.
         """
+        if chat_template is not None and not self.trust_request_template:
+            raise InvalidRequestError("this server does not run chat templates sent with a request; its operator can "
+                                      "allow them with --trust-request-chat-template", param="chat_template")
         template = chat_template or self.default_template
         if continue_final_message and add_generation_prompt:
             raise InvalidRequestError("continue_final_message and add_generation_prompt cannot both be true",

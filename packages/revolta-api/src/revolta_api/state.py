@@ -24,6 +24,7 @@ class ServingOptions:
     default_chat_template_kwargs: dict = field(default_factory=dict)  # template variables requests may override
     force_include_usage: bool = False  # every stream ends with a usage chunk, as if stream_options asked for it
     return_tokens_as_token_ids: bool = False  # logprob tokens as "token_id:N" unless the request says otherwise
+    trust_request_chat_template: bool = False  # run a chat template a request sends (else a 400)
 
 
 @dataclass
@@ -52,7 +53,8 @@ class ServerState:
         """Chat template renderer over the client's tokenizer (built once the client has started)."""
         if self._renderer is None:
             self._renderer = ChatRenderer(self.client.tokenizer, self.chat_template or self.client.info.chat_template,
-                                          self.options.default_chat_template_kwargs)
+                                          self.options.default_chat_template_kwargs,
+                                          trust_request_template=self.options.trust_request_chat_template)
         return self._renderer
 
     def check_model(self, name: str | None) -> None:

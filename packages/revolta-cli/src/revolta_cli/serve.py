@@ -72,6 +72,9 @@ def add_parser(subparsers: Any) -> None:
     t.add_argument("--default-chat-template-kwargs", type=json_object, default=None, metavar="JSON",
                    help='chat template variables for requests that do not set them in chat_template_kwargs, e.g. '
                         '\'{"enable_thinking": false}\' to make a Qwen3 server answer without thinking by default')
+    t.add_argument("--trust-request-chat-template", action="store_true",
+                   help="run a chat template sent in a request's chat_template field (refused with a 400 otherwise: "
+                        "a template is code the server runs)")
     p.set_defaults(func=run)
 
 
@@ -210,7 +213,7 @@ async def _serve(ns: argparse.Namespace) -> int:
         app = build_app(client, served_model_name=names, api_key=ns.api_key,
                         chat_template=chat_template_text(ns.chat_template), parsing=parsing, cors=cors,
                         options=ServingOptions(dict(ns.default_chat_template_kwargs or {}), ns.enable_force_include_usage,
-                                               ns.return_tokens_as_token_ids),
+                                               ns.return_tokens_as_token_ids, ns.trust_request_chat_template),
                         log_stats_interval=ns.log_stats_interval)
         host, port = sock.getsockname()[:2]
         shown_host = f"[{host}]" if ":" in host else host
