@@ -5,6 +5,7 @@
 
 #include "quant_gemm.cuh"
 #include "quant_gemv_plan.cuh"
+#include "quant_moe.cuh"
 
 namespace {
 
@@ -312,6 +313,25 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
                        int zero_offset, int num_sms, cudaStream_t stream) {
   return revolta_quant_gemm_act(out, x, qweight, scales, qzeros, workspace, workspace_bytes, M, N, K, bits,
                                 group_size, zero_offset, num_sms, 0, nullptr, stream);
+}
+
+// out[T, top_k, N] = in @ W[ids] for stacked quantized experts (quant_moe.cuh); cudaErrorInvalidValue for a shape
+// the kernel does not take (the Python side checks first).
+int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream) {
+  using namespace revolta;
+  const int pack = bits == 4 ? 8 : bits == 8 ? 4 : 0;
+  if (p->T == 0 || p->top_k == 0 || p->N == 0) return cudaSuccess;
+  if (pack == 0 || p->K <= 0 || p->K % 8 || p->K % pack || p->K > kQuantMoeMaxK || p->N % 4 || p->N % pack ||
+      p->group_size <= 0 || p->group_size % pack || p->K % p->group_size || (p->act != 0 && p->act != 1) ||
+      p->E <= 0 || p->T < 0 || p->top_k < 0 || static_cast<long long>(p->T) * p->top_k > 65535)
+    return cudaErrorInvalidValue;
+  const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, static_cast<unsigned>(p->T * p->top_k));
+  const size_t smem = static_cast<size_t>(p->K) * sizeof(float);
+  if (bits == 4)
+    quant_moe_gemv_kernel<4><<<grid, kQuantMoeThreads, smem, stream>>>(*p);
+  else
+    quant_moe_gemv_kernel<8><<<grid, kQuantMoeThreads, smem, stream>>>(*p);
+  return cudaGetLastError();
 }
 
 #if defined(REVOLTA_GEMV_PROBE)

@@ -80,10 +80,13 @@ def kernels() -> list[Kernel]:
                 for v in ("", "2"):  # variant 2 stages M x K fp16 in dynamic shared memory (<= 80 KB, launcher)
                     ks.append(Kernel(f"dense gemv norm{v} m<={mt} r{rows} w{warps}",
                                      f"&revolta::dense_gemv_norm{v}_kernel<{mt}, {rows}, {warps}>", False, None))
+    for bits in (4, 8):  # quantized MoE experts for few tokens (quant_moe.cuh)
+        ks.append(Kernel(f"quant moe gemv int{bits}", f"&revolta::quant_moe_gemv_kernel<{bits}>", False,
+                         "&revolta::quant_moe_max_smem"))
     return ks
 
 
-SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n'
+SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n'
 
 
 def main() -> int:

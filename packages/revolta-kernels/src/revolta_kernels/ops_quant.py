@@ -1,6 +1,6 @@
 """Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``,
-``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``), and the skinny dense linear
-``revolta::dense_linear``.
+``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``, ``revolta::quant_moe_matmul``), and
+the skinny dense linear ``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -90,6 +90,22 @@ def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tens
 @quant_matmul_silu.register_fake
 def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
+
+
+@torch.library.custom_op(f"{LIB}::quant_moe_matmul", mutates_args=())
+def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                     ids: torch.Tensor, bits: int, group_size: int, zero_offset: int, act: int) -> torch.Tensor:
+    """Quantized mixture-of-experts projection of every routed (token, slot) row, ``[T, top_k, N]``: the expert
+    ``ids[t, k]`` of the stacked kernel-layout experts (``qweight [E, K / pack, N]``, ``scales [E, K / G, N]``,
+    ``qzeros [E, K / G, N / pack]``) applied to ``x[t]`` (act 0, ``x [T, K]``) or to ``silu_and_mul(x[t, k])``
+    (act 1, ``x [T, top_k, 2K]``). The expert choice stays on the device, so the call can be captured in a CUDA
+    graph (the native kernel, csrc/quant_moe.cuh, reads ``ids`` itself). Reference: one matmul per expert."""
+    return ref_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act)
+
+
+@quant_moe_matmul.register_fake
+def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act):
+    return x.new_empty((ids.shape[0], ids.shape[1], qweight.shape[-1]))
 
 
 def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,

@@ -71,3 +71,33 @@ def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, q
     """``x @ dequantize(...)`` computed in float32, returned in ``x``'s dtype."""
     w = dequantize(qweight, scales, qzeros, bits, group_size, zero_offset)
     return (x.float() @ w).to(x.dtype)
+
+
+def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                     ids: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0, act: int = 0) -> torch.Tensor:
+    """Quantized experts of a mixture-of-experts layer, per routed (token, slot) row: ``out[t, k] = in[t, k] @
+    W[ids[t, k]]`` with ``W[e]`` the kernel-layout expert ``e`` of the stacked ``qweight [E, K / pack, N]``,
+    ``scales [E, K / G, N]``, ``qzeros [E, K / G, N / pack]``.
+
+    ``act`` 0: ``in[t, k] = x[t]`` (``x [T, K]``); 1: ``in[t, k] = silu_and_mul(x[t, k])`` (``x [T, top_k, 2K]``,
+    the gate/up output of that slot, rounded to ``x``'s dtype). Returns ``[T, top_k, N]`` in ``x``'s dtype; a row
+    whose id names no expert is zeros. Each expert's rows are one float32 matmul (:func:`quant_matmul`).
+    """
+    from revolta_kernels.reference.activation import silu_and_mul
+
+    if act not in (0, 1):
+        raise ValueError(f"act must be 0 (x as it is) or 1 (silu_and_mul of x), not {act}")
+    t, top_k = ids.shape
+    if act == 1:
+        inp = silu_and_mul(x).reshape(t * top_k, -1)
+    else:
+        inp = x.unsqueeze(1).expand(t, top_k, x.shape[-1]).reshape(t * top_k, -1)
+    flat_ids = ids.reshape(-1)
+    out = torch.zeros(t * top_k, qweight.shape[-1], dtype=x.dtype, device=x.device)
+    for expert in torch.unique(flat_ids).tolist():
+        if not 0 <= expert < qweight.shape[0]:
+            continue
+        rows = torch.nonzero(flat_ids == expert).squeeze(1)
+        out[rows] = quant_matmul(inp[rows], qweight[expert], scales[expert], qzeros[expert], bits, group_size,
+                                 zero_offset)
+    return out.view(t, top_k, -1)
