@@ -51,7 +51,6 @@ int g_sm_count[kMaxDevices] = {};
 }  // namespace
 
 namespace {
-int g_decode_lean = -1;  // -1: REVOLTA_DECODE_LEAN decides (default 0)
 int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (0 never, 1 always, else 2 = one-wave grids)
 
 // A mode switch from the environment: its first character as a digit 0..max_mode, else `fallback`.
@@ -64,11 +63,6 @@ int env_mode(const char* name, int max_mode, int fallback) {
 int decode_light_mode() {
   if (g_decode_light < 0) g_decode_light = env_mode("REVOLTA_DECODE_LIGHT", 2, 1);
   return g_decode_light;
-}
-
-int decode_lean_mode() {
-  if (g_decode_lean < 0) g_decode_lean = env_mode("REVOLTA_DECODE_LEAN", 1, 0);
-  return g_decode_lean;
 }
 
 int decode_light_wide_mode() {
@@ -185,15 +179,6 @@ int revolta_set_decode_light(int mode) {
   if (mode < 0 || mode > 2) return -1;
   const int old = decode_light_mode();
   g_decode_light = mode;
-  return old;
-}
-
-// paged_decode_lean_kernel instead of the light kernel's non-rotary d64/d128 variants: 0 = no (the default;
-// REVOLTA_DECODE_LEAN sets it at start), 1 = yes. Returns the previous mode.
-int revolta_set_decode_lean(int mode) {
-  if (mode < 0 || mode > 1) return -1;
-  const int old = decode_lean_mode();
-  g_decode_lean = mode;
   return old;
 }
 

@@ -4,7 +4,6 @@
 // PDL. paged_decode_light_kernel (decode_light.cuh) takes fp16 KV with one query token per sequence when
 // the batch is small (decode_light_mode()).
 #include "attention_launch.cuh"
-#include "decode_lean.cuh"
 #include "decode_light.cuh"
 
 namespace revolta {
@@ -74,20 +73,9 @@ cudaError_t decode_light_nt(const AttnParams& p, const DecodeRope& r, int num_se
 // thread, and nothing waits for a second wave: H200, Llama-3.1-8B AWQ batch 1 (512-767 keys), 508.8 / 509.3 ->
 // 513.4 / 513.0 tok/s (benchmarks/results/h200_session10/run2). REVOLTA_DECODE_LIGHT_WIDE=1 / 0 takes it always /
 // never.
-template <int D, int GC>
-cudaError_t decode_lean(const AttnParams& p, int num_seqs, cudaStream_t stream) {
-  using C = LeanDecodeCfg<D, GC>;
-  static bool configured = false;
-  cudaError_t e = prepare(paged_decode_lean_kernel<D, GC>, C::SMEM_BYTES, configured);
-  if (e != cudaSuccess) return e;
-  dim3 grid(num_seqs * p.num_kv_heads, 1, p.num_splits);
-  return launch(paged_decode_lean_kernel<D, GC>, grid, C::NT, C::SMEM_BYTES, stream, p);
-}
-
 template <int D, int GC, bool ROPE>
 cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
   if constexpr (!ROPE && D <= 128) {
-    if (decode_lean_mode() == 1) return decode_lean<D, GC>(p, num_seqs, stream);
     const int mode = decode_light_wide_mode();
     // Splits past the context exit at once, so count those the table could fill with this variant's one-tile
     // splits (KT keys: 128, or 64 for GQA groups of 8): a table wider than the context (the CUDA graphs' buckets)

@@ -16,7 +16,6 @@ namespace revolta {
 int decode_variant();
 int decode_light_mode();  // paged_decode_light_kernel: 0 never, 1 small batches (default), 2 wherever it applies
 int decode_light_wide_mode();  // its 256-thread variant: 0 never, 1 always, 2 one-wave grids (REVOLTA_DECODE_LIGHT_WIDE)
-int decode_lean_mode();  // paged_decode_lean_kernel where the light kernel runs (d64/d128, no rotary): 0 no, 1 yes
 int sm_count();           // of the current device
 int prefill_variant();
 bool frag_layout_ok();

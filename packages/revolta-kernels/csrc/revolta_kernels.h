@@ -35,7 +35,6 @@ int revolta_set_attention_variant(int decode, int prefill);
  * head) pairs than SMs (default, or REVOLTA_DECODE_LIGHT at start), 2 = wherever it applies. Returns the
  * previous mode, -1 for a bad one. */
 int revolta_set_decode_light(int mode);
-int revolta_set_decode_lean(int mode);
 /* 1 when launches on the current device use programmatic dependent launch (sm_90+, not turned off). */
 int revolta_pdl_on(void);
 /* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */

@@ -26,24 +26,21 @@ pytestmark = [
 ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation
 
 
-@pytest.fixture(params=["auto", "generic", "frag-alt", "light", "lean"])
+@pytest.fixture(params=["auto", "generic", "frag-alt", "light"])
 def attn_variant(request):
     """Run an attention test with the default kernel choice (frag kernels where the GPU allows, the light
     fp16 decode kernel for small batches), with the generic kernels forced, with alternative frag
     configurations (decode: one stage, three blocks per SM; prefill: 4 warps with two buffers), and with
-    the light decode kernel taking every fp16 one-token decode (any batch), and the same with the lean kernel in
-    its place where it applies (d64/d128), so every path the defaults or a switch may take stays correct."""
+    the light decode kernel taking every fp16 one-token decode (any batch), so every path the defaults may
+    take stays correct."""
     if request.param == "frag-alt" and not native_attention._frag_layout(torch.cuda.current_device()):
         pytest.skip("frag kernels do not run on this GPU")
-    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2), "light": (0, 0), "lean": (0, 0)}[
-        request.param]
+    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2), "light": (0, 0)}[request.param]
     native_attention.set_attention_variant(decode, prefill)
-    old_light = native_attention.set_decode_light(2 if request.param in ("light", "lean") else 1)
-    old_lean = native_attention.set_decode_lean(1 if request.param == "lean" else 0)
+    old_light = native_attention.set_decode_light(2 if request.param == "light" else 1)
     yield request.param
     native_attention.set_attention_variant(0, 0)
     native_attention.set_decode_light(old_light)
-    native_attention.set_decode_lean(old_lean)
 
 
 def test_frag_layout_probe():
@@ -64,7 +61,7 @@ DECODE_CASES = [
     ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
     ([50, 301, 1000], [1, 2, 1], 8, 2, 128, 8),  # block size 8: generic kernel even where frag runs
     ([4097, 33], [1, 1], 32, 8, 128, 16),  # the benchmark's shape, ragged lengths
-    ([1, 130, 900], [1, 1, 1], 32, 4, 64, 16),  # GQA 8 at d64, one token each (light / lean kernels)
+    ([1, 130, 900], [1, 1, 1], 32, 4, 64, 16),  # GQA 8 at d64, one token each (light kernel)
     ([257, 2000], [1, 1], 16, 8, 128, 16),  # GQA 2 at d128
 ]
 
@@ -92,8 +89,8 @@ PREFILL_CASES = [
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
 @pytest.mark.parametrize("case_idx", range(len(PREFILL_CASES)))
 def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
-    if attn_variant in ("light", "lean"):
-        pytest.skip("the light and lean kernels are decode-only: this variant would rerun the auto case")
+    if attn_variant == "light":
+        pytest.skip("the light kernel is decode-only: this variant would rerun the auto case")
     ctx, ql, h, hkv, d, bs = PREFILL_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=200 + case_idx)
     want = case.reference()
@@ -159,7 +156,7 @@ def test_decode_cuda_graph_replay(ctx, kv_dtype):
         assert rel_err(static_out, want) < ATTN_TOL
 
 
-@pytest.mark.parametrize("light", [1, 2, "lean"])
+@pytest.mark.parametrize("light", [1, 2])
 @pytest.mark.parametrize("ctx", [[600], [1, 77, 1000], [4096]])
 def test_decode_reads_the_key_written_just_before(ctx, light):
     """The cache write of the new token and the decode right after it, in one graph (PDL between them on
@@ -170,8 +167,7 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
     slots = newest_slots(case)
     new_k = torch.empty((n, hkv, d), dtype=torch.float16, device="cuda")
     new_v = torch.empty_like(new_k)
-    old = native_attention.set_decode_light(2 if light == "lean" else light)
-    old_lean = native_attention.set_decode_lean(int(light == "lean"))
+    old = native_attention.set_decode_light(light)
     try:
         args = list(case.args())
         ops.reshape_and_cache(new_k.normal_(), new_v.normal_(), case.key_cache, case.value_cache, slots)
@@ -196,7 +192,6 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
             assert torch.equal(last, new_k)
     finally:
         native_attention.set_decode_light(old)
-        native_attention.set_decode_lean(old_lean)
 
 
 # Decode split plan (csrc/attention.cuh split_len / merge_splits): the kernel cuts each row tile's ACTUAL

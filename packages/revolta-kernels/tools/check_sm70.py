@@ -123,8 +123,6 @@ def kernels() -> list[Kernel]:
                 ks.append(Kernel(f"decode-light wide d{d} group<={gc}",
                                  f"&revolta::paged_decode_light_kernel<{d}, {gc}, false, 256>", False,
                                  f"&revolta::decode_light_smem_bytes<{d}, {gc}, 256>"))
-                ks.append(Kernel(f"decode-lean d{d} group<={gc}", f"&revolta::paged_decode_lean_kernel<{d}, {gc}>",
-                                 False, f"&revolta::decode_lean_smem_bytes<{d}, {gc}>"))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for vec in ("true", "false"):
         ks.append(Kernel(f"argmax rows {'float4' if vec == 'true' else 'scalar'}",
@@ -178,7 +176,6 @@ ATTENTION_SOURCE = (
     b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
     b'#include "norm.cuh"\n'
     b'#include "decode_light.cuh"\n'
-    b'#include "decode_lean.cuh"\n'
     b'#include "rotary.cuh"\n'
     b'#include "sampling.cuh"\n'
 )

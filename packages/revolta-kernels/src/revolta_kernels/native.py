@@ -83,7 +83,6 @@ _SIGNATURES: dict[str, list] = {
     "revolta_frag_layout_probe": [ctypes.POINTER(_c_int), ctypes.POINTER(_c_int)],
     "revolta_set_attention_variant": [_c_int, _c_int],
     "revolta_set_decode_light": [_c_int],
-    "revolta_set_decode_lean": [_c_int],
     "revolta_pdl_on": [],
     "revolta_rope_paged_decode": [
         ctypes.POINTER(AttnParams), ctypes.POINTER(DecodeRope), _c_int, _c_int, ctypes.POINTER(_c_int), _ptr,

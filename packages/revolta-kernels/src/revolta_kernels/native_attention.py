@@ -71,15 +71,6 @@ def set_decode_light(mode: int) -> int:
     return old
 
 
-def set_decode_lean(mode: int) -> int:
-    """Whether the lean fp16 decode kernel (csrc/decode_lean.cuh) replaces the light kernel where that runs
-    without the fused rotary at head_dim 64 or 128: 0 no (the default), 1 yes. Returns the previous mode."""
-    old = LIB.revolta_set_decode_lean(mode)
-    if old < 0:
-        raise ValueError(f"decode lean mode must be 0 or 1, not {mode}")
-    return old
-
-
 # Benchmarks may force the decode split plan (None = the occupancy model decides): SPLIT_OVERRIDE even
 # splits of each context, or CHUNK_OVERRIDE fixed chunks of that many keys (a multiple of 64).
 SPLIT_OVERRIDE: int | None = None
