@@ -97,19 +97,32 @@ def test_fp16_quantized_graph_replay_equals_eager(source, tmp_path, method, bits
 
 @pytest.mark.parametrize(("method", "bits", "group"), [("awq", 4, 64), ("gptq", 8, 32)])
 def test_quantized_experts_on_cuda(tmp_path, method, bits, group):
-    """Quantized MoE experts (one quantized MLP per expert, eager decode): fp16 block output against the dequantized
-    twin's fused-experts block on fresh inputs, and float32 greedy decode against transformers."""
+    """Quantized MoE experts: the fp16 block (grouped kernel up to 256 tokens, one MLP per expert above) against
+    the dequantized twin's fused-experts block on fresh inputs; fp16 decode replayed from CUDA graphs equals eager
+    decode; float32 greedy decode against transformers."""
+    from revolta_engine.layers.quant_moe import GROUPED_MAX_TOKENS
+
     src = make_family_checkpoint(tmp_path / "src", "qwen3_5_moe", moe_intermediate_size=128,
                                  shared_expert_intermediate_size=128, **SHAPES)
     q_dir, d_dir = tmp_path / "q", tmp_path / "d"
     quantize_checkpoint(src, q_dir, method, bits, group, dequantized_dst=d_dir)
-    kw = dict(dtype="float16", device="cuda", max_model_len=128, **KV)
-    quant = LLM(str(q_dir), **kw).llm_engine.model.model.layers[0].mlp
-    dense = LLM(str(d_dir), **kw).llm_engine.model.model.layers[0].mlp
-    for tokens in (1, 5, 64):
+    kw = dict(dtype="float16", device="cuda", max_model_len=128, max_num_seqs=8, **KV)
+    graphs = LLM(str(q_dir), **kw)
+    quant = graphs.llm_engine.model.model.layers[0].mlp
+    dense = LLM(str(d_dir), enforce_eager=True, **kw).llm_engine.model.model.layers[0].mlp
+    for tokens in (1, 5, 64, GROUPED_MAX_TOKENS + 44):
         x = torch.randn(tokens, 128, device="cuda", dtype=torch.float16, generator=torch.Generator("cuda")
                         .manual_seed(tokens))
+        assert quant.experts.runs_grouped(x) == (tokens <= GROUPED_MAX_TOKENS)
         assert _rel(quant(x), dense(x)) < 2e-2, tokens
+    assert graphs.llm_engine.runner.graph_runner is not None, "graphs were not captured"
+    eager = LLM(str(q_dir), enforce_eager=True, **kw)
+    vocab = graphs.llm_engine.hf_config.vocab_size
+    for n in (1, 3, 8):
+        prompts = [{"prompt_token_ids": p} for p in _prompts(vocab, [9 + 5 * i for i in range(n)], seed=20 + n)]
+        got = [o.outputs[0].token_ids for o in graphs.generate(prompts, GREEDY)]
+        want = [o.outputs[0].token_ids for o in eager.generate(prompts, GREEDY)]
+        assert got == want, f"batch of {n}: graph replay differs from eager"
     ref_model = AutoModelForCausalLM.from_pretrained(d_dir, dtype=torch.float32).eval()
     llm = LLM(str(q_dir), dtype="float32", device="cuda", max_model_len=128, **KV)
     for prompt in _prompts(ref_model.config.vocab_size, (9, 40), seed=8):

@@ -128,6 +128,19 @@ def test_quantized_experts_decode_like_the_dequantized_model(sources, tmp_path, 
     experts = model.model.layers[0].mlp.experts
     assert isinstance(experts, QuantizedExperts) and len(experts) == model.config.num_experts
     assert experts[0].gate_up_proj.quant is not None and experts[0].down_proj.quant.bits == bits
+    # stacked for the grouped (graph-capturable) decode path, unless gate/up gathers its input (act-order)
+    assert (experts.stacked is None) == act_order
+    if experts.stacked is not None:
+        gate_up, down = experts.stacked
+        assert experts[3].gate_up_proj.qweight.data_ptr() == gate_up.qweight[3].data_ptr()  # views: no second copy
+        assert experts[3].down_proj.scales.data_ptr() == down.scales[3].data_ptr()
+        gen = torch.Generator().manual_seed(3)
+        x = torch.randn(6, model.config.hidden_size, generator=gen)
+        top_k = model.config.num_experts_per_tok
+        ids = torch.stack([torch.randperm(len(experts), generator=gen)[:top_k] for _ in range(6)])
+        weights = torch.rand(6, top_k, generator=gen)
+        assert not experts.runs_grouped(x)  # the CPU takes the per-expert loop
+        torch.testing.assert_close(experts.grouped(x, weights, ids), experts(x, weights, ids), rtol=1e-5, atol=1e-6)
     dummy = LLM(str(q), dtype="float32", max_model_len=64, load_format="dummy")  # for speed runs without weights
     assert len(dummy.generate({"prompt_token_ids": [5, 6, 7]}, GREEDY)[0].outputs[0].token_ids) == GREEDY.max_tokens
 

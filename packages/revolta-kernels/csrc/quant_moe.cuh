@@ -13,15 +13,15 @@
 // (a row's expert weights are read once: memory-bound). Self-contained for NVRTC (tools/check_sm70.py).
 #pragma once
 
-#include "quant_common.cuh"
+#include <cuda_fp16.h>
 
 namespace revolta {
 
 struct QuantMoeParams {
   const __half* x;          // act 0: [T, K]; act 1: [T, top_k, 2K]
-  const uint32_t* qweight;  // [E, K / pack, N]
+  const unsigned* qweight;  // [E, K / pack, N]
   const __half* scales;     // [E, K / G, N]
-  const uint32_t* qzeros;   // [E, K / G, N / pack]
+  const unsigned* qzeros;   // [E, K / G, N / pack]
   const long long* ids;     // [T, top_k] expert of each row
   __half* out;              // [T, top_k, N]
   int T, top_k, E, N, K, group_size, zero_offset, act;
@@ -37,7 +37,7 @@ __device__ const int quant_moe_max_smem = kQuantMoeMaxK * 4;       // its most d
 template <int BITS>
 __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const QuantMoeParams p) {
   constexpr int PACK = 32 / BITS;
-  constexpr uint32_t MASK = (1u << BITS) - 1u;
+  constexpr unsigned MASK = (1u << BITS) - 1u;
   extern __shared__ float xs[];  // [K] the row's input, as floats
   __shared__ float red[kQuantMoeSlices][kQuantMoeCols];
 
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const 
     const uint4* src = reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(t) * p.K);
     for (int i = tid; i < p.K / 8; i += kQuantMoeThreads) {
       const uint4 v = src[i];
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const 
     const uint4* up = reinterpret_cast<const uint4*>(base + p.K);
     for (int i = tid; i < p.K / 8; i += kQuantMoeThreads) {
       const uint4 g = gate[i], u = up[i];
-      const uint32_t gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+      const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 gf = __half22float2(*reinterpret_cast<const __half2*>(&gw[j]));
@@ -89,9 +89,9 @@ __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const 
   if (n < p.N) {  // N % 4 == 0: a quad is whole or absent
     const size_t rows = static_cast<size_t>(p.K / PACK);
     const size_t groups = static_cast<size_t>(p.K / p.group_size);
-    const uint32_t* qw = p.qweight + static_cast<size_t>(e) * rows * p.N + n;
+    const unsigned* qw = p.qweight + static_cast<size_t>(e) * rows * p.N + n;
     const __half* sc = p.scales + static_cast<size_t>(e) * groups * p.N + n;
-    const uint32_t* qz = p.qzeros + static_cast<size_t>(e) * groups * (p.N / PACK) + n / PACK;
+    const unsigned* qz = p.qzeros + static_cast<size_t>(e) * groups * (p.N / PACK) + n / PACK;
     const int zshift = (n % PACK) * BITS;  // the quad's first zero point in its packed word
     const int rows_per_group = p.group_size / PACK;
 #pragma unroll 4
@@ -99,11 +99,11 @@ __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const 
       const uint4 q = __ldg(reinterpret_cast<const uint4*>(qw + static_cast<size_t>(r) * p.N));
       const int g = r / rows_per_group;
       const uint2 s2 = __ldg(reinterpret_cast<const uint2*>(sc + static_cast<size_t>(g) * p.N));
-      const uint32_t zw = __ldg(qz + static_cast<size_t>(g) * (p.N / PACK));
+      const unsigned zw = __ldg(qz + static_cast<size_t>(g) * (p.N / PACK));
       const float2 s01 = __half22float2(*reinterpret_cast<const __half2*>(&s2.x));
       const float2 s23 = __half22float2(*reinterpret_cast<const __half2*>(&s2.y));
       const float s[4] = {s01.x, s01.y, s23.x, s23.y};
-      const uint32_t qc[4] = {q.x, q.y, q.z, q.w};
+      const unsigned qc[4] = {q.x, q.y, q.z, q.w};
       const float* xr = xs + r * PACK;
       float xsum = 0.f;
 #pragma unroll

@@ -1,24 +1,68 @@
 """Quantized mixture-of-experts experts (AWQ / GPTQ checkpoints that quantize the experts, such as
-Qwen3-30B-A3B-AWQ): one quantized SwiGLU MLP per expert, run for the tokens routed to it.
+Qwen3-30B-A3B-AWQ): one quantized SwiGLU MLP per expert.
 
 Every expert is an ordinary :class:`~revolta_engine.layers.mlp.SwiGLUMLP` over quantized linear layers, so its
 checkpoint tensors (``experts.<e>.gate_proj.qweight`` ...) load, repack (AWQ interleaving, GPTQ act-order) and split
-over tensor-parallel ranks exactly as a dense model's MLP does, and its matmuls are the quantized linear ops (the
-skinny / tensor-core CUDA kernels, or the reference on a CPU). The experts stay packed in memory: what makes a
+over tensor-parallel ranks exactly as a dense model's MLP does. The experts stay packed in memory: what makes a
 quantized MoE model fit is the 4-bit experts.
 
-The block finds the experts its tokens were routed to on the host, so it runs outside CUDA graphs (the engine
-captures none for such a model) and launches one MLP per active expert: correct everywhere, not yet the fused
-grouped kernel a fast quantized MoE decode needs.
+Once loaded, the experts' packed tensors are stacked (``[E, ...]``; each expert's parameters become views of the
+stacks, so nothing is held twice). On a GPU, a step of at most ``GROUPED_MAX_TOKENS`` tokens (decode) then runs
+every routed (token, slot) row in two ops, gate/up and SiLU-and-mul + down (``revolta::quant_moe_matmul``), whose
+kernel reads the router's choice on the device: no host sync, so the decode step is captured in a CUDA graph.
+Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
+once), picked on the host. Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
+loop.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from torch import nn
 
+import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
+from revolta_kernels import ops_quant
+
+GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
+
+
+@dataclass(frozen=True)
+class StackedProjection:
+    """One projection of every expert, stacked: ``qweight [E, K / pack, N]``, ``scales [E, K / G, N]``,
+    ``qzeros [E, K / G, N / pack]`` in the kernel layout, with the settings to read them."""
+
+    qweight: torch.Tensor
+    scales: torch.Tensor
+    qzeros: torch.Tensor
+    bits: int
+    group_size: int
+    zero_offset: int
+
+    def apply(self, x: torch.Tensor, ids: torch.Tensor, act: int) -> torch.Tensor:
+        """``revolta::quant_moe_matmul`` of the rows routed by ``ids`` (act 1: SiLU-and-mul of ``x`` first)."""
+        return ops_quant.quant_moe_matmul(x.contiguous(), self.qweight, self.scales, self.qzeros, ids.contiguous(),
+                                          self.bits, self.group_size, self.zero_offset, act)
+
+
+def stack_projection(layers: list[Any]) -> StackedProjection | None:
+    """The layers' packed tensors stacked, each layer's parameters turned into views of the stacks; None (nothing
+    changed) when they cannot share one kernel call: a bias, an input gather (act-order) or differing settings."""
+    first = layers[0]
+    settings = {(type(m.quant), m.quant.bits, m.group_size, m.quant.config.zero_offset, m.qweight.shape,
+                 m.scales.dtype) for m in layers}
+    if len(settings) != 1 or any(m.bias is not None or m.act_perm is not None for m in layers):
+        return None
+    stacks = {name: torch.stack([getattr(m, name).data for m in layers]) for name in ("qweight", "scales", "qzeros")}
+    for e, m in enumerate(layers):
+        for name, stack in stacks.items():
+            getattr(m, name).data = stack[e]
+    return StackedProjection(stacks["qweight"], stacks["scales"], stacks["qzeros"], first.quant.bits,
+                             first.group_size, first.quant.config.zero_offset)
 
 
 class QuantizedExperts(nn.ModuleList):
@@ -29,12 +73,35 @@ class QuantizedExperts(nn.ModuleList):
         # rank's part of the sum, reduced once for the whole block)
         super().__init__(SwiGLUMLP(hidden, inter, quant=quant, prefix=f"{prefix}.experts.{e}", parallel="column",
                                    reduce_results=False) for e in range(num_experts))
+        self.stacked: tuple[StackedProjection, StackedProjection] | None = None  # (gate/up, down) once loaded
+
+    def finish_loading(self) -> None:
+        """Stack the loaded experts for the grouped decode path (after each expert's own ``finish_loading``)."""
+        gate_up = stack_projection([m.gate_up_proj for m in self])
+        down = stack_projection([m.down_proj for m in self]) if gate_up is not None else None
+        self.stacked = (gate_up, down) if gate_up is not None and down is not None else None
+
+    def runs_grouped(self, x: torch.Tensor) -> bool:
+        """Whether ``forward`` takes the graph-capturable grouped path for ``x``."""
+        return (self.stacked is not None and x.is_cuda and x.shape[0] <= GROUPED_MAX_TOKENS
+                and revolta_kernels.native_available())
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` for each token ``t`` (``weights`` in ``x``'s dtype)."""
+        if self.runs_grouped(x):
+            return self.grouped(x, weights, ids)
         out = torch.zeros_like(x)
         for expert in torch.unique(ids).tolist():
             tokens, slots = torch.nonzero(ids == expert, as_tuple=True)
             y = self[expert](x[tokens]) * weights[tokens, slots].unsqueeze(-1)
             out.index_add_(0, tokens, y)
         return out
+
+    def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``forward`` as two ops over every routed (token, slot) row, the slots summed in float32 (needs the
+        stacks: see :meth:`finish_loading`)."""
+        if self.stacked is None:
+            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        gate_up, down = self.stacked
+        y = down.apply(gate_up.apply(x, ids, act=0), ids, act=1)  # [T, top_k, hidden]
+        return (y * weights.unsqueeze(-1)).float().sum(1).to(x.dtype)

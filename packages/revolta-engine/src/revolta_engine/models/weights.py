@@ -96,7 +96,7 @@ class WeightLoader:
 def finish_quantized_layers(model: nn.Module) -> None:
     """Once every tensor is loaded: each quantized layer repacks what needs all of its tensors (GPTQ act-order),
     then each block with a ``finish_loading`` method (an MLP folding its down projection's input order into
-    gate/up) runs it."""
+    gate/up; quantized MoE experts stacking themselves) runs it, inner blocks before the blocks holding them."""
     for name, module in model.named_modules():
         quant: Any = getattr(module, "quant", None)
         if quant is None:
@@ -105,7 +105,7 @@ def finish_quantized_layers(model: nn.Module) -> None:
             quant.finish_loading(module)
         except ValueError as e:
             raise ModelLoadError(f"tensor {name + '.g_idx'!r}: {e}") from None
-    for module in model.modules():
+    for module in reversed(list(model.modules())):  # children first: a block stacking its experts sees them done
         finish = getattr(module, "finish_loading", None)
         if callable(finish):
             finish()
