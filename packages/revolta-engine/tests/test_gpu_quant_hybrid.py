@@ -85,11 +85,16 @@ def test_float32_gpu_quantized_decode_matches_transformers(source, tmp_path):
 def test_fp16_quantized_graph_replay_equals_eager(source, tmp_path, method, bits, group):
     quantize_checkpoint(source, tmp_path / "q", method, bits, group)
     kw = dict(dtype="float16", max_model_len=512, max_num_seqs=8, **KV)
-    graphs, eager = LLM(str(tmp_path / "q"), **kw), LLM(str(tmp_path / "q"), enforce_eager=True, **kw)
+    _assert_graphs_equal_eager(LLM(str(tmp_path / "q"), **kw), LLM(str(tmp_path / "q"), enforce_eager=True, **kw),
+                               seed=10)
+
+
+def _assert_graphs_equal_eager(graphs: LLM, eager: LLM, seed: int) -> None:
+    """Greedy batches of 1, 3 and 8 prompts decode the same tokens from captured graphs as eagerly."""
     assert graphs.llm_engine.runner.graph_runner is not None, "graphs were not captured"
     vocab = graphs.llm_engine.hf_config.vocab_size
     for n in (1, 3, 8):
-        prompts = [{"prompt_token_ids": p} for p in _prompts(vocab, [9 + 5 * i for i in range(n)], seed=10 + n)]
+        prompts = [{"prompt_token_ids": p} for p in _prompts(vocab, [9 + 5 * i for i in range(n)], seed=seed + n)]
         got = [o.outputs[0].token_ids for o in graphs.generate(prompts, GREEDY)]
         want = [o.outputs[0].token_ids for o in eager.generate(prompts, GREEDY)]
         assert got == want, f"batch of {n}: graph replay differs from eager"
@@ -115,14 +120,7 @@ def test_quantized_experts_on_cuda(tmp_path, method, bits, group):
                         .manual_seed(tokens))
         assert quant.experts.runs_grouped(x) == (tokens <= GROUPED_MAX_TOKENS)
         assert _rel(quant(x), dense(x)) < 2e-2, tokens
-    assert graphs.llm_engine.runner.graph_runner is not None, "graphs were not captured"
-    eager = LLM(str(q_dir), enforce_eager=True, **kw)
-    vocab = graphs.llm_engine.hf_config.vocab_size
-    for n in (1, 3, 8):
-        prompts = [{"prompt_token_ids": p} for p in _prompts(vocab, [9 + 5 * i for i in range(n)], seed=20 + n)]
-        got = [o.outputs[0].token_ids for o in graphs.generate(prompts, GREEDY)]
-        want = [o.outputs[0].token_ids for o in eager.generate(prompts, GREEDY)]
-        assert got == want, f"batch of {n}: graph replay differs from eager"
+    _assert_graphs_equal_eager(graphs, LLM(str(q_dir), enforce_eager=True, **kw), seed=20)
     ref_model = AutoModelForCausalLM.from_pretrained(d_dir, dtype=torch.float32).eval()
     llm = LLM(str(q_dir), dtype="float32", device="cuda", max_model_len=128, **KV)
     for prompt in _prompts(ref_model.config.vocab_size, (9, 40), seed=8):
