@@ -101,12 +101,14 @@ def _assert_graphs_equal_eager(graphs: LLM, eager: LLM, seed: int) -> None:
 
 
 @pytest.mark.parametrize(("method", "bits", "group"), [("awq", 4, 64), ("gptq", 8, 32)])
-def test_quantized_experts_on_cuda(tmp_path, method, bits, group):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_quantized_experts_on_cuda(tmp_path, monkeypatch, method, bits, group, grouped):
     """Quantized MoE experts: the fp16 block (grouped kernel up to 256 tokens, one MLP per expert above) against
     the dequantized twin's fused-experts block on fresh inputs; fp16 decode replayed from CUDA graphs equals eager
-    decode; float32 greedy decode against transformers."""
-    from revolta_engine.layers.quant_moe import GROUPED_MAX_TOKENS
+    decode; float32 greedy decode against transformers. Grouped off (the default): one MLP per expert, no graphs."""
+    from revolta_engine.layers import quant_moe
 
+    monkeypatch.setattr(quant_moe, "GROUPED", grouped)
     src = make_family_checkpoint(tmp_path / "src", "qwen3_5_moe", moe_intermediate_size=128,
                                  shared_expert_intermediate_size=128, **SHAPES)
     q_dir, d_dir = tmp_path / "q", tmp_path / "d"
@@ -115,12 +117,15 @@ def test_quantized_experts_on_cuda(tmp_path, method, bits, group):
     graphs = LLM(str(q_dir), **kw)
     quant = graphs.llm_engine.model.model.layers[0].mlp
     dense = LLM(str(d_dir), enforce_eager=True, **kw).llm_engine.model.model.layers[0].mlp
-    for tokens in (1, 5, 64, GROUPED_MAX_TOKENS + 44):
+    for tokens in (1, 5, 64, quant_moe.GROUPED_MAX_TOKENS + 44):
         x = torch.randn(tokens, 128, device="cuda", dtype=torch.float16, generator=torch.Generator("cuda")
                         .manual_seed(tokens))
-        assert quant.experts.runs_grouped(x) == (tokens <= GROUPED_MAX_TOKENS)
+        assert quant.experts.runs_grouped(x) == (grouped and tokens <= quant_moe.GROUPED_MAX_TOKENS)
         assert _rel(quant(x), dense(x)) < 2e-2, tokens
-    _assert_graphs_equal_eager(graphs, LLM(str(q_dir), enforce_eager=True, **kw), seed=20)
+    if grouped:
+        _assert_graphs_equal_eager(graphs, LLM(str(q_dir), enforce_eager=True, **kw), seed=20)
+    else:
+        assert graphs.llm_engine.runner.graph_runner is None
     ref_model = AutoModelForCausalLM.from_pretrained(d_dir, dtype=torch.float32).eval()
     llm = LLM(str(q_dir), dtype="float32", device="cuda", max_model_len=128, **KV)
     for prompt in _prompts(ref_model.config.vocab_size, (9, 40), seed=8):

@@ -13,10 +13,14 @@ kernel reads the router's choice on the device: no host sync, so the decode step
 Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
 once), picked on the host. Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
 loop.
+
+The grouped path is off by default (``REVOLTA_QUANT_MOE_GROUPED=1`` turns it on) until its kernel has passed its GPU
+tests against the reference: it was written when no GPU could run them.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +33,7 @@ from revolta_engine.layers.quant import QuantConfig
 from revolta_kernels import ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
+GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "0") == "1"  # see the module docstring
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,14 @@ class QuantizedExperts(nn.ModuleList):
         down = stack_projection([m.down_proj for m in self]) if gate_up is not None else None
         self.stacked = (gate_up, down) if gate_up is not None and down is not None else None
 
+    @property
+    def can_run_grouped(self) -> bool:
+        """Whether decode steps take the graph-capturable grouped path (stacked, and the path switched on)."""
+        return GROUPED and self.stacked is not None
+
     def runs_grouped(self, x: torch.Tensor) -> bool:
         """Whether ``forward`` takes the graph-capturable grouped path for ``x``."""
-        return (self.stacked is not None and x.is_cuda and x.shape[0] <= GROUPED_MAX_TOKENS
+        return (self.can_run_grouped and x.is_cuda and x.shape[0] <= GROUPED_MAX_TOKENS
                 and revolta_kernels.native_available())
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
