@@ -100,12 +100,19 @@ class QuantizedExperts(nn.ModuleList):
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` for each token ``t`` (``weights`` in ``x``'s dtype)."""
         if self.runs_grouped(x):
             return self.grouped(x, weights, ids)
+        # rows sorted by expert, so each expert's rows are one slice; one host sync (the counts) for the layer
+        flat = ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        tokens = order // ids.shape[1]
+        rows, row_weights = x[tokens], weights.reshape(-1)[order].unsqueeze(-1)
+        counts = torch.bincount(flat, minlength=len(self)).tolist()
+        parts, start = [], 0
+        for expert, count in enumerate(counts):
+            if count:
+                parts.append(self[expert](rows[start:start + count]) * row_weights[start:start + count])
+                start += count
         out = torch.zeros_like(x)
-        for expert in torch.unique(ids).tolist():
-            tokens, slots = torch.nonzero(ids == expert, as_tuple=True)
-            y = self[expert](x[tokens]) * weights[tokens, slots].unsqueeze(-1)
-            out.index_add_(0, tokens, y)
-        return out
+        return out.index_add_(0, tokens, torch.cat(parts)) if parts else out
 
     def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """``forward`` as two ops over every routed (token, slot) row, the slots summed in float32 (needs the
