@@ -323,7 +323,7 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
   if (p->T == 0 || p->top_k == 0 || p->N == 0) return cudaSuccess;
   if (pack == 0 || p->K <= 0 || p->K % 8 || p->K % pack || p->K > kQuantMoeMaxK || p->N % 4 || p->N % pack ||
       p->group_size <= 0 || p->group_size % pack || p->K % p->group_size || (p->act != 0 && p->act != 1) ||
-      p->E <= 0 || p->T < 0 || p->top_k < 0 || static_cast<long long>(p->T) * p->top_k > 65535)
+      p->E <= 0 || p->T < 0 || p->top_k < 0 || static_cast<long long>(p->T) * p->top_k > kQuantMoeMaxRows)
     return cudaErrorInvalidValue;
   const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, static_cast<unsigned>(p->T * p->top_k));
   const size_t smem = static_cast<size_t>(p->K) * sizeof(float);

@@ -32,6 +32,7 @@ constexpr int kQuantMoeQuads = 16;                                 // column qua
 constexpr int kQuantMoeSlices = kQuantMoeThreads / kQuantMoeQuads;  // slices of K per block
 constexpr int kQuantMoeCols = 4 * kQuantMoeQuads;                  // output columns per block
 constexpr int kQuantMoeMaxK = 8192;                                // the staged input row: 32 KB of floats
+constexpr int kQuantMoeMaxRows = 65535;                            // (token, slot) rows: the grid's y dimension
 __device__ const int quant_moe_max_smem = kQuantMoeMaxK * 4;       // its most dynamic shared memory (sm_70 check)
 
 template <int BITS>

@@ -18,7 +18,7 @@ from revolta_kernels.reference import quant as ref_quant
 
 _c_int, _ptr = ctypes.c_int, ctypes.c_void_p
 QUANT_MOE_MAX_K = 8192  # kQuantMoeMaxK in csrc/quant_moe.cuh: the input row staged in shared memory
-QUANT_MOE_MAX_ROWS = 65535  # (token, slot) rows: the grid's second dimension
+QUANT_MOE_MAX_ROWS = 65535  # kQuantMoeMaxRows in csrc/quant_moe.cuh: (token, slot) rows, the grid's y dimension
 
 
 class QuantMoeParams(ctypes.Structure):
