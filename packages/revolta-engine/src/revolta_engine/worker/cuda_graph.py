@@ -115,6 +115,9 @@ class CudaGraphRunner:
     def capture(self) -> None:
         """Capture every bucket, largest first, into one shared memory pool."""
         start = time.perf_counter()
+        # torch.cuda.graph() empties the allocator's cache on entry; empty it first so that the free memory
+        # measured after the capture is not raised by cached blocks it released (a negative "used" figure)
+        torch.cuda.empty_cache()
         before = torch.cuda.mem_get_info(self.device)[0]
         for bs in sorted(self.buckets, reverse=True):
             for width in sorted(self.widths, reverse=True):
