@@ -41,8 +41,30 @@ def test_create_answers_and_counts_tokens(sdk):
     assert "Paris" in text_of(reply)
     assert reply.stop_reason in ("end_turn", "max_tokens")
     counted = sdk.messages.count_tokens(model="smol", messages=QUESTION)
-    assert counted.input_tokens == reply.usage.input_tokens > 5
+    assert counted.input_tokens == prompt_total(reply.usage) > 5
     assert 0 < reply.usage.output_tokens <= 16
+
+
+def prompt_total(usage) -> int:
+    """The whole prompt's tokens: Anthropic's input_tokens leaves out those read from (or written to) the cache."""
+    return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+
+
+def test_usage_reports_prefix_cache_reads(server, sdk):
+    """A prompt sent again is partly read from the prefix cache (whole 16-token blocks): cache_read_input_tokens
+    counts those tokens and input_tokens the rest, in the reply, in message_start and in message_delta."""
+    system = "You are a careful assistant. " * 12 + "Answer with one short sentence."
+    kwargs = dict(model="smol", max_tokens=4, system=system, messages=[{"role": "user", "content": "Name a colour."}])
+    counted = sdk.messages.count_tokens(model="smol", system=system, messages=kwargs["messages"]).input_tokens
+    sdk.messages.create(**kwargs, extra_body=GREEDY)
+    again = sdk.messages.create(**kwargs, extra_body=GREEDY)
+    cached = again.usage.cache_read_input_tokens
+    assert cached > 0 and cached % 16 == 0 and again.usage.cache_creation_input_tokens == 0
+    assert again.usage.input_tokens == counted - cached > 0
+    events = dict(raw_events(server[0], {**kwargs, **GREEDY}, key=KEY))
+    for usage in (events["message_start"]["message"]["usage"], events["message_delta"]["usage"]):
+        assert usage["cache_read_input_tokens"] == cached and usage["input_tokens"] == counted - cached
+    assert events["message_delta"]["usage"]["output_tokens"] == again.usage.output_tokens
 
 
 def test_stream_event_sequence_matches_create(server, sdk):
@@ -56,7 +78,7 @@ def test_stream_event_sequence_matches_create(server, sdk):
     assert set(names[3:-3]) == {"content_block_delta"}
     start = events[0][1]["message"]
     assert start["content"] == [] and start["stop_reason"] is None
-    assert start["usage"]["input_tokens"] == reply.usage.input_tokens
+    assert start["usage"]["input_tokens"] + start["usage"]["cache_read_input_tokens"] == prompt_total(reply.usage)
     assert events[2][1]["content_block"] == {"type": "text", "text": ""}
     text = "".join(d["delta"]["text"] for n, d in events if n == "content_block_delta")
     assert all(d["delta"]["type"] == "text_delta" for n, d in events if n == "content_block_delta")
@@ -82,7 +104,7 @@ def test_system_prompt_and_multi_turn(sdk):
     assert with_system == as_blocks and with_system != plain
     assert plain > sdk.messages.count_tokens(model="smol", messages=QUESTION).input_tokens
     reply = sdk.messages.create(model="smol", max_tokens=8, extra_body=GREEDY, messages=turns, system=system)
-    assert reply.usage.input_tokens == with_system
+    assert prompt_total(reply.usage) == with_system
     assert text_of(reply)
 
 

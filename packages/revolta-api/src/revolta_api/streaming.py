@@ -96,7 +96,8 @@ async def merge_streams(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[
             task.cancel()
 
 
-async def _chain(first: T, rest: AsyncIterator[T]) -> AsyncIterator[T]:
+async def chain_first(first: T, rest: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``first``, then the items of ``rest`` (a stream whose first item was already taken)."""
     yield first
     async for item in rest:
         yield item
@@ -123,7 +124,7 @@ async def prime_streams(request: Request, streams: list[AsyncIterator[T]]) -> li
         if isinstance(error, StopAsyncIteration):
             raise RuntimeError("the engine finished a request without any output")
         raise error
-    return [_chain(first, stream) for first, stream in zip(firsts, streams, strict=True)]
+    return [chain_first(first, stream) for first, stream in zip(firsts, streams, strict=True)]
 
 
 async def _close_all(streams: list[AsyncIterator]) -> None:

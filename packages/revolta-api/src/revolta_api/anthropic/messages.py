@@ -20,6 +20,7 @@ from revolta_api.parsed_call import ParsedCall
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
     ClientDisconnected,
+    chain_first,
     encode_json,
     prime_streams,
     sse_response,
@@ -116,11 +117,22 @@ class _MessageCall(ParsedCall):
         super().__init__(state, parser, self.blocks, single_call=bool(choice and choice.disable_parallel_tool_use),
                          params=params)
         self.engine_stop: Any = None
+        self.cached_tokens = 0
+
+    def _on_output(self, out: RequestOutput) -> None:
+        self.cached_tokens = out.num_cached_tokens
+
+    def _usage(self) -> dict[str, int]:
+        """Anthropic's usage: ``input_tokens`` excludes the prompt tokens read from the prefix cache, which are
+        ``cache_read_input_tokens`` (the total is their sum plus ``cache_creation_input_tokens``, always 0: the
+        prefix cache fills itself, nothing is written on request)."""
+        return {"input_tokens": len(self.prompt_ids) - self.cached_tokens, "output_tokens": self.output_tokens,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": self.cached_tokens}
 
     def _message(self, content: list[dict], stop_reason: str | None, stop_sequence: str | None) -> dict:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.state.model_name,
                 "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence,
-                "usage": {"input_tokens": len(self.prompt_ids), "output_tokens": self.output_tokens}}
+                "usage": self._usage()}
 
     def _on_completion(self, comp: CompletionOutput) -> None:
         if comp.stop_reason is not None:
@@ -151,13 +163,16 @@ class _MessageCall(ParsedCall):
     async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
         """Anthropic's SSE sequence; an error after the start becomes an ``error`` event that ends the stream."""
         try:
+            # the first output is already here (prime_streams): it says how much of the prompt the cache held
+            first = await anext(outputs)
+            self.cached_tokens = first.num_cached_tokens
             yield _event({"type": "message_start", "message": self._message([], None, None)})
             yield _event({"type": "ping"})
-            async for block_event in self._events(outputs):
+            async for block_event in self._events(chain_first(first, outputs)):
                 yield _event(block_event)
             stop_reason, stop_sequence = self._stop()
             yield _event({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                          "usage": {"output_tokens": self.output_tokens}})
+                          "usage": self._usage()})
             yield _event({"type": "message_stop"})
         except Exception as exc:
             yield anthropic_error_event(to_api_error(exc))
