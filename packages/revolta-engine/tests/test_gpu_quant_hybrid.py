@@ -105,7 +105,8 @@ def _assert_graphs_equal_eager(graphs: LLM, eager: LLM, seed: int) -> None:
 def test_quantized_experts_on_cuda(tmp_path, monkeypatch, method, bits, group, grouped):
     """Quantized MoE experts: the fp16 block (grouped kernel up to 256 tokens, one MLP per expert above) against
     the dequantized twin's fused-experts block on fresh inputs; fp16 decode replayed from CUDA graphs equals eager
-    decode; float32 greedy decode against transformers. Grouped off (the default): one MLP per expert, no graphs."""
+    decode; float32 greedy decode against transformers. Grouped on (the default): routing and the weighted sum with
+    the gated shared expert run as our ops too. Off: one MLP per expert, no graphs."""
     from revolta_engine.layers import quant_moe
 
     monkeypatch.setattr(quant_moe, "GROUPED", grouped)

@@ -6,6 +6,7 @@
 #include "gdn_decode.cuh"
 #include "gdn_misc.cuh"
 #include "moe.cuh"
+#include "moe_routing.cuh"
 
 #include <cstdlib>
 #include <cstring>
@@ -380,6 +381,33 @@ int revolta_moe_router_norm(const MoeRouterNormParams* p, int dtype, cudaStream_
   const size_t smem = static_cast<size_t>(p->H) * sizeof(float);
   REVOLTA_HYBRID_DISPATCH(dtype, return launch(moe_router_norm_kernel<T>, grid, dim3(kMoeRouterWarps * 32), smem,
                                                stream, *p))
+  return cudaSuccess;
+}
+
+// Softmax top-k routing of `tokens` rows of router logits (moe_routing.cuh): ids int64 and weights fp32 [tokens, K].
+// E <= kMoeMaxExperts, 1 <= K <= min(kMoeMaxTopK, E). A plain launch: the quantized experts' kernels follow.
+int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* ids, void* weights, int tokens, int E,
+                             int K, int renormalize, int dtype, cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  if (E <= 0 || E > kMoeMaxExperts || K < 1 || K > kMoeMaxTopK || K > E || logits_stride < E)
+    return cudaErrorInvalidValue;
+  REVOLTA_HYBRID_DISPATCH(dtype, moe_topk_softmax_kernel<T><<<tokens, kMoeWarps * 32, 0, stream>>>(
+                                     static_cast<const T*>(logits), logits_stride, E, K, renormalize,
+                                     static_cast<long long*>(ids), static_cast<float*>(weights));
+                          return cudaGetLastError())
+  return cudaSuccess;
+}
+
+// The routed experts' outputs weighted and summed, plus the gated shared expert (MoeCombineParams,
+// moe_routing.cuh). H % 8 == 0, 16-byte aligned rows. A plain launch: its inputs come from PDL kernels that
+// start their successors early.
+int revolta_moe_combine(const MoeCombineParams* p, int dtype, cudaStream_t stream) {
+  if (p->T == 0 || p->H == 0) return cudaSuccess;
+  if (p->H % 8 || p->H < 0 || p->K < 1 || (p->shared != nullptr && (p->x_stride % 8 || p->x_stride < p->H)))
+    return cudaErrorInvalidValue;
+  const dim3 grid((p->H + kMoeCombineThreads * 8 - 1) / (kMoeCombineThreads * 8), p->T);
+  REVOLTA_HYBRID_DISPATCH(dtype, moe_combine_kernel<T><<<grid, kMoeCombineThreads, 0, stream>>>(*p);
+                          return cudaGetLastError())
   return cudaSuccess;
 }
 

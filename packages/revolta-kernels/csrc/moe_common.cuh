@@ -131,10 +131,11 @@ __device__ __forceinline__ float moe_block_reduce(float v, float* scratch) {
 // Softmax top-k of one token's router logits by the whole block (E <= 2 * blockDim.x): each expert's rank is
 // the number of experts with a larger logit (ties: the lower id ranks first); ranks < K are the choice.
 // Weights as transformers computes them: softmax probabilities, optionally renormalised over the K, then
-// rounded to the storage type. Results in shared memory (ids, wts).
+// rounded to the storage type (round_weights = false: left in fp32, as revolta::moe_topk_softmax returns them).
+// Results in shared memory (ids, wts).
 template <typename T>
 __device__ void moe_route_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch, int* ids,
-                                float* wts) {
+                                float* wts, bool round_weights = true) {
   const int tid = threadIdx.x, lane = tid & 31;
   const int e0 = tid, e1 = tid + kMoeWarps * 32;
   const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
@@ -164,7 +165,8 @@ __device__ void moe_route_block(const T* logits, int E, int K, int renormalize, 
   if (tid < 32) {
     float w = lane < K ? wts[lane] : 0.f;
     const float total = warp_sum(w);
-    if (lane < K) wts[lane] = to_float(from_float<T>(renormalize ? w / total : w));
+    const float v = renormalize ? w / total : w;
+    if (lane < K) wts[lane] = round_weights ? to_float(from_float<T>(v)) : v;
   }
   __syncthreads();
 }

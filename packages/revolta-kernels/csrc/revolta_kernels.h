@@ -8,6 +8,7 @@
 #include "gated_delta.cuh"
 #include "gdn_decode.cuh"
 #include "moe.cuh"
+#include "moe_routing.cuh"
 #include "quant_moe.cuh"
 
 #ifdef __cplusplus
@@ -93,6 +94,9 @@ int revolta_moe_router(void* logits, const void* x, long long x_stride, const vo
                        int dtype, cudaStream_t stream);
 int revolta_moe_router_norm(const revolta::MoeRouterNormParams* p, int dtype, cudaStream_t stream);
 int revolta_moe_set_config(int v3, int pf_down, int down);
+int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* ids, void* weights, int tokens, int E,
+                             int K, int renormalize, int dtype, cudaStream_t stream);
+int revolta_moe_combine(const revolta::MoeCombineParams* p, int dtype, cudaStream_t stream);
 /* Quantized MoE experts for few tokens (quant_moe.cuh): out[t, k] = in[t, k] @ W[ids[t, k]] for stacked int4 / int8
  * experts in the kernel layout, bits 4 or 8; act 0 (in = x[t]) or 1 (in = silu(gate) * up of x[t, k]). */
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream);

@@ -219,3 +219,24 @@ def test_moe_router_norm_is_add_norm_then_router():
     want_n, want_h = ref_norm.fused_add_rms_norm(x, res, nw, 1e-6, True)
     assert torch.equal(h, want_h) and torch.equal(normed, want_n)
     assert torch.equal(logits, ref_moe.moe_router(want_n, w))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_moe_combine_is_weighted_sum_plus_gated_shared_expert(shared):
+    """Against float64: each token's rows weighted by the router and summed, plus sigmoid(x . g) * shared."""
+    gen = torch.Generator().manual_seed(11)
+    t, k, h = 4, 3, 24
+    y = torch.randn(t, k, h, generator=gen, dtype=torch.float64)
+    weights = torch.softmax(torch.randn(t, k, generator=gen, dtype=torch.float64), -1)
+    s = torch.randn(t, h, generator=gen, dtype=torch.float64)
+    x = torch.randn(t, h, generator=gen, dtype=torch.float64)
+    g = torch.randn(h, generator=gen, dtype=torch.float64) / 4
+    expect = torch.stack([sum(weights[i, j] * y[i, j] for j in range(k)) for i in range(t)])
+    if shared:
+        expect = expect + torch.sigmoid((x * g).sum(-1, keepdim=True)) * s
+    args = (s.float(), x.float(), g.float()) if shared else (None, None, None)
+    out = ops_hybrid.moe_combine(y.float(), weights.float(), *args)
+    assert out.dtype == torch.float32 and rel_err(out, expect) < 1e-6
+    torch.library.opcheck(ops_hybrid.moe_combine, (y.float(), weights.float(), *args))
+    with pytest.raises(ValueError, match="needs x and shared_gate"):
+        ops_hybrid.moe_combine(y.float(), weights.float(), s.float(), None, None)

@@ -61,10 +61,13 @@ def kernels() -> list[Kernel]:
         k = Kernel(f"moe router+norm {tn}", f"&revolta::moe_router_norm_kernel<{t}>", False)
         k.smem_dynamic = MOE_DYNAMIC_SMEM
         ks.append(k)
+        # routing and combination around the quantized experts (moe_routing.cuh)
+        ks.append(Kernel(f"moe topk softmax {tn}", f"&revolta::moe_topk_softmax_kernel<{t}>", False))
+        ks.append(Kernel(f"moe combine {tn}", f"&revolta::moe_combine_kernel<{t}>", False))
     return ks
 
 
-SOURCE = b'#include "gdn_decode.cuh"\n#include "conv1d.cuh"\n#include "moe.cuh"\n'
+SOURCE = b'#include "gdn_decode.cuh"\n#include "conv1d.cuh"\n#include "moe.cuh"\n#include "moe_routing.cuh"\n'
 
 
 def bf16_math(cubin: Path, ks: list[Kernel]) -> dict[str, int]:

@@ -1,5 +1,6 @@
 """CUDA implementations of the mixture-of-experts ops of :mod:`revolta_kernels.ops_hybrid` (``fused_moe``,
-``moe_block``, ``moe_router``, ``moe_router_norm``) for few tokens, through the native library.
+``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_topk_softmax``, ``moe_combine``) for few tokens, through
+the native library.
 
 Each implementation checks that the inputs are a case the kernels handle (csrc/moe.cuh) and otherwise runs the
 reference, so an unsupported case is slower but never an error. Launches go to torch's current stream.
@@ -46,7 +47,19 @@ class MoeRouterNormParams(ctypes.Structure):
         (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered")]
 
 
+class MoeCombineParams(ctypes.Structure):
+    """Mirror of ``revolta::MoeCombineParams`` (csrc/moe_routing.cuh)."""
+
+    _fields_ = [(n, _ptr) for n in ("y", "weights", "shared", "x", "gate", "out")] + [("x_stride", _c_ll)] + [
+        (n, _c_int) for n in ("T", "K", "H")]
+
+
+MOE_MAX_EXPERTS = 512  # kMoeMaxExperts in csrc/moe_common.cuh (two per thread of the routing block)
+MOE_MAX_TOP_K = 16  # kMoeMaxTopK
+
 _SIGNATURES: dict[str, list] = {
+    "revolta_moe_topk_softmax": [_ptr, _c_ll, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
+    "revolta_moe_combine": [ctypes.POINTER(MoeCombineParams), _c_int, _ptr],
     "revolta_moe": [ctypes.POINTER(MoeParams), _c_int, _ptr],
     "revolta_moe_router": [_ptr, _ptr, _c_ll, _ptr, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_moe_router_norm": [ctypes.POINTER(MoeRouterNormParams), _c_int, _ptr],
@@ -175,6 +188,51 @@ def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
     return logits, normed, h_out
 
 
+def moe_topk_softmax(router_logits, top_k, renormalize):
+    ok = (
+        _DTYPE.get(router_logits.dtype) is not None and router_logits.dim() == 2 and router_logits.stride(-1) == 1
+        and 0 < router_logits.shape[1] <= MOE_MAX_EXPERTS and 1 <= top_k <= min(MOE_MAX_TOP_K, router_logits.shape[1])
+        and router_logits.stride(0) >= router_logits.shape[1]
+    )
+    if not ok:
+        return ref_moe.moe_topk_softmax(router_logits, top_k, renormalize)
+    t, e = router_logits.shape
+    ids = torch.empty((t, top_k), dtype=torch.int64, device=router_logits.device)
+    weights = torch.empty((t, top_k), dtype=torch.float32, device=router_logits.device)
+    check(_lib().revolta_moe_topk_softmax(router_logits.data_ptr(), router_logits.stride(0), ids.data_ptr(),
+                                          weights.data_ptr(), t, e, top_k, int(bool(renormalize)),
+                                          _DTYPE[router_logits.dtype], _stream(router_logits)))
+    return weights, ids
+
+
+def _rows_ok(t: torch.Tensor) -> bool:
+    """Contiguous rows of whole 16-byte chunks (the kernel's 8-element loads)."""
+    return t.is_contiguous() and t.data_ptr() % 16 == 0
+
+
+def moe_combine(y, weights, shared, x, shared_gate):
+    h = y.shape[-1] if y.dim() == 3 else 0
+    ok = (
+        _DTYPE.get(y.dtype) is not None and y.dim() == 3 and h % 8 == 0 and _rows_ok(y)
+        and weights.dtype == torch.float32 and tuple(weights.shape) == tuple(y.shape[:2]) and weights.is_contiguous()
+        and y.shape[1] >= 1
+        and (shared is None or (
+            x is not None and shared_gate is not None and shared.dtype == y.dtype and x.dtype == y.dtype
+            and shared_gate.dtype == y.dtype and tuple(shared.shape) == (y.shape[0], h) and _rows_ok(shared)
+            and x.dim() == 2 and tuple(x.shape) == (y.shape[0], h) and x.stride(-1) == 1 and x.stride(0) % 8 == 0
+            and x.data_ptr() % 16 == 0 and shared_gate.numel() == h and _rows_ok(shared_gate)))
+    )
+    if not ok:
+        return ref_moe.moe_combine(y, weights, shared, x, shared_gate)
+    t, k, _ = y.shape
+    out = torch.empty((t, h), dtype=y.dtype, device=y.device)
+    p = MoeCombineParams(y.data_ptr(), weights.data_ptr(), _ptr_of(shared), _ptr_of(x if shared is not None else None),
+                         _ptr_of(shared_gate if shared is not None else None), out.data_ptr(),
+                         x.stride(0) if shared is not None else 0, t, k, h)
+    check(_lib().revolta_moe_combine(ctypes.byref(p), _DTYPE[y.dtype], _stream(y)))
+    return out
+
+
 def moe_set_config(v3: int = -1, pf_down: int = -1, down: int = -1) -> tuple[int, int, int]:
     """Switch the MoE decode kernels (A/B benchmarks; see MoeConfig in csrc/hybrid.cu); -1 leaves a field.
 
@@ -192,4 +250,6 @@ def register() -> bool:
     ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
     ops_hybrid.moe_router.register_kernel("cuda")(moe_router)
     ops_hybrid.moe_router_norm.register_kernel("cuda")(moe_router_norm)
+    ops_hybrid.moe_topk_softmax.register_kernel("cuda")(moe_topk_softmax)
+    ops_hybrid.moe_combine.register_kernel("cuda")(moe_combine)
     return True

@@ -139,6 +139,19 @@ def _(x, weight):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
+@torch.library.custom_op(f"{LIB}::moe_combine", mutates_args=())
+def moe_combine(y: torch.Tensor, weights: torch.Tensor, shared: torch.Tensor | None, x: torch.Tensor | None,
+                shared_gate: torch.Tensor | None) -> torch.Tensor:
+    """``sum_k weights[t, k] * y[t, k]`` (+ ``sigmoid(x[t] . shared_gate) * shared[t]``): a MoE layer's output
+    from its routed experts' rows (``revolta::quant_moe_matmul``) and its optional gated shared expert."""
+    return ref_moe.moe_combine(y, weights, shared, x, shared_gate)
+
+
+@moe_combine.register_fake
+def _(y, weights, shared, x, shared_gate):
+    return y.new_empty((y.shape[0], y.shape[2]))
+
+
 @torch.library.custom_op(f"{LIB}::moe_router_norm", mutates_args=())
 def moe_router_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, norm_weight: torch.Tensor,
                     eps: float, zero_centered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

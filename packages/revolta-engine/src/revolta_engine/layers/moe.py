@@ -120,14 +120,26 @@ class SparseMoeBlock(nn.Module):
                                   and shared.gate_up_proj.bias is None and shared.down_proj.bias is None
                                   and self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None)
 
+    def _quant_grouped_ok(self, x: torch.Tensor) -> bool:
+        """Quantized experts on their grouped decode path, with a dense router (and shared expert gate): routing
+        and the weighted sum then run as our ops too (:meth:`_quant_block`), no torch top-k or elementwise chain."""
+        shared_gate_ok = self.shared_expert is None or (self.shared_expert_gate.quant is None
+                                                        and self.shared_expert_gate.bias is None)
+        return (isinstance(self.experts, QuantizedExperts) and self.experts.runs_grouped(x)
+                and self.gate.quant is None and self.gate.bias is None and shared_gate_ok)
+
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
-        """The block on ``norm(h)``, and ``h``: on the fused decode path the residual add + norm runs inside the
-        router kernel (``moe_router_norm``: no separate norm kernel), else through :meth:`AddNorm.run`."""
-        if (FUSED_ROUTER_NORM and inp.residual is not None and self.gate.bias is None and self._fused_ok(inp.x)
+        """The block on ``norm(h)``, and ``h``: on the fused and quantized-grouped decode paths the residual add +
+        norm runs inside the router kernel (``moe_router_norm``: no separate norm kernel), else through
+        :meth:`AddNorm.run`."""
+        if (FUSED_ROUTER_NORM and inp.residual is not None and self.gate.bias is None
                 and inp.x.shape[0] <= MOE_ROUTER_NORM_MAX_TOKENS and inp.norm.weight.dtype == inp.x.dtype):
-            logits, x, residual = ops_hybrid.moe_router_norm(inp.x, inp.residual, self.gate.weight, inp.norm.weight,
-                                                             inp.norm.eps, inp.norm.zero_centered)
-            return self._summed(self._fused_block(x, logits)), residual
+            block = (self._fused_block if self._fused_ok(inp.x)
+                     else self._quant_block if self._quant_grouped_ok(inp.x) else None)
+            if block is not None:
+                logits, x, residual = ops_hybrid.moe_router_norm(inp.x, inp.residual, self.gate.weight,
+                                                                 inp.norm.weight, inp.norm.eps, inp.norm.zero_centered)
+                return self._summed(block(x, logits)), residual
         x, residual = inp.run()
         return self.forward(x), residual
 
@@ -142,11 +154,23 @@ class SparseMoeBlock(nn.Module):
             None if shared is None else shared.down_proj.weight,
             None if shared is None else self.shared_expert_gate.weight)
 
+    def _quant_block(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """Routing, the quantized experts' rows and the weighted sum with the gated shared expert as ops over the
+        whole batch (the same arithmetic as :meth:`forward`'s general path; no host sync)."""
+        assert isinstance(self.experts, QuantizedExperts)
+        weights, ids = ops_hybrid.moe_topk_softmax(logits, self.top_k, self.renormalize)
+        rows = self.experts.routed_rows(x, ids)
+        if self.shared_expert is None:
+            return ops_hybrid.moe_combine(rows, weights, None, None, None)
+        return ops_hybrid.moe_combine(rows, weights, self.shared_expert(x), x, self.shared_expert_gate.weight)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):
             # the router GEMV as our kernel: its weight stream starts before the previous kernel ends (PDL)
             logits = ops_hybrid.moe_router(x, self.gate.weight) if self.gate.bias is None else self.gate(x)
             return self._summed(self._fused_block(x, logits))
+        if self._quant_grouped_ok(x):
+            return self._summed(self._quant_block(x, ops_hybrid.moe_router(x, self.gate.weight)))
         weights, ids = ops_hybrid.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
         # transformers casts the routing weights to the activations' dtype before weighting
         out = self.experts(x, weights.to(x.dtype), ids)

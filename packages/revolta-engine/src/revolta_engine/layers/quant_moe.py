@@ -30,7 +30,7 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
-from revolta_kernels import ops_quant
+from revolta_kernels import ops_hybrid, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
@@ -114,11 +114,14 @@ class QuantizedExperts(nn.ModuleList):
         out = torch.zeros_like(x)
         return out.index_add_(0, tokens, torch.cat(parts)) if parts else out
 
-    def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """``forward`` as two ops over every routed (token, slot) row, the slots summed in float32 (needs the
-        stacks: see :meth:`finish_loading`)."""
+    def routed_rows(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul
+        + down (needs the stacks: see :meth:`finish_loading`)."""
         if self.stacked is None:
             raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
         gate_up, down = self.stacked
-        y = down.apply(gate_up.apply(x, ids, act=0), ids, act=1)  # [T, top_k, hidden]
-        return (y * weights.unsqueeze(-1)).float().sum(1).to(x.dtype)
+        return down.apply(gate_up.apply(x, ids, act=0), ids, act=1)
+
+    def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``forward`` through :meth:`routed_rows`, the slots weighted and summed in float32 (``revolta::moe_combine``)."""
+        return ops_hybrid.moe_combine(self.routed_rows(x, ids), weights.float(), None, None, None)

@@ -21,6 +21,19 @@ def moe_topk_softmax(router_logits: torch.Tensor, top_k: int, renormalize: bool)
     return weights, ids
 
 
+def moe_combine(y: torch.Tensor, weights: torch.Tensor, shared: torch.Tensor | None, x: torch.Tensor | None,
+                shared_gate: torch.Tensor | None) -> torch.Tensor:
+    """The routed experts' outputs ``y [T, K, H]`` weighted by the router (``weights [T, K]``, cast to ``y``'s
+    dtype first, as transformers does) and summed in float32, plus ``sigmoid(x @ shared_gate) * shared`` when a
+    shared expert's output ``shared [T, H]`` is given (``shared_gate``: its gate's weight, ``H`` values)."""
+    out = (y * weights.to(y.dtype).unsqueeze(-1)).float().sum(1).to(y.dtype)
+    if shared is not None:
+        if x is None or shared_gate is None:
+            raise ValueError("moe_combine: a shared expert's output needs x and shared_gate")
+        out = out + torch.sigmoid(F.linear(x, shared_gate.reshape(1, -1))) * shared
+    return out
+
+
 def fused_moe(
     x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
 ) -> torch.Tensor:

@@ -1,0 +1,100 @@
+// The routing and the combination around a mixture-of-experts layer whose experts run elsewhere (the quantized
+// experts: revolta::quant_moe_matmul), for few tokens, so such a decode step needs neither torch's top-k / sort
+// kernels nor its chain of elementwise ops:
+//   * moe_topk_softmax_kernel: one block per token, softmax top-k of its router logits (moe_route_block: ties go to
+//     the lower expert id), optionally renormalised; fp32 weights and int64 ids, as revolta::moe_topk_softmax;
+//   * moe_combine_kernel: out[t] = sum_k w16[t, k] * y[t, k] (each product rounded to the storage type, the sum in
+//     fp32, as torch's (y * w.to(T)).float().sum(1).to(T)), plus, with a shared expert, sigmoid(x[t] . g) * s[t]
+//     with the roundings of torch's fp16 ops (the gate logit, its sigmoid, the product, the sum). Each block
+//     computes the gate's dot product itself (H <= a few thousand: cheaper than a launch).
+#pragma once
+
+#include "moe_common.cuh"
+
+namespace revolta {
+
+constexpr int kMoeCombineThreads = 256;  // 8 elements each: 2048 columns per block
+
+struct MoeCombineParams {
+  const void* y;        // [T, K, H]
+  const float* weights;  // [T, K]
+  const void* shared;   // [T, H] or null (then x and gate are unused)
+  const void* x;        // [T, H] (row stride x_stride): the shared expert gate's input
+  const void* gate;     // [H]: the shared expert gate's weight row
+  void* out;            // [T, H]
+  long long x_stride;
+  int T, K, H;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kMoeWarps * 32) moe_topk_softmax_kernel(const T* logits, long long logits_stride,
+                                                                          int E, int K, int renormalize,
+                                                                          long long* ids_out, float* weights_out) {
+  __shared__ __align__(16) float lg[kMoeMaxExperts];
+  __shared__ float scratch[kMoeWarps];
+  __shared__ int ids[kMoeMaxTopK];
+  __shared__ float wts[kMoeMaxTopK];
+  const int t = blockIdx.x;
+  moe_route_block<T>(logits + t * logits_stride, E, K, renormalize, lg, scratch, ids, wts, false);
+  if (threadIdx.x < K) {
+    ids_out[static_cast<size_t>(t) * K + threadIdx.x] = ids[threadIdx.x];
+    weights_out[static_cast<size_t>(t) * K + threadIdx.x] = wts[threadIdx.x];
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const MoeCombineParams p) {
+  __shared__ float scratch[kMoeCombineThreads / 32];
+  const int t = blockIdx.y, tid = threadIdx.x;
+  const int c0 = (blockIdx.x * kMoeCombineThreads + tid) * 8;  // this thread's 8 columns
+  float sg = 0.f;  // the shared expert's gate, sigmoid(x . g) rounded as torch's ops round it
+  if (p.shared != nullptr) {
+    const T* xr = static_cast<const T*>(p.x) + t * p.x_stride;
+    const T* g = static_cast<const T*>(p.gate);
+    float dot = 0.f;
+    for (int i = tid * 8; i < p.H; i += kMoeCombineThreads * 8) {
+      Pack8<T> a, b;
+      a.load(xr + i);
+      b.load(g + i);
+      float fa[8], fb[8];
+      a.get(fa);
+      b.get(fb);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) dot = fmaf(fa[j], fb[j], dot);
+    }
+    dot = warp_sum(dot);
+    if ((tid & 31) == 0) scratch[tid >> 5] = dot;
+    __syncthreads();
+    dot = 0.f;
+#pragma unroll
+    for (int w = 0; w < kMoeCombineThreads / 32; ++w) dot += scratch[w];
+    const float logit = to_float(from_float<T>(dot));
+    sg = to_float(from_float<T>(1.f / (1.f + expf(-logit))));
+  }
+  if (c0 >= p.H) return;
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int k = 0; k < p.K; ++k) {
+    const float w = to_float(from_float<T>(p.weights[static_cast<size_t>(t) * p.K + k]));
+    Pack8<T> v;
+    v.load(static_cast<const T*>(p.y) + (static_cast<size_t>(t) * p.K + k) * p.H + c0);
+    float f[8];
+    v.get(f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] += to_float(from_float<T>(f[j] * w));
+  }
+  float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (p.shared != nullptr) {
+    Pack8<T> v;
+    v.load(static_cast<const T*>(p.shared) + static_cast<size_t>(t) * p.H + c0);
+    v.get(s);
+  }
+  T* out = static_cast<T*>(p.out) + static_cast<size_t>(t) * p.H + c0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    float o = to_float(from_float<T>(acc[j]));
+    if (p.shared != nullptr) o = o + to_float(from_float<T>(sg * s[j]));
+    out[j] = from_float<T>(o);
+  }
+}
+
+}  // namespace revolta
