@@ -142,8 +142,14 @@ def test_quantized_experts_decode_like_the_dequantized_model(sources, tmp_path, 
         weights = torch.rand(6, top_k, generator=gen)
         assert not experts.runs_grouped(x)  # the CPU takes the per-expert loop
         torch.testing.assert_close(experts.grouped(x, weights, ids), experts(x, weights, ids), rtol=1e-5, atol=1e-6)
-        # the whole block's decode path (routing, routed rows, weighted sum with the gated shared expert as ops)
+        # the whole block's decode path (routing, routed rows, weighted sum with the gated shared expert as ops);
+        # a shared expert (Qwen3.5) is stacked after the experts, its parameters views too
         block = model.model.layers[0].mlp
+        if block.shared_expert is None:
+            assert experts.shared_id == -1
+        else:
+            assert experts.shared_id == len(experts) == gate_up.qweight.shape[0] - 1
+            assert block.shared_expert.down_proj.qweight.data_ptr() == down.qweight[len(experts)].data_ptr()
         torch.testing.assert_close(block._quant_block(x, block.gate(x)), block(x), rtol=1e-5, atol=1e-6)
     dummy = LLM(str(q), dtype="float32", max_model_len=64, load_format="dummy")  # for speed runs without weights
     assert len(dummy.generate({"prompt_token_ids": [5, 6, 7]}, GREEDY)[0].outputs[0].token_ids) == GREEDY.max_tokens

@@ -403,7 +403,9 @@ int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* 
 // start their successors early.
 int revolta_moe_combine(const MoeCombineParams* p, int dtype, cudaStream_t stream) {
   if (p->T == 0 || p->H == 0) return cudaSuccess;
-  if (p->H % 8 || p->H < 0 || p->K < 1 || (p->shared != nullptr && (p->x_stride % 8 || p->x_stride < p->H)))
+  if (p->H % 8 || p->H < 0 || p->K < 1 || p->y_stride % 8 || p->y_stride < static_cast<long long>(p->K) * p->H ||
+      (p->shared != nullptr && (p->x_stride % 8 || p->x_stride < p->H || p->shared_stride % 8 ||
+                                p->shared_stride < p->H)))
     return cudaErrorInvalidValue;
   const dim3 grid((p->H + kMoeCombineThreads * 8 - 1) / (kMoeCombineThreads * 8), p->T);
   REVOLTA_HYBRID_DISPATCH(dtype, moe_combine_kernel<T><<<grid, kMoeCombineThreads, 0, stream>>>(*p);

@@ -16,13 +16,13 @@ namespace revolta {
 constexpr int kMoeCombineThreads = 256;  // 8 elements each: 2048 columns per block
 
 struct MoeCombineParams {
-  const void* y;        // [T, K, H]
+  const void* y;         // [T, K, H] (token stride y_stride; the K rows of a token contiguous)
   const float* weights;  // [T, K]
-  const void* shared;   // [T, H] or null (then x and gate are unused)
-  const void* x;        // [T, H] (row stride x_stride): the shared expert gate's input
-  const void* gate;     // [H]: the shared expert gate's weight row
-  void* out;            // [T, H]
-  long long x_stride;
+  const void* shared;    // [T, H] (token stride shared_stride) or null (then x and gate are unused)
+  const void* x;         // [T, H] (token stride x_stride): the shared expert gate's input
+  const void* gate;      // [H]: the shared expert gate's weight row
+  void* out;             // [T, H]
+  long long y_stride, shared_stride, x_stride;
   int T, K, H;
 };
 
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const M
   for (int k = 0; k < p.K; ++k) {
     const float w = to_float(from_float<T>(p.weights[static_cast<size_t>(t) * p.K + k]));
     Pack8<T> v;
-    v.load(static_cast<const T*>(p.y) + (static_cast<size_t>(t) * p.K + k) * p.H + c0);
+    v.load(static_cast<const T*>(p.y) + t * p.y_stride + static_cast<size_t>(k) * p.H + c0);
     float f[8];
     v.get(f);
 #pragma unroll
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const M
   float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (p.shared != nullptr) {
     Pack8<T> v;
-    v.load(static_cast<const T*>(p.shared) + static_cast<size_t>(t) * p.H + c0);
+    v.load(static_cast<const T*>(p.shared) + t * p.shared_stride + c0);
     v.get(s);
   }
   T* out = static_cast<T*>(p.out) + static_cast<size_t>(t) * p.H + c0;

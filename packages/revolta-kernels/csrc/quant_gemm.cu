@@ -315,17 +315,19 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
                                 group_size, zero_offset, num_sms, 0, nullptr, stream);
 }
 
-// out[T, top_k, N] = in @ W[ids] for stacked quantized experts (quant_moe.cuh); cudaErrorInvalidValue for a shape
+// out[T, R, N] = in @ W[ids] (+ the shared_id row) for stacked quantized experts (quant_moe.cuh); cudaErrorInvalidValue for a shape
 // the kernel does not take (the Python side checks first).
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream) {
   using namespace revolta;
   const int pack = bits == 4 ? 8 : bits == 8 ? 4 : 0;
-  if (p->T == 0 || p->top_k == 0 || p->N == 0) return cudaSuccess;
+  const int per_token = p->top_k + (p->shared_id >= 0 ? 1 : 0);
+  if (p->T == 0 || per_token == 0 || p->N == 0) return cudaSuccess;
   if (pack == 0 || p->K <= 0 || p->K % 8 || p->K % pack || p->K > kQuantMoeMaxK || p->N % 4 || p->N % pack ||
       p->group_size <= 0 || p->group_size % pack || p->K % p->group_size || (p->act != 0 && p->act != 1) ||
-      p->E <= 0 || p->T < 0 || p->top_k < 0 || static_cast<long long>(p->T) * p->top_k > kQuantMoeMaxRows)
+      p->E <= 0 || p->T < 0 || p->top_k < 0 || p->shared_id >= p->E ||
+      static_cast<long long>(p->T) * per_token > kQuantMoeMaxRows)
     return cudaErrorInvalidValue;
-  const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, static_cast<unsigned>(p->T * p->top_k));
+  const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, static_cast<unsigned>(p->T * per_token));
   const size_t smem = static_cast<size_t>(p->K) * sizeof(float);
   if (bits == 4)
     quant_moe_gemv_kernel<4><<<grid, kQuantMoeThreads, smem, stream>>>(*p);

@@ -4,7 +4,9 @@
 //
 //   out[t, k, :] = in[t, k] @ W[ids[t, k]]        W[e] = (q[e] - (z[e] + zero_offset)) * s[e]   (kernel layout)
 //   act 0: in[t, k] = x[t]                          (x [T, K]: the token's hidden state, shared by its slots)
-//   act 1: in[t, k] = silu(g) * u, rounded to fp16  (x [T, top_k, 2K] = [gate, up] of that slot, as silu_and_mul)
+//   act 1: in[t, k] = silu(g) * u, rounded to fp16  (x [T, R, 2K] = [gate, up] of that slot, as silu_and_mul)
+// shared_id >= 0: each token has R = top_k + 1 rows, the last one for expert shared_id (a shared expert stacked
+// with the routed ones, so it runs in the same launches); else R = top_k.
 //
 // Weights are the stacked experts in the dense layers' kernel layout (csrc/quant_common.cuh, reference/quant.py):
 // qweight [E, K / pack, N] packed along K, scales [E, K / G, N] fp16, qzeros [E, K / G, N / pack] packed along N.
@@ -22,9 +24,10 @@ struct QuantMoeParams {
   const unsigned* qweight;  // [E, K / pack, N]
   const __half* scales;     // [E, K / G, N]
   const unsigned* qzeros;   // [E, K / G, N / pack]
-  const long long* ids;     // [T, top_k] expert of each row
-  __half* out;              // [T, top_k, N]
+  const long long* ids;     // [T, top_k] expert of each routed row
+  __half* out;              // [T, R, N]
   int T, top_k, E, N, K, group_size, zero_offset, act;
+  int shared_id;            // the expert of each token's extra last row; -1: none
 };
 
 constexpr int kQuantMoeThreads = 256;
@@ -43,8 +46,9 @@ __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const 
   __shared__ float red[kQuantMoeSlices][kQuantMoeCols];
 
   const int row = blockIdx.y;
-  const int t = row / p.top_k;
-  const long long e = p.ids[row];
+  const int per_token = p.top_k + (p.shared_id >= 0 ? 1 : 0);
+  const int t = row / per_token, slot = row - t * per_token;
+  const long long e = slot < p.top_k ? p.ids[static_cast<size_t>(t) * p.top_k + slot] : p.shared_id;
   const int n0 = blockIdx.x * kQuantMoeCols;
   const int tid = threadIdx.x;
   if (e < 0 || e >= p.E) {  // no expert: a zero row (the router never gives one; a corrupt id must not read past W)

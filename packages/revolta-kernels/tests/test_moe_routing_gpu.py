@@ -98,3 +98,18 @@ def test_combine_reads_x_with_a_row_stride():
     got = ops_hybrid.moe_combine(y, weights, s, x, gate)
     want = ref_moe.moe_combine(y, weights, s, x, gate)
     torch.testing.assert_close(got.float(), want.float(), rtol=4e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("tokens", [1, 9])
+def test_combine_takes_the_shared_expert_as_the_last_row_of_y(tokens):
+    """The engine's layout when the shared expert is stacked with the experts: y [T, K + 1, H], the routed rows
+    y[:, :K] and the shared row y[:, K] passed as strided views."""
+    gen = torch.Generator(device="cuda").manual_seed(tokens)
+    k, h = 8, 2048
+    rows = torch.randn(tokens, k + 1, h, device="cuda", generator=gen).half()
+    weights = torch.softmax(torch.randn(tokens, k, device="cuda", generator=gen), -1)
+    x = torch.randn(tokens, h, device="cuda", generator=gen).half()
+    gate = (torch.randn(h, device="cuda", generator=gen) / h**0.5).half()
+    got = ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, gate)
+    want = ref_moe.moe_combine(rows[:, :k].contiguous(), weights, rows[:, k].contiguous(), x, gate)
+    torch.testing.assert_close(got.float(), want.float(), rtol=4e-3, atol=2e-3)

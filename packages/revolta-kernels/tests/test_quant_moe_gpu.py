@@ -97,3 +97,20 @@ def test_unsupported_case_runs_the_reference():
     assert not native_quant_moe.native_supports(x, qweight, scales, qzeros, ids, 4, 32, 0)
     got = ops_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, 4, 32, 0, 0)
     assert torch.equal(got, rq.quant_moe_matmul(x, qweight, scales, qzeros, ids, 4, 32, 0, 0))
+
+
+@pytest.mark.parametrize("tokens", [1, 7, 64])
+@pytest.mark.parametrize(("bits", "group", "offset"), [(4, 128, 0), (4, 32, 1), (8, 128, 1)])
+@pytest.mark.parametrize(("hidden", "inter"), [(2048, 512), (3072, 1024), (2048, 256)])
+def test_stacked_shared_expert_is_each_tokens_last_row(tokens, bits, group, offset, hidden, inter):
+    """shared_id: the shared expert stacked after 256 routed ones (Qwen3.5-35B/122B and a 2-rank split) runs as one
+    more row per token, [T, top_k + 1, N], in the same launch."""
+    e, top_k = 257, 8
+    for act, k, n in ((0, hidden, 2 * inter), (1, inter, hidden)):
+        x, qweight, scales, qzeros, ids = make_case(tokens, e, k, n, top_k + 1, bits, group, act, seed=tokens + k)
+        routed = ids[:, :top_k].contiguous()
+        rows = torch.cat([routed, torch.full_like(routed[:, :1], e - 1)], 1)
+        assert native_quant_moe.native_supports(x, qweight, scales, qzeros, routed, bits, group, act, e - 1)
+        torch.full((tokens * (top_k + 1) * n * 4,), float("nan"), device="cuda")  # poison the output's memory
+        got = ops_quant.quant_moe_matmul(x, qweight, scales, qzeros, routed, bits, group, offset, act, e - 1)
+        assert_close(got, x, qweight, scales, qzeros, rows, bits, group, offset, act)

@@ -37,20 +37,24 @@ def float64_rows(inp, ids, q, z, s, group, offset):
 @pytest.mark.parametrize(("bits", "group", "offset"), [(4, 32, 0), (4, 64, 1), (4, 128, 0), (8, 32, 1), (8, 64, 0)])
 @pytest.mark.parametrize("act", [0, 1])
 @pytest.mark.parametrize("tokens", [1, 5])
-def test_quant_moe_matmul_matches_float64(bits, group, offset, act, tokens):
+@pytest.mark.parametrize("shared", [False, True])
+def test_quant_moe_matmul_matches_float64(bits, group, offset, act, tokens, shared):
+    """shared: expert e - 1 (a stacked shared expert) is each token's extra last row."""
     e, k, n, top_k = 6, 128, 48, 3
     qweight, s, qzeros, q, z = make_experts(e, k, n, bits, group, seed=bits * 100 + group + act)
     gen = torch.Generator().manual_seed(tokens)
-    ids = torch.stack([torch.randperm(e, generator=gen)[:top_k] for _ in range(tokens)])
+    ids = torch.stack([torch.randperm(e - 1, generator=gen)[:top_k] for _ in range(tokens)])
+    rows_ids = torch.cat([ids, torch.full((tokens, 1), e - 1)], 1) if shared else ids
+    per_token = rows_ids.shape[1]
     if act == 0:
         x = torch.randn(tokens, k, generator=gen)
-        inp = x.unsqueeze(1).expand(tokens, top_k, k)
+        inp = x.unsqueeze(1).expand(tokens, per_token, k)
     else:
-        x = torch.randn(tokens, top_k, 2 * k, generator=gen)
+        x = torch.randn(tokens, per_token, 2 * k, generator=gen)
         inp = torch.nn.functional.silu(x[..., :k]) * x[..., k:]
-    got = ops_quant.quant_moe_matmul(x, qweight, s, qzeros, ids, bits, group, offset, act)
-    ref = float64_rows(inp, ids, q, z, s, group, offset)
-    assert got.shape == (tokens, top_k, n) and got.dtype == x.dtype
+    got = ops_quant.quant_moe_matmul(x, qweight, s, qzeros, ids, bits, group, offset, act, e - 1 if shared else -1)
+    ref = float64_rows(inp, rows_ids, q, z, s, group, offset)
+    assert got.shape == (tokens, per_token, n) and got.dtype == x.dtype
     assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
 
 

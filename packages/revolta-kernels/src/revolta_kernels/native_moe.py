@@ -50,7 +50,8 @@ class MoeRouterNormParams(ctypes.Structure):
 class MoeCombineParams(ctypes.Structure):
     """Mirror of ``revolta::MoeCombineParams`` (csrc/moe_routing.cuh)."""
 
-    _fields_ = [(n, _ptr) for n in ("y", "weights", "shared", "x", "gate", "out")] + [("x_stride", _c_ll)] + [
+    _fields_ = [(n, _ptr) for n in ("y", "weights", "shared", "x", "gate", "out")] + [
+        (n, _c_ll) for n in ("y_stride", "shared_stride", "x_stride")] + [
         (n, _c_int) for n in ("T", "K", "H")]
 
 
@@ -206,8 +207,10 @@ def moe_topk_softmax(router_logits, top_k, renormalize):
 
 
 def _rows_ok(t: torch.Tensor) -> bool:
-    """Contiguous rows of whole 16-byte chunks (the kernel's 8-element loads)."""
-    return t.is_contiguous() and t.data_ptr() % 16 == 0
+    """Rows of whole 16-byte chunks (the kernel's 8-element loads): contiguous within a token, 16-byte aligned
+    starts (a token stride of a multiple of 8 elements)."""
+    inner_ok = t.stride(-1) == 1 and (t.dim() < 3 or t.stride(1) == t.shape[2] or t.shape[1] == 1)
+    return inner_ok and (t.dim() == 1 or t.stride(0) % 8 == 0) and t.data_ptr() % 16 == 0
 
 
 def moe_combine(y, weights, shared, x, shared_gate):
@@ -218,17 +221,18 @@ def moe_combine(y, weights, shared, x, shared_gate):
         and y.shape[1] >= 1
         and (shared is None or (
             x is not None and shared_gate is not None and shared.dtype == y.dtype and x.dtype == y.dtype
-            and shared_gate.dtype == y.dtype and tuple(shared.shape) == (y.shape[0], h) and _rows_ok(shared)
-            and x.dim() == 2 and tuple(x.shape) == (y.shape[0], h) and x.stride(-1) == 1 and x.stride(0) % 8 == 0
-            and x.data_ptr() % 16 == 0 and shared_gate.numel() == h and _rows_ok(shared_gate)))
+            and shared_gate.dtype == y.dtype and shared.dim() == 2 and tuple(shared.shape) == (y.shape[0], h)
+            and _rows_ok(shared) and x.dim() == 2 and tuple(x.shape) == (y.shape[0], h) and _rows_ok(x)
+            and shared_gate.numel() == h and shared_gate.is_contiguous() and shared_gate.data_ptr() % 16 == 0))
     )
     if not ok:
         return ref_moe.moe_combine(y, weights, shared, x, shared_gate)
     t, k, _ = y.shape
     out = torch.empty((t, h), dtype=y.dtype, device=y.device)
-    p = MoeCombineParams(y.data_ptr(), weights.data_ptr(), _ptr_of(shared), _ptr_of(x if shared is not None else None),
-                         _ptr_of(shared_gate if shared is not None else None), out.data_ptr(),
-                         x.stride(0) if shared is not None else 0, t, k, h)
+    has_shared = shared is not None
+    p = MoeCombineParams(y.data_ptr(), weights.data_ptr(), _ptr_of(shared), _ptr_of(x if has_shared else None),
+                         _ptr_of(shared_gate if has_shared else None), out.data_ptr(), y.stride(0),
+                         shared.stride(0) if has_shared else 0, x.stride(0) if has_shared else 0, t, k, h)
     check(_lib().revolta_moe_combine(ctypes.byref(p), _DTYPE[y.dtype], _stream(y)))
     return out
 

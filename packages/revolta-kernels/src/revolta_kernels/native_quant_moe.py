@@ -25,14 +25,14 @@ class QuantMoeParams(ctypes.Structure):
     """Mirror of ``revolta::QuantMoeParams`` (csrc/quant_moe.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("x", "qweight", "scales", "qzeros", "ids", "out")] + [
-        (n, _c_int) for n in ("T", "top_k", "E", "N", "K", "group_size", "zero_offset", "act")]
+        (n, _c_int) for n in ("T", "top_k", "E", "N", "K", "group_size", "zero_offset", "act", "shared_id")]
 
 
 _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr]}
 
 
 def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
-                    ids: torch.Tensor, bits: int, group_size: int, act: int) -> bool:
+                    ids: torch.Tensor, bits: int, group_size: int, act: int, shared_id: int = -1) -> bool:
     """Whether the kernel takes this call (otherwise the reference runs)."""
     if bits not in (4, 8) or qweight.dim() != 3 or ids.dim() != 2 or act not in (0, 1):
         return False
@@ -40,28 +40,31 @@ def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor
     e, rows, n = qweight.shape
     k = rows * pack
     t, top_k = ids.shape
-    x_shape = (t, k) if act == 0 else (t, top_k, 2 * k)
+    per_token = top_k + (shared_id >= 0)
+    x_shape = (t, k) if act == 0 else (t, per_token, 2 * k)
     return (
         x.is_cuda and x.dtype == torch.float16 and scales.dtype == torch.float16 and tuple(x.shape) == x_shape
         and qweight.dtype == torch.int32 and qzeros.dtype == torch.int32 and ids.dtype == torch.int64
         and 0 < k <= QUANT_MOE_MAX_K and k % 8 == 0 and n % 8 == 0 and group_size % pack == 0
         and group_size > 0 and k % group_size == 0
         and tuple(scales.shape) == (e, k // group_size, n) and tuple(qzeros.shape) == (e, k // group_size, n // pack)
-        and t * top_k <= QUANT_MOE_MAX_ROWS
+        and t * per_token <= QUANT_MOE_MAX_ROWS and shared_id < e
         and x.is_contiguous() and qweight.is_contiguous() and scales.is_contiguous() and qzeros.is_contiguous()
         and ids.is_contiguous()
         and x.data_ptr() % 16 == 0 and qweight.data_ptr() % 16 == 0 and scales.data_ptr() % 8 == 0
     )
 
 
-def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act):
-    if not native_supports(x, qweight, scales, qzeros, ids, bits, group_size, act):
-        return ref_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act)
+def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, shared_id=-1):
+    if not native_supports(x, qweight, scales, qzeros, ids, bits, group_size, act, shared_id):
+        return ref_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act,
+                                          shared_id)
     t, top_k = ids.shape
     e, rows, n = qweight.shape
-    out = torch.empty((t, top_k, n), dtype=x.dtype, device=x.device)
+    out = torch.empty((t, top_k + (shared_id >= 0), n), dtype=x.dtype, device=x.device)
     p = QuantMoeParams(x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), ids.data_ptr(),
-                       out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, act)
+                       out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, act,
+                       max(shared_id, -1))
     assert native.LIB is not None
     check(native.LIB.revolta_quant_moe_gemv(ctypes.byref(p), bits, torch.cuda.current_stream(x.device).cuda_stream))
     return out

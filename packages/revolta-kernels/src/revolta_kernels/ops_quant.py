@@ -94,18 +94,22 @@ def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, o
 
 @torch.library.custom_op(f"{LIB}::quant_moe_matmul", mutates_args=())
 def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
-                     ids: torch.Tensor, bits: int, group_size: int, zero_offset: int, act: int) -> torch.Tensor:
+                     ids: torch.Tensor, bits: int, group_size: int, zero_offset: int, act: int,
+                     shared_id: int = -1) -> torch.Tensor:
     """Quantized mixture-of-experts projection of every routed (token, slot) row, ``[T, top_k, N]``: the expert
     ``ids[t, k]`` of the stacked kernel-layout experts (``qweight [E, K / pack, N]``, ``scales [E, K / G, N]``,
     ``qzeros [E, K / G, N / pack]``) applied to ``x[t]`` (act 0, ``x [T, K]``) or to ``silu_and_mul(x[t, k])``
-    (act 1, ``x [T, top_k, 2K]``). The expert choice stays on the device, so the call can be captured in a CUDA
-    graph (the native kernel, csrc/quant_moe.cuh, reads ``ids`` itself). Reference: one matmul per expert."""
-    return ref_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act)
+    (act 1, ``x [T, top_k, 2K]``). ``shared_id >= 0`` adds a last row per token for that expert (a shared expert
+    stacked with the routed ones; ``[T, top_k + 1, N]``). The expert choice stays on the device, so the call can be
+    captured in a CUDA graph (the native kernel, csrc/quant_moe.cuh, reads ``ids`` itself). Reference: one matmul
+    per expert."""
+    return ref_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act,
+                                      shared_id)
 
 
 @quant_moe_matmul.register_fake
-def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act):
-    return x.new_empty((ids.shape[0], ids.shape[1], qweight.shape[-1]))
+def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, shared_id=-1):
+    return x.new_empty((ids.shape[0], ids.shape[1] + (shared_id >= 0), qweight.shape[-1]))
 
 
 def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,

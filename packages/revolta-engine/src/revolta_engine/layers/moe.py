@@ -109,6 +109,16 @@ class SparseMoeBlock(nn.Module):
                                            quant=quant, prefix=f"{prefix}.shared_expert",
                                            parallel="column", reduce_results=False)
             self.shared_expert_gate = Linear(hidden, 1)
+            if isinstance(self.experts, QuantizedExperts):
+                self.experts.stack_later = True  # with the shared expert: see finish_loading
+
+    def finish_loading(self) -> None:
+        """Quantized experts with a shared expert: stack them together (it becomes one more row per token in the
+        grouped decode kernels) when its projections match the experts' and its gate is dense, as the decode path
+        that uses it (:meth:`_quant_block`) needs; otherwise the experts alone."""
+        if isinstance(self.experts, QuantizedExperts) and self.experts.stack_later:
+            dense_gate = self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None
+            self.experts.stack(self.shared_expert if dense_gate else None)
 
     def _fused_ok(self, x: torch.Tensor) -> bool:
         """Few tokens on a GPU with dense weights: one op for routing, experts and shared expert (decode)."""
@@ -159,10 +169,13 @@ class SparseMoeBlock(nn.Module):
         whole batch (the same arithmetic as :meth:`forward`'s general path; no host sync)."""
         assert isinstance(self.experts, QuantizedExperts)
         weights, ids = ops_hybrid.moe_topk_softmax(logits, self.top_k, self.renormalize)
-        rows = self.experts.routed_rows(x, ids)
         if self.shared_expert is None:
-            return ops_hybrid.moe_combine(rows, weights, None, None, None)
-        return ops_hybrid.moe_combine(rows, weights, self.shared_expert(x), x, self.shared_expert_gate.weight)
+            return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, None, None, None)
+        if self.experts.shared_id >= 0:  # the shared expert is each token's last row of the experts' kernels
+            rows, k = self.experts.routed_rows(x, ids, with_shared=True), ids.shape[1]
+            return ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, self.shared_expert_gate.weight)
+        return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, self.shared_expert(x), x,
+                                      self.shared_expert_gate.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):

@@ -48,20 +48,29 @@ class StackedProjection:
     group_size: int
     zero_offset: int
 
-    def apply(self, x: torch.Tensor, ids: torch.Tensor, act: int) -> torch.Tensor:
-        """``revolta::quant_moe_matmul`` of the rows routed by ``ids`` (act 1: SiLU-and-mul of ``x`` first)."""
+    def apply(self, x: torch.Tensor, ids: torch.Tensor, act: int, shared_id: int = -1) -> torch.Tensor:
+        """``revolta::quant_moe_matmul`` of the rows routed by ``ids`` (act 1: SiLU-and-mul of ``x`` first), and of
+        one more row per token for expert ``shared_id`` when it is >= 0."""
         return ops_quant.quant_moe_matmul(x.contiguous(), self.qweight, self.scales, self.qzeros, ids.contiguous(),
-                                          self.bits, self.group_size, self.zero_offset, act)
+                                          self.bits, self.group_size, self.zero_offset, act, shared_id)
+
+
+def can_stack(layers: list[Any]) -> bool:
+    """Whether the quantized layers can share one kernel call: no bias, no input gather (act-order), the same
+    settings and shapes."""
+    if any(getattr(m, "quant", None) is None or getattr(m, "qweight", None) is None for m in layers):
+        return False
+    settings = {(type(m.quant), m.quant.bits, m.group_size, m.quant.config.zero_offset, m.qweight.shape,
+                 m.scales.dtype) for m in layers}
+    return len(settings) == 1 and not any(m.bias is not None or m.act_perm is not None for m in layers)
 
 
 def stack_projection(layers: list[Any]) -> StackedProjection | None:
     """The layers' packed tensors stacked, each layer's parameters turned into views of the stacks; None (nothing
-    changed) when they cannot share one kernel call: a bias, an input gather (act-order) or differing settings."""
-    first = layers[0]
-    settings = {(type(m.quant), m.quant.bits, m.group_size, m.quant.config.zero_offset, m.qweight.shape,
-                 m.scales.dtype) for m in layers}
-    if len(settings) != 1 or any(m.bias is not None or m.act_perm is not None for m in layers):
+    changed) when they cannot share one kernel call (:func:`can_stack`)."""
+    if not can_stack(layers):
         return None
+    first = layers[0]
     stacks = {name: torch.stack([getattr(m, name).data for m in layers]) for name in ("qweight", "scales", "qzeros")}
     for e, m in enumerate(layers):
         for name, stack in stacks.items():
@@ -79,12 +88,33 @@ class QuantizedExperts(nn.ModuleList):
         super().__init__(SwiGLUMLP(hidden, inter, quant=quant, prefix=f"{prefix}.experts.{e}", parallel="column",
                                    reduce_results=False) for e in range(num_experts))
         self.stacked: tuple[StackedProjection, StackedProjection] | None = None  # (gate/up, down) once loaded
+        self.shared_id = -1  # the index of a shared expert stacked after the experts (see stack); -1: none
+        self.stack_later = False  # set by a block that stacks these experts with its shared expert
 
     def finish_loading(self) -> None:
-        """Stack the loaded experts for the grouped decode path (after each expert's own ``finish_loading``)."""
-        gate_up = stack_projection([m.gate_up_proj for m in self])
-        down = stack_projection([m.down_proj for m in self]) if gate_up is not None else None
-        self.stacked = (gate_up, down) if gate_up is not None and down is not None else None
+        """Stack the loaded experts for the grouped decode path (after each expert's own ``finish_loading``),
+        unless the block holding them does it (:attr:`stack_later`)."""
+        if not self.stack_later:
+            self.stack()
+
+    def stack(self, shared: SwiGLUMLP | None = None) -> None:
+        """Stack the experts' packed tensors, and ``shared`` after them (index :attr:`shared_id`) when its
+        projections match theirs: the grouped kernels then run it as one more row per token, in the same launches.
+        Nothing is stacked when the experts cannot share a kernel call (act-order, differing settings)."""
+        mlps = list(self)
+        gate_ups, downs = [m.gate_up_proj for m in mlps], [m.down_proj for m in mlps]
+        if not (can_stack(gate_ups) and can_stack(downs)):
+            return
+        fold = (shared is not None and can_stack([*gate_ups, shared.gate_up_proj])
+                and can_stack([*downs, shared.down_proj]))
+        if fold:
+            assert shared is not None
+            gate_ups.append(shared.gate_up_proj)
+            downs.append(shared.down_proj)
+        gate_up, down = stack_projection(gate_ups), stack_projection(downs)
+        assert gate_up is not None and down is not None
+        self.stacked = (gate_up, down)
+        self.shared_id = len(mlps) if fold else -1
 
     @property
     def can_run_grouped(self) -> bool:
@@ -114,13 +144,17 @@ class QuantizedExperts(nn.ModuleList):
         out = torch.zeros_like(x)
         return out.index_add_(0, tokens, torch.cat(parts)) if parts else out
 
-    def routed_rows(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul
-        + down (needs the stacks: see :meth:`finish_loading`)."""
+        + down (needs the stacks: see :meth:`finish_loading`). ``with_shared`` (needs :attr:`shared_id` >= 0): the
+        stacked shared expert's output as one more row per token, ``[T, top_k + 1, hidden]``."""
         if self.stacked is None:
             raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        if with_shared and self.shared_id < 0:
+            raise RuntimeError("no shared expert is stacked with these experts")
+        shared_id = self.shared_id if with_shared else -1
         gate_up, down = self.stacked
-        return down.apply(gate_up.apply(x, ids, act=0), ids, act=1)
+        return down.apply(gate_up.apply(x, ids, 0, shared_id), ids, 1, shared_id)
 
     def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """``forward`` through :meth:`routed_rows`, the slots weighted and summed in float32 (``revolta::moe_combine``)."""

@@ -74,7 +74,8 @@ def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, q
 
 
 def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
-                     ids: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0, act: int = 0) -> torch.Tensor:
+                     ids: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0, act: int = 0,
+                     shared_id: int = -1) -> torch.Tensor:
     """Quantized experts of a mixture-of-experts layer, per routed (token, slot) row: ``out[t, k] = in[t, k] @
     W[ids[t, k]]`` with ``W[e]`` the kernel-layout expert ``e`` of the stacked ``qweight [E, K / pack, N]``,
     ``scales [E, K / G, N]``, ``qzeros [E, K / G, N / pack]``.
@@ -82,11 +83,16 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
     ``act`` 0: ``in[t, k] = x[t]`` (``x [T, K]``); 1: ``in[t, k] = silu_and_mul(x[t, k])`` (``x [T, top_k, 2K]``,
     the gate/up output of that slot, rounded to ``x``'s dtype). Returns ``[T, top_k, N]`` in ``x``'s dtype; a row
     whose id names no expert is zeros. Each expert's rows are one float32 matmul (:func:`quant_matmul`).
+
+    ``shared_id >= 0``: every token gets one more row, last, for expert ``shared_id`` (a shared expert stacked with
+    the routed ones): ``[T, top_k + 1, N]``, and for act 1 ``x`` has that many slots.
     """
     from revolta_kernels.reference.activation import silu_and_mul
 
     if act not in (0, 1):
         raise ValueError(f"act must be 0 (x as it is) or 1 (silu_and_mul of x), not {act}")
+    if shared_id >= 0:
+        ids = torch.cat([ids, torch.full_like(ids[:, :1], shared_id)], 1)
     t, top_k = ids.shape
     if act == 1:
         inp = silu_and_mul(x).reshape(t * top_k, -1)
