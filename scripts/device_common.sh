@@ -62,6 +62,18 @@ e2e() {
   e2e_run "/tmp/v/e2e_$label" 90 "$label" "$config" "$@"
 }
 
+# hybrid_run LABEL CONFIG [NAME=VALUE...]: hybrid_e2e.py's batch-1 decode of CONFIG (a hybrid or MoE model) under
+# those environment settings (e.g. REVOLTA_NATIVE_LIB=... for an A/B of libraries; at most 100 s), into
+# /tmp/v/hybrid_LABEL.json and .log; prints the rc and tok/s.
+hybrid_run() {
+  local label="$1" config="$2"
+  shift 2
+  env "$@" timeout 100 python3 benchmarks/hybrid_e2e.py --config "$config" --out "/tmp/v/hybrid_$label.json" \
+    >"/tmp/v/hybrid_$label.log" 2>&1
+  echo "[${SECONDS}s] hybrid $label rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' \
+    "/tmp/v/hybrid_$label.json" 2>/dev/null | tr '\n' ' ')"
+}
+
 # pack_logs: every log and JSON under /tmp/v into $OUT/logs.tgz (the device returns at most 8 files).
 pack_logs() {
   tar czf "$OUT/logs.tgz" -C /tmp/v . 2>/dev/null
