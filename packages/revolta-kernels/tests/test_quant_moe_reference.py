@@ -75,3 +75,13 @@ def test_act_must_be_zero_or_one():
     with pytest.raises(ValueError, match="act must be"):
         ops_quant.quant_moe_matmul(torch.randn(1, 32), qweight, s, qzeros, torch.zeros(1, 1, dtype=torch.int64), 4,
                                    32, 0, 2)
+
+
+def test_op_passes_torch_opcheck_with_and_without_a_shared_row():
+    """Schema, fake impl (the extra row's shape included) and no mutation (what torch.compile relies on)."""
+    qweight, s, qzeros, _, _ = make_experts(4, 64, 16, 4, 32, seed=2)
+    ids = torch.tensor([[0, 2], [1, 0]])
+    x = torch.randn(2, 64)
+    torch.library.opcheck(ops_quant.quant_moe_matmul, (x, qweight, s, qzeros, ids, 4, 32, 0, 0))
+    torch.library.opcheck(ops_quant.quant_moe_matmul, (x, qweight, s, qzeros, ids, 4, 32, 0, 0, 3))
+    torch.library.opcheck(ops_quant.quant_moe_matmul, (torch.randn(2, 3, 128), qweight, s, qzeros, ids, 4, 32, 0, 1, 3))

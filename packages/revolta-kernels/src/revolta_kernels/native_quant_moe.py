@@ -40,7 +40,7 @@ def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor
     e, rows, n = qweight.shape
     k = rows * pack
     t, top_k = ids.shape
-    per_token = top_k + (shared_id >= 0)
+    per_token = top_k + (1 if shared_id >= 0 else 0)
     x_shape = (t, k) if act == 0 else (t, per_token, 2 * k)
     return (
         x.is_cuda and x.dtype == torch.float16 and scales.dtype == torch.float16 and tuple(x.shape) == x_shape
@@ -61,7 +61,7 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
                                           shared_id)
     t, top_k = ids.shape
     e, rows, n = qweight.shape
-    out = torch.empty((t, top_k + (shared_id >= 0), n), dtype=x.dtype, device=x.device)
+    out = torch.empty((t, top_k + (1 if shared_id >= 0 else 0), n), dtype=x.dtype, device=x.device)
     p = QuantMoeParams(x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), ids.data_ptr(),
                        out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, act,
                        max(shared_id, -1))

@@ -109,7 +109,7 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
 
 @quant_moe_matmul.register_fake
 def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, shared_id=-1):
-    return x.new_empty((ids.shape[0], ids.shape[1] + (shared_id >= 0), qweight.shape[-1]))
+    return x.new_empty((ids.shape[0], ids.shape[1] + (1 if shared_id >= 0 else 0), qweight.shape[-1]))
 
 
 def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
