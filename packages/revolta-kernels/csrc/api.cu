@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "revolta_kernels.h"
+#include "quant_common.cuh"
 #include "cache.cuh"
 #include "frag_layout.cuh"
 #include "norm.cuh"
@@ -302,5 +303,26 @@ int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const vo
 const char* revolta_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
 
 const char* revolta_build_archs(void) { return REVOLTA_ARCHS; }
+
+// sizeof the named parameter block that the Python side mirrors with ctypes (-1: not one of them), so a library
+// built from other sources is refused at import instead of reading shifted fields.
+int revolta_struct_size(const char* name) {
+  using namespace revolta;
+  struct Entry {
+    const char* name;
+    int size;
+  };
+  static const Entry kEntries[] = {
+      {"AttnParams", sizeof(AttnParams)},           {"DecodeRope", sizeof(DecodeRope)},
+      {"GdnDecodeParams", sizeof(GdnDecodeParams)}, {"GdnFusedParams", sizeof(GdnFusedParams)},
+      {"GdnPrefillParams", sizeof(GdnPrefillParams)}, {"GdnConvParams", sizeof(GdnConvParams)},
+      {"MoeParams", sizeof(MoeParams)},             {"MoeRouterNormParams", sizeof(MoeRouterNormParams)},
+      {"MoeCombineParams", sizeof(MoeCombineParams)}, {"GemvRope", sizeof(GemvRope)},
+      {"QuantMoeParams", sizeof(QuantMoeParams)},
+  };
+  for (const Entry& e : kEntries)
+    if (std::strcmp(e.name, name) == 0) return e.size;
+  return -1;
+}
 
 }  // extern "C"

@@ -102,6 +102,7 @@ int revolta_moe_combine(const revolta::MoeCombineParams* p, int dtype, cudaStrea
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
+int revolta_struct_size(const char* name);
 
 #ifdef __cplusplus
 }

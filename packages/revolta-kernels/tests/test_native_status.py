@@ -69,3 +69,33 @@ def test_disable_switch(monkeypatch):
     monkeypatch.setenv("REVOLTA_DISABLE_NATIVE", "1")
     lib, status = native._load()
     assert lib is None and "REVOLTA_DISABLE_NATIVE" in status
+
+
+class _LibWithLayouts:
+    """A stand-in for the native library's revolta_struct_size: the sizes it was built with."""
+
+    def __init__(self, sizes: dict[bytes, int]) -> None:
+        self.sizes = sizes
+
+    def revolta_struct_size(self, name: bytes) -> int:
+        return self.sizes.get(name, -1)
+
+
+def test_parameter_block_layouts_must_match_the_mirrors(monkeypatch):
+    """A library whose parameter blocks differ from this package's ctypes mirrors (built from other sources) is
+    refused: its kernels would read shifted fields."""
+    import ctypes
+
+    from revolta_kernels.native_moe import MoeCombineParams
+
+    good = _LibWithLayouts({b"AttnParams": ctypes.sizeof(native.AttnParams),
+                            b"MoeCombineParams": ctypes.sizeof(MoeCombineParams)})
+    assert native._layout_mismatch(good, (native.AttnParams, MoeCombineParams)) is None
+    old = _LibWithLayouts({b"AttnParams": ctypes.sizeof(native.AttnParams), b"MoeCombineParams": 72})
+    why = native._layout_mismatch(old, (native.AttnParams, MoeCombineParams))
+    assert why is not None and "MoeCombineParams is 72 bytes" in why and str(ctypes.sizeof(MoeCombineParams)) in why
+    unknown = native._layout_mismatch(_LibWithLayouts({}), (native.DecodeRope,))  # a block the library lacks
+    assert unknown is not None and "DecodeRope is -1 bytes" in unknown
+    monkeypatch.setattr(native, "LIB", old)
+    with pytest.raises(native.NativeLibraryError, match="MoeCombineParams is 72 bytes"):
+        native.bind({}, (MoeCombineParams,))

@@ -185,19 +185,34 @@ def _set_types(lib: ctypes.CDLL, signatures: dict[str, list]) -> None:
         fn.restype = _c_int
 
 
+def _layout_mismatch(lib: ctypes.CDLL, structs: Iterable[type[ctypes.Structure]]) -> str | None:
+    """Why the library's parameter blocks differ from these ctypes mirrors (None: they match in size)."""
+    for struct in structs:
+        size = lib.revolta_struct_size(struct.__name__.encode())
+        if size != ctypes.sizeof(struct):
+            return (f"its {struct.__name__} is {size} bytes but this package passes {ctypes.sizeof(struct)} "
+                    f"(the library was built from other sources; rebuild it from this checkout)")
+    return None
+
+
 def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
     """The library at ``path`` with every entry point typed, or None and why it cannot be used."""
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         return None, f"{path} exists but failed to load ({exc})"
-    missing = _missing(lib, (*_SIGNATURES, "revolta_error_string", "revolta_build_archs"))
+    missing = _missing(lib, (*_SIGNATURES, "revolta_error_string", "revolta_build_archs", "revolta_struct_size"))
     if missing:
         return None, f"{path} lacks {', '.join(missing[:3])} (built from older or other sources)"
     _set_types(lib, _SIGNATURES)
     lib.revolta_error_string.argtypes = [_c_int]
     lib.revolta_error_string.restype = ctypes.c_char_p
     lib.revolta_build_archs.restype = ctypes.c_char_p
+    lib.revolta_struct_size.argtypes = [ctypes.c_char_p]
+    lib.revolta_struct_size.restype = _c_int
+    mismatch = _layout_mismatch(lib, (AttnParams, DecodeRope))
+    if mismatch:
+        return None, f"{path}: {mismatch}"
     archs = lib.revolta_build_archs().decode()
     return lib, f"native: CUDA kernels loaded from {path} (built for sm_{archs.replace(',', ', sm_')})"
 
@@ -226,11 +241,16 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
 LIB, STATUS = _load()
 
 
-def bind(signatures: dict[str, list]) -> bool:
+def bind(signatures: dict[str, list], structs: Iterable[type[ctypes.Structure]] = ()) -> bool:
     """Give the loaded library's entry points in ``signatures`` their argument types (each returns an int
-    error code); False, binding nothing, when the library is missing or lacks one of them (an older build)."""
+    error code); False, binding nothing, when the library is missing or lacks one of them (an older build).
+    Raises :class:`NativeLibraryError` when it lays out one of ``structs`` (the parameter blocks these entry points
+    take) differently from its ctypes mirror: its kernels would read shifted fields."""
     if LIB is None or _missing(LIB, signatures):
         return False
+    mismatch = _layout_mismatch(LIB, structs)
+    if mismatch:
+        raise NativeLibraryError(f"native library: {mismatch}; {BUILD_HINT}")
     _set_types(LIB, signatures)
     return True
 

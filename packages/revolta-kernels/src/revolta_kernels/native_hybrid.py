@@ -351,7 +351,7 @@ def causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, 
 
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
-    if not native.bind(_SIGNATURES):
+    if not native.bind(_SIGNATURES, (GdnDecodeParams, GdnFusedParams, GdnPrefillParams, GdnConvParams)):
         return False
     ops_hybrid.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
     ops_hybrid.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)

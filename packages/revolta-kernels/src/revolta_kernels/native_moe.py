@@ -248,7 +248,7 @@ def moe_set_config(v3: int = -1, pf_down: int = -1, down: int = -1) -> tuple[int
 
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the MoE kernels."""
-    if not native.bind(_SIGNATURES):
+    if not native.bind(_SIGNATURES, (MoeParams, MoeRouterNormParams, MoeCombineParams)):
         return False
     ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
     ops_hybrid.moe_block.register_kernel("cuda")(moe_block)

@@ -112,7 +112,7 @@ def quant_qkv_rope_cache(x, residual, norm_weight, eps, zero_centered, qweight, 
 
 def register() -> bool:
     """Register the CUDA implementation; False if the loaded library predates this kernel."""
-    if not native.bind(_SIGNATURES):
+    if not native.bind(_SIGNATURES, (GemvRope,)):
         return False
     ops_quant.quant_qkv_rope_cache.register_kernel("cuda")(quant_qkv_rope_cache)
     return True

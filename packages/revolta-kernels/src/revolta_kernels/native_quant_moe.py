@@ -72,7 +72,7 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
 
 def register() -> bool:
     """Register the CUDA implementation; False if the loaded library predates the kernel."""
-    if not native.bind(_SIGNATURES):
+    if not native.bind(_SIGNATURES, (QuantMoeParams,)):
         return False
     ops_quant.quant_moe_matmul.register_kernel("cuda")(quant_moe_matmul)
     return True
