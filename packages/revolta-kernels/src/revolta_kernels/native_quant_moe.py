@@ -14,6 +14,7 @@ import torch
 
 from revolta_kernels import native, ops_quant
 from revolta_kernels.native import check
+from revolta_kernels.native_hybrid import _lib, _stream
 from revolta_kernels.reference import quant as ref_quant
 
 _c_int, _ptr = ctypes.c_int, ctypes.c_void_p
@@ -63,10 +64,8 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
     e, rows, n = qweight.shape
     out = torch.empty((t, top_k + (1 if shared_id >= 0 else 0), n), dtype=x.dtype, device=x.device)
     p = QuantMoeParams(x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), ids.data_ptr(),
-                       out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, act,
-                       max(shared_id, -1))
-    assert native.LIB is not None
-    check(native.LIB.revolta_quant_moe_gemv(ctypes.byref(p), bits, torch.cuda.current_stream(x.device).cuda_stream))
+                       out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, act, shared_id)
+    check(_lib().revolta_quant_moe_gemv(ctypes.byref(p), bits, _stream(x)))
     return out
 
 

@@ -117,8 +117,12 @@ class SparseMoeBlock(nn.Module):
         grouped decode kernels) when its projections match the experts' and its gate is dense, as the decode path
         that uses it (:meth:`_quant_block`) needs; otherwise the experts alone."""
         if isinstance(self.experts, QuantizedExperts) and self.experts.stack_later:
-            dense_gate = self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None
-            self.experts.stack(self.shared_expert if dense_gate else None)
+            self.experts.stack(self.shared_expert if self._shared_gate_dense() else None)
+
+    def _shared_gate_dense(self) -> bool:
+        """Whether the shared expert's gate is a plain fp16 row (no quantization, no bias), which the fused and
+        quantized decode kernels read themselves."""
+        return self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None
 
     def _fused_ok(self, x: torch.Tensor) -> bool:
         """Few tokens on a GPU with dense weights: one op for routing, experts and shared expert (decode)."""
@@ -128,15 +132,14 @@ class SparseMoeBlock(nn.Module):
         shared = self.shared_expert
         return shared is None or (shared.gate_up_proj.quant is None and shared.down_proj.quant is None
                                   and shared.gate_up_proj.bias is None and shared.down_proj.bias is None
-                                  and self.shared_expert_gate.quant is None and self.shared_expert_gate.bias is None)
+                                  and self._shared_gate_dense())
 
     def _quant_grouped_ok(self, x: torch.Tensor) -> bool:
         """Quantized experts on their grouped decode path, with a dense router (and shared expert gate): routing
         and the weighted sum then run as our ops too (:meth:`_quant_block`), no torch top-k or elementwise chain."""
-        shared_gate_ok = self.shared_expert is None or (self.shared_expert_gate.quant is None
-                                                        and self.shared_expert_gate.bias is None)
         return (isinstance(self.experts, QuantizedExperts) and self.experts.runs_grouped(x)
-                and self.gate.quant is None and self.gate.bias is None and shared_gate_ok)
+                and self.gate.quant is None and self.gate.bias is None
+                and (self.shared_expert is None or self._shared_gate_dense()))
 
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """The block on ``norm(h)``, and ``h``: on the fused and quantized-grouped decode paths the residual add +

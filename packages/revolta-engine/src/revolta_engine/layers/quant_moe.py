@@ -65,11 +65,9 @@ def can_stack(layers: list[Any]) -> bool:
     return len(settings) == 1 and not any(m.bias is not None or m.act_perm is not None for m in layers)
 
 
-def stack_projection(layers: list[Any]) -> StackedProjection | None:
-    """The layers' packed tensors stacked, each layer's parameters turned into views of the stacks; None (nothing
-    changed) when they cannot share one kernel call (:func:`can_stack`)."""
-    if not can_stack(layers):
-        return None
+def stack_projection(layers: list[Any]) -> StackedProjection:
+    """The layers' packed tensors stacked, each layer's parameters turned into views of the stacks (the layers must
+    pass :func:`can_stack`)."""
     first = layers[0]
     stacks = {name: torch.stack([getattr(m, name).data for m in layers]) for name in ("qweight", "scales", "qzeros")}
     for e, m in enumerate(layers):
@@ -111,9 +109,7 @@ class QuantizedExperts(nn.ModuleList):
             assert shared is not None
             gate_ups.append(shared.gate_up_proj)
             downs.append(shared.down_proj)
-        gate_up, down = stack_projection(gate_ups), stack_projection(downs)
-        assert gate_up is not None and down is not None
-        self.stacked = (gate_up, down)
+        self.stacked = (stack_projection(gate_ups), stack_projection(downs))
         self.shared_id = len(mlps) if fold else -1
 
     @property
