@@ -6,7 +6,10 @@ SiLU-and-mul + down) are timed as CUDA-graph replays, cold: the calls rotate thr
 distinct experts the rows picked + activations + outputs; reported as GB/s and as a fraction of the copy bandwidth
 (a 2 GiB device-to-device copy). Each output is also checked against the reference (relative L2 error).
 
-Usage (on a GPU machine): python benchmarks/quant_moe_bench.py --out $OUT/quant_moe_bench.json
+Each case runs with the kernel the library picks (``lean`` = the token limit of the one-or-two-token kernel,
+csrc/quant_moe_lean.cuh) and, with ``--ab``, again with the original kernel forced (``lean`` = 0), in the same process.
+
+Usage (on a GPU machine): python benchmarks/quant_moe_bench.py [--ab] --out $OUT/quant_moe_bench.json
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ import math
 import bench_timing
 import torch
 
-from revolta_kernels import ops_quant
+from revolta_kernels import native_quant_moe, ops_quant
 from revolta_kernels.reference import quant as ref_quant
 
 # (name, experts, hidden, intermediate, top_k)
 MODELS = [("Qwen3-30B-A3B", 128, 2048, 768, 8), ("Qwen3.5-35B-A3B", 256, 2048, 512, 8),
           ("Qwen3.5-122B-A10B", 256, 3072, 1024, 8)]
-TOKENS = (1, 4, 16)
+TOKENS = (1, 2, 4, 16)
 GROUP = 128
 time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=3)
 
@@ -69,18 +72,25 @@ def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int) -
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="quant_moe_bench.json")
+    ap.add_argument("--ab", action="store_true", help="also time each case with the original kernel forced")
     args = ap.parse_args()
+    default_lean = native_quant_moe.set_lean_tokens(-1)
     copy = bench_timing.copy_gbs(best=True)
     print(f"{torch.cuda.get_device_name()}: copy {copy:.0f} GB/s", flush=True)
     rows = []
     for model in MODELS:
         for tokens in TOKENS:
-            r = layer(*model, tokens)
-            r["frac_copy"] = r["GBps"] / copy
-            rows.append(r)
-            print(f"{r['model']:18s} T={tokens:3d} {r['distinct_experts']:4d} experts {r['us']:8.1f} us "
-                  f"{r['GBps']:7.0f} GB/s {100 * r['frac_copy']:5.1f}% of copy  rel err {r['rel_err']:.1e}", flush=True)
-            torch.cuda.empty_cache()
+            for lean in (default_lean, 0) if args.ab else (default_lean,):
+                native_quant_moe.set_lean_tokens(lean)
+                r = layer(*model, tokens)
+                r["lean"] = lean
+                r["frac_copy"] = r["GBps"] / copy
+                rows.append(r)
+                print(f"{r['model']:18s} T={tokens:3d} lean {lean} {r['distinct_experts']:4d} experts {r['us']:8.1f} us "
+                      f"{r['GBps']:7.0f} GB/s {100 * r['frac_copy']:5.1f}% of copy  rel err {r['rel_err']:.1e}",
+                      flush=True)
+                torch.cuda.empty_cache()
+    native_quant_moe.set_lean_tokens(default_lean)
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "copy_GBps": copy, "rows": rows}, f, indent=2)
 

@@ -7,6 +7,7 @@
 //     fp32, as torch's (y * w.to(T)).float().sum(1).to(T)), plus, with a shared expert, sigmoid(x[t] . g) * s[t]
 //     with the roundings of torch's fp16 ops (the gate logit, its sigmoid, the product, the sum). Each block
 //     computes the gate's dot product itself (H <= a few thousand: cheaper than a launch).
+// Both launch with PDL (pdl.cuh) and wait for their predecessor before they read anything.
 #pragma once
 
 #include "moe_common.cuh"
@@ -34,6 +35,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_topk_softmax_kernel(const 
   __shared__ float scratch[kMoeWarps];
   __shared__ int ids[kMoeMaxTopK];
   __shared__ float wts[kMoeMaxTopK];
+  pdl_wait();  // the logits come from the kernel just before
+  pdl_trigger();
   const int t = blockIdx.x;
   moe_route_block<T>(logits + t * logits_stride, E, K, renormalize, lg, scratch, ids, wts, false);
   if (threadIdx.x < K) {
@@ -45,6 +48,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32) moe_topk_softmax_kernel(const 
 template <typename T>
 __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const MoeCombineParams p) {
   __shared__ float scratch[kMoeCombineThreads / 32];
+  pdl_wait();  // y comes from the kernel just before
+  pdl_trigger();
   const int t = blockIdx.y, tid = threadIdx.x;
   const int c0 = (blockIdx.x * kMoeCombineThreads + tid) * 8;  // this thread's 8 columns
   float sg = 0.f;  // the shared expert's gate, sigmoid(x . g) rounded as torch's ops round it

@@ -132,6 +132,26 @@ __device__ __forceinline__ void dequant_word(uint32_t w, const ColQuant& c, __ha
   }
 }
 
+// One packed row of x: PACK halves (int4: 16 bytes, int8: 8).
+template <int PAIRS> struct XRowOf { using type = uint4; };
+template <> struct XRowOf<2> { using type = uint2; };
+
+// The dequantizer's pair permutation of one packed row of x (int4: pair i = elements i, i + 4; int8: i, i + 2),
+// so the half2 pairs of x line up with dequant_word's.
+template <int PAIRS>
+__device__ __forceinline__ typename XRowOf<PAIRS>::type gemv_perm(const typename XRowOf<PAIRS>::type raw) {
+  typename XRowOf<PAIRS>::type v;
+  if constexpr (PAIRS == 4) {
+    v.x = __byte_perm(raw.x, raw.z, 0x5410);
+    v.y = __byte_perm(raw.x, raw.z, 0x7632);
+    v.z = __byte_perm(raw.y, raw.w, 0x5410);
+    v.w = __byte_perm(raw.y, raw.w, 0x7632);
+  } else {
+    v.x = __byte_perm(raw.x, raw.y, 0x5410);
+    v.y = __byte_perm(raw.x, raw.y, 0x7632);
+  }
+  return v;
+}
 // Zero point of column n (field n % PACK of `word`) plus the offset.
 template <int BITS>
 __device__ __forceinline__ uint32_t zero_field(uint32_t word, int n, int offset) {

@@ -3,9 +3,25 @@
 // caller's stream.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "quant_gemm.cuh"
 #include "quant_gemv_plan.cuh"
 #include "quant_moe.cuh"
+#include "quant_moe_lean.cuh"
+
+namespace revolta {
+
+// The lean quantized MoE kernel's token limit (revolta_quant_moe_set_lean_tokens).
+int& quant_moe_lean_tokens() {
+  static int tokens = [] {
+    const char* e = std::getenv("REVOLTA_QUANT_MOE_LEAN_TOKENS");
+    return e != nullptr && *e != '\0' ? std::atoi(e) : 2;
+  }();
+  return tokens;
+}
+
+}  // namespace revolta
 
 namespace {
 
@@ -315,8 +331,9 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
                                 group_size, zero_offset, num_sms, 0, nullptr, stream);
 }
 
-// out[T, R, N] = in @ W[ids] (+ the shared_id row) for stacked quantized experts (quant_moe.cuh); cudaErrorInvalidValue for a shape
-// the kernel does not take (the Python side checks first).
+// out[T, R, N] = in @ W[ids] (+ the shared_id row) for stacked quantized experts (quant_moe.cuh); cudaErrorInvalidValue for a
+// shape the kernel does not take (the Python side checks first). Up to quant_moe_lean_tokens() tokens run the lean
+// kernel (quant_moe_lean.cuh), more the original one. Both launch with PDL.
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream) {
   using namespace revolta;
   const int pack = bits == 4 ? 8 : bits == 8 ? 4 : 0;
@@ -327,13 +344,27 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
       p->E <= 0 || p->T < 0 || p->top_k < 0 || p->shared_id >= p->E ||
       static_cast<long long>(p->T) * per_token > kQuantMoeMaxRows)
     return cudaErrorInvalidValue;
-  const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, static_cast<unsigned>(p->T * per_token));
+  const unsigned rows = static_cast<unsigned>(p->T * per_token);
+  const int lean_smem = quant_moe_lean_smem_bytes(p->K, p->group_size, bits);
+  if (p->T <= quant_moe_lean_tokens() && lean_smem <= kLeanMaxSmem) {
+    const dim3 grid((p->N + kLeanCols - 1) / kLeanCols, rows);
+    const size_t smem = static_cast<size_t>(lean_smem);
+    return bits == 4 ? launch(quant_moe_lean_kernel<4>, grid, dim3(kLeanThreads), smem, stream, *p)
+                     : launch(quant_moe_lean_kernel<8>, grid, dim3(kLeanThreads), smem, stream, *p);
+  }
+  const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, rows);
   const size_t smem = static_cast<size_t>(p->K) * sizeof(float);
-  if (bits == 4)
-    quant_moe_gemv_kernel<4><<<grid, kQuantMoeThreads, smem, stream>>>(*p);
-  else
-    quant_moe_gemv_kernel<8><<<grid, kQuantMoeThreads, smem, stream>>>(*p);
-  return cudaGetLastError();
+  return bits == 4 ? launch(quant_moe_gemv_kernel<4>, grid, dim3(kQuantMoeThreads), smem, stream, *p)
+                   : launch(quant_moe_gemv_kernel<8>, grid, dim3(kQuantMoeThreads), smem, stream, *p);
+}
+
+// The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 2); a negative value
+// leaves it. Returns the old value. For A/B benchmarks: launches already captured in a graph keep their kernel.
+int revolta_quant_moe_set_lean_tokens(int tokens) {
+  int& v = revolta::quant_moe_lean_tokens();
+  const int old = v;
+  if (tokens >= 0) v = tokens;
+  return old;
 }
 
 #if defined(REVOLTA_GEMV_PROBE)

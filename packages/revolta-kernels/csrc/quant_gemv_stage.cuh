@@ -1,5 +1,5 @@
 // The skinny int4/int8 GEMV kernels' tile constants, schedule flags and activation staging: the residual add +
-// RMSNorm of act = 2, the dequantizer's pair permutation and the deferred-scale division (quant_gemv.cuh).
+// RMSNorm of act = 2 and the deferred-scale division (quant_gemv.cuh); the pair permutation is quant_common.cuh's.
 #pragma once
 
 #include "common.cuh"
@@ -9,9 +9,6 @@ namespace revolta {
 
 constexpr int kGemvTile = 128;  // columns per block: 32 lanes x 4
 constexpr int kGemvFlush = 2;   // packed rows per fp16 dot product before it is added in fp32
-
-template <int PAIRS> struct XRowOf { using type = uint4; };
-template <> struct XRowOf<2> { using type = uint2; };
 
 constexpr int kGemvXSmemCap = 40 * 1024;  // staged activations per block (the plan caps rows per split);
                                           // static + dynamic shared memory must stay under 48 KB
@@ -120,22 +117,6 @@ __device__ __forceinline__ float gemv_row_inv(const QuantGemmParams& p, const fl
   return rsqrtf(t / static_cast<float>(p.K) + p.eps);
 }
 
-// The dequantizer's pair permutation of one packed row of x (int4: pair i = elements i, i + 4; int8: i, i + 2)
-// and the deferred-scale division.
-template <int PAIRS>
-__device__ __forceinline__ typename XRowOf<PAIRS>::type gemv_perm(const typename XRowOf<PAIRS>::type raw) {
-  typename XRowOf<PAIRS>::type v;
-  if constexpr (PAIRS == 4) {
-    v.x = __byte_perm(raw.x, raw.z, 0x5410);
-    v.y = __byte_perm(raw.x, raw.z, 0x7632);
-    v.z = __byte_perm(raw.y, raw.w, 0x5410);
-    v.w = __byte_perm(raw.y, raw.w, 0x7632);
-  } else {
-    v.x = __byte_perm(raw.x, raw.y, 0x5410);
-    v.y = __byte_perm(raw.x, raw.y, 0x7632);
-  }
-  return v;
-}
 template <int PAIRS>
 __device__ __forceinline__ void gemv_scale_h2(typename XRowOf<PAIRS>::type& v, __half2 f) {
   uint32_t* vp = reinterpret_cast<uint32_t*>(&v);

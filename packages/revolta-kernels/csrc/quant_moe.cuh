@@ -13,9 +13,13 @@
 // A block owns one row and 64 output columns: 16 column quads x 16 slices of K, each thread reading 16 bytes (four
 // columns' packed words) per packed row; the slices' sums meet in shared memory. fp32 accumulation; no tensor cores
 // (a row's expert weights are read once: memory-bound). Self-contained for NVRTC (tools/check_sm70.py).
+// For one or two tokens quant_moe_lean_kernel (quant_moe_lean.cuh) runs instead. Launched with PDL (pdl.cuh): the
+// kernel waits for its predecessor before it reads anything.
 #pragma once
 
 #include <cuda_fp16.h>
+
+#include "pdl.cuh"
 
 namespace revolta {
 
@@ -44,6 +48,8 @@ __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const 
   constexpr unsigned MASK = (1u << BITS) - 1u;
   extern __shared__ float xs[];  // [K] the row's input, as floats
   __shared__ float red[kQuantMoeSlices][kQuantMoeCols];
+  pdl_wait();  // ids and x come from the kernels just before
+  pdl_trigger();
 
   const int row = blockIdx.y;
   const int per_token = p.top_k + (p.shared_id >= 0 ? 1 : 0);

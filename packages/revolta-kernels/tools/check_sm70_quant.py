@@ -83,10 +83,12 @@ def kernels() -> list[Kernel]:
     for bits in (4, 8):  # quantized MoE experts for few tokens (quant_moe.cuh)
         ks.append(Kernel(f"quant moe gemv int{bits}", f"&revolta::quant_moe_gemv_kernel<{bits}>", False,
                          "&revolta::quant_moe_max_smem"))
+        ks.append(Kernel(f"quant moe lean int{bits}", f"&revolta::quant_moe_lean_kernel<{bits}>", False,
+                         "&revolta::quant_moe_lean_max_smem"))  # one or two tokens (quant_moe_lean.cuh)
     return ks
 
 
-SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n'
+SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n#include "quant_moe_lean.cuh"\n'
 
 
 def main() -> int:

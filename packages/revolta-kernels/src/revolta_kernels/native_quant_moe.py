@@ -29,7 +29,8 @@ class QuantMoeParams(ctypes.Structure):
         (n, _c_int) for n in ("T", "top_k", "E", "N", "K", "group_size", "zero_offset", "act", "shared_id")]
 
 
-_SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr]}
+_SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr],
+                                "revolta_quant_moe_set_lean_tokens": [_c_int]}
 
 
 def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
@@ -67,6 +68,13 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
                        out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, act, shared_id)
     check(_lib().revolta_quant_moe_gemv(ctypes.byref(p), bits, _stream(x)))
     return out
+
+
+def set_lean_tokens(tokens: int) -> int:
+    """The most tokens the lean one-or-two-token kernel (csrc/quant_moe_lean.cuh) takes, for benchmarks' A/B (0: the
+    original kernel always; negative: unchanged). Returns the previous value. CUDA graphs keep the kernel they were
+    captured with."""
+    return int(_lib().revolta_quant_moe_set_lean_tokens(tokens))
 
 
 def register() -> bool:

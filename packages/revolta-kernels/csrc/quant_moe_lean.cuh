@@ -1,0 +1,172 @@
+// The quantized MoE GEMV for a batch-1 (or 2) decode step: the same op as quant_moe_gemv_kernel (quant_moe.cuh),
+// shaped for latency when each routed row has its expert's weights to itself.
+//
+// quant_moe_gemv_kernel reads a thread's packed rows a few at a time, K-strided (a fresh group's scale and zero per
+// row), and converts every field with an integer-to-float conversion: at one token its 144 blocks (Qwen3.5-35B-A3B
+// gate/up) wait on several DRAM round trips and on quarter-rate conversions (H100: 13.2 us for 9.4 MB). Here:
+//   * a block owns one row and 32 columns: 8 column quads x 32 slices of K, each slice a contiguous run of packed
+//     rows; a thread issues all the weight loads of a pass (up to kLeanRows packed rows) at once, right after it
+//     reads the row's expert id, and they are in flight while the block stages the input row and the columns'
+//     scales and zero points (every group of K) in shared memory;
+//   * the shared expert's row (shared_id) knows its expert before the PDL wait, so its first pass and its scales
+//     are loaded before it (the previous kernel - the routing - still running);
+//   * dequantization is quant_common.cuh's magic-number trick (a LOP3 and an HSUB2 / HFMA2 per two fields), the
+//     weight (q - z) * s rounded to fp16 as a dense fp16 checkpoint holds it, the products of one packed row summed
+//     in half2 (8 products for int4, 4 for int8) and added to an fp32 accumulator - the accuracy contract of the
+//     dense skinny kernels (quant_gemv.cuh), which the same tests check;
+//   * the slices' sums meet in shared memory.
+// Launched with PDL (pdl.cuh): everything that reads ids, x or writes out comes after pdl_wait().
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include "pdl.cuh"
+#include "quant_common.cuh"
+#include "quant_moe.cuh"
+
+namespace revolta {
+
+constexpr int kLeanThreads = 256;
+constexpr int kLeanQuads = 8;                            // column quads per block
+constexpr int kLeanSlices = kLeanThreads / kLeanQuads;   // contiguous slices of K per block
+constexpr int kLeanCols = 4 * kLeanQuads;                // output columns per block
+constexpr int kLeanRows = 8;                             // packed rows a thread holds in flight per pass
+
+constexpr int kLeanMaxSmem = 44 * 1024;                 // dynamic shared memory (+ 4 KB static: under 48 KB)
+
+// Dynamic shared memory: the input row as permuted half2 pairs (K halves), then the block's columns' scales
+// [K / G][32] and zero-point words [K / G][32 / PACK]. Above kLeanMaxSmem (groups under 32 at large K) the
+// original kernel runs.
+__host__ __device__ constexpr int quant_moe_lean_smem_bytes(int k, int group_size, int bits) {
+  return k * 2 + (k / group_size) * (kLeanCols * 2 + kLeanCols / (32 / bits) * 4);
+}
+__device__ const int quant_moe_lean_max_smem = kLeanMaxSmem;
+
+template <int BITS>
+__global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const QuantMoeParams p) {
+  constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
+  using XRow = typename XRowOf<PAIRS>::type;
+  extern __shared__ __align__(16) unsigned char lean_smem[];
+  XRow* xs = reinterpret_cast<XRow*>(lean_smem);  // [K / PACK] packed rows of the input, pair-permuted
+  __shared__ float red[kLeanSlices][kLeanCols];
+
+  const int row = blockIdx.y;
+  const int per_token = p.top_k + (p.shared_id >= 0 ? 1 : 0);
+  const int t = row / per_token, slot = row - t * per_token;
+  const int tid = threadIdx.x, quad = tid % kLeanQuads, slice = tid / kLeanQuads;
+  const int n0 = blockIdx.x * kLeanCols, n = n0 + 4 * quad;
+  const bool col_ok = n < p.N;  // N % 4 == 0: a quad is whole or absent
+  const int prows = p.K / PACK, per_slice = (prows + kLeanSlices - 1) / kLeanSlices;
+  const int rb = slice * per_slice, re = min(prows, rb + per_slice);
+  const int groups = p.K / p.group_size, rows_per_group = p.group_size / PACK;
+  constexpr int ZW = kLeanCols / PACK;  // zero-point words of the block's columns per group
+  uint2* ss = reinterpret_cast<uint2*>(xs + prows);  // [groups][kLeanQuads] 4 scales per quad
+  uint32_t* zs = reinterpret_cast<uint32_t*>(ss + groups * kLeanQuads);  // [groups][ZW]
+
+  uint4 w[kLeanRows];
+  const uint32_t* qw = nullptr;
+  long long e = -1;
+  auto load_pass = [&](int r0) {
+#pragma unroll
+    for (int j = 0; j < kLeanRows; ++j) {
+      const int r = r0 + j;
+      if (col_ok && r < re) w[j] = load_once(reinterpret_cast<const uint4*>(qw + static_cast<size_t>(r) * p.N));
+    }
+  };
+  auto stage_quant = [&]() {  // the block's scales and zero points of every group
+    const __half* sc = p.scales + static_cast<size_t>(e) * groups * p.N + n0;
+    const uint32_t* qz = reinterpret_cast<const uint32_t*>(p.qzeros) + static_cast<size_t>(e) * groups * (p.N / PACK) +
+                         n0 / PACK;
+    for (int i = tid; i < groups * kLeanQuads; i += kLeanThreads) {
+      const int g = i / kLeanQuads, c = 4 * (i % kLeanQuads);
+      if (n0 + c < p.N) ss[i] = load_once(reinterpret_cast<const uint2*>(sc + static_cast<size_t>(g) * p.N + c));
+    }
+    for (int i = tid; i < groups * ZW; i += kLeanThreads) {
+      const int g = i / ZW, c = i % ZW;
+      if (n0 + c * PACK < p.N) zs[i] = load_once(qz + static_cast<size_t>(g) * (p.N / PACK) + c);
+    }
+  };
+  auto bind = [&](long long expert) {
+    e = expert;
+    qw = reinterpret_cast<const uint32_t*>(p.qweight) + static_cast<size_t>(e) * prows * p.N + n;
+    load_pass(rb);
+    stage_quant();
+  };
+
+  const bool shared_row = slot >= p.top_k;  // its expert is known before the wait
+  if (shared_row) bind(p.shared_id);
+  pdl_wait();
+  pdl_trigger();
+  if (!shared_row) {
+    const long long id = p.ids[static_cast<size_t>(t) * p.top_k + slot];
+    if (id < 0 || id >= p.E) {  // no expert: a zero row (the router never gives one; a corrupt id must not read W)
+      if (tid < kLeanCols && n0 + tid < p.N) p.out[static_cast<size_t>(row) * p.N + n0 + tid] = __float2half(0.f);
+      return;
+    }
+    bind(id);
+  }
+
+  // Stage the input row, pair-permuted as dequant_word's pairs (quant_gemv_stage.cuh's gemv_perm).
+  if (p.act == 0) {
+    const XRow* src = reinterpret_cast<const XRow*>(p.x + static_cast<size_t>(t) * p.K);
+    for (int r = tid; r < prows; r += kLeanThreads) xs[r] = gemv_perm<PAIRS>(src[r]);
+  } else {
+    const __half* base = p.x + static_cast<size_t>(row) * 2 * p.K;
+    const XRow* gate = reinterpret_cast<const XRow*>(base);
+    const XRow* up = reinterpret_cast<const XRow*>(base + p.K);
+    for (int r = tid; r < prows; r += kLeanThreads) {
+      XRow g = gate[r];
+      const XRow u = up[r];
+      uint32_t* gp = reinterpret_cast<uint32_t*>(&g);
+      const uint32_t* upw = reinterpret_cast<const uint32_t*>(&u);
+#pragma unroll
+      for (int i = 0; i < PAIRS; ++i) gp[i] = silu_mul_h2(gp[i], upw[i]);  // rounded as revolta::silu_and_mul
+      xs[r] = gemv_perm<PAIRS>(g);
+    }
+  }
+  __syncthreads();
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int r0 = rb; r0 < rb + per_slice; r0 += kLeanRows) {  // the same pass count in every slice
+    if (r0 != rb) load_pass(r0);
+    ColQuant cq[4];
+#pragma unroll
+    for (int j = 0; j < kLeanRows; ++j) {
+      const int r = r0 + j;
+      if (!col_ok || r >= re) continue;
+      if (j == 0 || r % rows_per_group == 0) {  // a new group: its columns' zero points and scales
+        const int g = r / rows_per_group;
+        const uint2 sv = ss[g * kLeanQuads + quad];
+        const uint32_t zw = zs[g * ZW + (4 * quad) / PACK];
+        const __half* sh = reinterpret_cast<const __half*>(&sv);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) cq[c] = col_quant(zero_field<BITS>(zw, n + c, p.zero_offset), sh[c]);
+      }
+      const XRow xr = xs[r];
+      const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr);
+      const uint32_t words[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        __half2 d[PAIRS];
+        dequant_word<BITS, true>(words[c], cq[c], d);
+        __half2 h = __hmul2(d[0], u2h(xp[0]));
+#pragma unroll
+        for (int i = 1; i < PAIRS; ++i) h = __hfma2(d[i], u2h(xp[i]), h);
+        const float2 f = __half22float2(h);
+        acc[c] += f.x + f.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) red[slice][4 * quad + c] = acc[c];
+  __syncthreads();
+  const int col = n0 + tid;
+  if (tid < kLeanCols && col < p.N) {
+    float sum = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < kLeanSlices; ++s) sum += red[s][tid];
+    p.out[static_cast<size_t>(row) * p.N + col] = __float2half(sum);
+  }
+}
+
+}  // namespace revolta
