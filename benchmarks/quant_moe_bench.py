@@ -6,7 +6,7 @@ SiLU-and-mul + down) are timed as CUDA-graph replays, cold: the calls rotate thr
 distinct experts the rows picked + activations + outputs; reported as GB/s and as a fraction of the copy bandwidth
 (a 2 GiB device-to-device copy). Each output is also checked against the reference (relative L2 error).
 
-Each case runs with the kernel the library picks (``lean`` = the token limit of the one-or-two-token kernel,
+Each case runs with the kernel the library picks (``lean`` = the token limit of the one-token (decode batch 1) kernel,
 csrc/quant_moe_lean.cuh) and, with ``--ab``, again with the original kernel forced (``lean`` = 0), in the same process.
 
 Usage (on a GPU machine): python benchmarks/quant_moe_bench.py [--ab] --out $OUT/quant_moe_bench.json

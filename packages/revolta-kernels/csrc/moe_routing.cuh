@@ -14,7 +14,7 @@
 
 namespace revolta {
 
-constexpr int kMoeCombineThreads = 256;  // 8 elements each: 2048 columns per block
+constexpr int kMoeCombineThreads = 64;  // 8 elements each: 512 columns per block (4 blocks for H = 2048)
 
 struct MoeCombineParams {
   const void* y;         // [T, K, H] (token stride y_stride; the K rows of a token contiguous)
@@ -52,11 +52,25 @@ __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const M
   pdl_trigger();
   const int t = blockIdx.y, tid = threadIdx.x;
   const int c0 = (blockIdx.x * kMoeCombineThreads + tid) * 8;  // this thread's 8 columns
+  const bool mine = c0 < p.H;
+  // Every row's loads first (at most kMoeMaxTopK + 1 in flight), so the block waits on one round trip, not K.
+  Pack8<T> rows[kMoeMaxTopK];
+  float w[kMoeMaxTopK];
+#pragma unroll
+  for (int k = 0; k < kMoeMaxTopK; ++k) {
+    if (k < p.K) {
+      w[k] = p.weights[static_cast<size_t>(t) * p.K + k];
+      if (mine) rows[k].load(static_cast<const T*>(p.y) + t * p.y_stride + static_cast<size_t>(k) * p.H + c0);
+    }
+  }
+  Pack8<T> sh;
+  if (p.shared != nullptr && mine) sh.load(static_cast<const T*>(p.shared) + t * p.shared_stride + c0);
   float sg = 0.f;  // the shared expert's gate, sigmoid(x . g) rounded as torch's ops round it
-  if (p.shared != nullptr) {
+  if (p.shared != nullptr) {  // each block computes the gate's dot product itself (cheaper than a launch)
     const T* xr = static_cast<const T*>(p.x) + t * p.x_stride;
     const T* g = static_cast<const T*>(p.gate);
     float dot = 0.f;
+#pragma unroll 4
     for (int i = tid * 8; i < p.H; i += kMoeCombineThreads * 8) {
       Pack8<T> a, b;
       a.load(xr + i);
@@ -72,27 +86,24 @@ __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const M
     __syncthreads();
     dot = 0.f;
 #pragma unroll
-    for (int w = 0; w < kMoeCombineThreads / 32; ++w) dot += scratch[w];
+    for (int i = 0; i < kMoeCombineThreads / 32; ++i) dot += scratch[i];
     const float logit = to_float(from_float<T>(dot));
     sg = to_float(from_float<T>(1.f / (1.f + expf(-logit))));
   }
-  if (c0 >= p.H) return;
+  if (!mine) return;
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  for (int k = 0; k < p.K; ++k) {
-    const float w = to_float(from_float<T>(p.weights[static_cast<size_t>(t) * p.K + k]));
-    Pack8<T> v;
-    v.load(static_cast<const T*>(p.y) + t * p.y_stride + static_cast<size_t>(k) * p.H + c0);
-    float f[8];
-    v.get(f);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] += to_float(from_float<T>(f[j] * w));
+  for (int k = 0; k < kMoeMaxTopK; ++k) {
+    if (k < p.K) {
+      const float wk = to_float(from_float<T>(w[k]));
+      float f[8];
+      rows[k].get(f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += to_float(from_float<T>(f[j] * wk));
+    }
   }
   float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (p.shared != nullptr) {
-    Pack8<T> v;
-    v.load(static_cast<const T*>(p.shared) + t * p.shared_stride + c0);
-    v.get(s);
-  }
+  if (p.shared != nullptr) sh.get(s);
   T* out = static_cast<T*>(p.out) + static_cast<size_t>(t) * p.H + c0;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {

@@ -7,16 +7,20 @@
 
 #include "quant_gemm.cuh"
 #include "quant_gemv_plan.cuh"
+#include "moe_routing.cuh"
 #include "quant_moe.cuh"
 #include "quant_moe_lean.cuh"
 
 namespace revolta {
 
-// The lean quantized MoE kernel's token limit (revolta_quant_moe_set_lean_tokens).
+// The lean quantized MoE kernel's token limit (revolta_quant_moe_set_lean_tokens). 1 by default: on an H100
+// (benchmarks/results/h200_session31) it took Qwen3.5-122B-A10B's experts at one token from 43.1 to 34.9 us and
+// Qwen3.5-35B-A3B's batch-1 decode from 370.8 to 378.5-381.0 tok/s, but at two tokens it was slower on 122B-A10B
+// (60.8 against 54.7 us).
 int& quant_moe_lean_tokens() {
   static int tokens = [] {
     const char* e = std::getenv("REVOLTA_QUANT_MOE_LEAN_TOKENS");
-    return e != nullptr && *e != '\0' ? std::atoi(e) : 2;
+    return e != nullptr && *e != '\0' ? std::atoi(e) : 1;
   }();
   return tokens;
 }
@@ -344,13 +348,32 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
       p->E <= 0 || p->T < 0 || p->top_k < 0 || p->shared_id >= p->E ||
       static_cast<long long>(p->T) * per_token > kQuantMoeMaxRows)
     return cudaErrorInvalidValue;
+  const bool route = p->logits != nullptr;
+  if (route && (p->act != 0 || p->ids != p->ids_out || p->weights_out == nullptr || p->route_E <= 0 ||
+                p->route_E > kMoeMaxExperts || p->top_k < 1 || p->top_k > kMoeMaxTopK || p->top_k > p->route_E ||
+                p->logits_stride < p->route_E))
+    return cudaErrorInvalidValue;
   const unsigned rows = static_cast<unsigned>(p->T * per_token);
-  const int lean_smem = quant_moe_lean_smem_bytes(p->K, p->group_size, bits);
+  const int quads = quant_moe_lean_quads(p->K / pack);
+  const int lean_smem = quant_moe_lean_smem_bytes(p->K, p->group_size, bits, quads);
   if (p->T <= quant_moe_lean_tokens() && lean_smem <= kLeanMaxSmem) {
-    const dim3 grid((p->N + kLeanCols - 1) / kLeanCols, rows);
+    const dim3 grid((p->N + 4 * quads - 1) / (4 * quads), rows);
     const size_t smem = static_cast<size_t>(lean_smem);
-    return bits == 4 ? launch(quant_moe_lean_kernel<4>, grid, dim3(kLeanThreads), smem, stream, *p)
-                     : launch(quant_moe_lean_kernel<8>, grid, dim3(kLeanThreads), smem, stream, *p);
+    const dim3 block(kLeanThreads);
+    if (bits == 4) {
+      return quads == 8    ? launch(quant_moe_lean_kernel<4, 8>, grid, block, smem, stream, *p)
+             : quads == 16 ? launch(quant_moe_lean_kernel<4, 16>, grid, block, smem, stream, *p)
+                           : launch(quant_moe_lean_kernel<4, 32>, grid, block, smem, stream, *p);
+    }
+    return quads == 8    ? launch(quant_moe_lean_kernel<8, 8>, grid, block, smem, stream, *p)
+           : quads == 16 ? launch(quant_moe_lean_kernel<8, 16>, grid, block, smem, stream, *p)
+                         : launch(quant_moe_lean_kernel<8, 32>, grid, block, smem, stream, *p);
+  }
+  if (route) {  // the routing kernel first, then the original kernel reads its ids
+    const cudaError_t err = launch(moe_topk_softmax_kernel<__half>, dim3(p->T), dim3(kMoeWarps * 32), 0, stream,
+                                   p->logits, p->logits_stride, p->route_E, p->top_k, p->renormalize, p->ids_out,
+                                   p->weights_out);
+    if (err != cudaSuccess) return err;
   }
   const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, rows);
   const size_t smem = static_cast<size_t>(p->K) * sizeof(float);
@@ -358,7 +381,7 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
                    : launch(quant_moe_gemv_kernel<8>, grid, dim3(kQuantMoeThreads), smem, stream, *p);
 }
 
-// The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 2); a negative value
+// The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 1); a negative value
 // leaves it. Returns the old value. For A/B benchmarks: launches already captured in a graph keep their kernel.
 int revolta_quant_moe_set_lean_tokens(int tokens) {
   int& v = revolta::quant_moe_lean_tokens();

@@ -13,7 +13,7 @@
 // A block owns one row and 64 output columns: 16 column quads x 16 slices of K, each thread reading 16 bytes (four
 // columns' packed words) per packed row; the slices' sums meet in shared memory. fp32 accumulation; no tensor cores
 // (a row's expert weights are read once: memory-bound). Self-contained for NVRTC (tools/check_sm70.py).
-// For one or two tokens quant_moe_lean_kernel (quant_moe_lean.cuh) runs instead. Launched with PDL (pdl.cuh): the
+// For one token quant_moe_lean_kernel (quant_moe_lean.cuh) runs instead. Launched with PDL (pdl.cuh): the
 // kernel waits for its predecessor before it reads anything.
 #pragma once
 
@@ -32,6 +32,13 @@ struct QuantMoeParams {
   __half* out;              // [T, R, N]
   int T, top_k, E, N, K, group_size, zero_offset, act;
   int shared_id;            // the expert of each token's extra last row; -1: none
+  // Route mode (logits non-null; act 0): the kernels first pick each token's experts as revolta::moe_topk_softmax
+  // does from its router logits, write them to ids_out (ids must equal it) and the weights to weights_out.
+  const __half* logits;     // [T, route_E] (row stride logits_stride)
+  float* weights_out;       // [T, top_k]
+  long long* ids_out;       // [T, top_k]
+  long long logits_stride;
+  int route_E, renormalize;
 };
 
 constexpr int kQuantMoeThreads = 256;

@@ -1,11 +1,12 @@
-// The quantized MoE GEMV for a batch-1 (or 2) decode step: the same op as quant_moe_gemv_kernel (quant_moe.cuh),
+// The quantized MoE GEMV for a batch-1 decode step: the same op as quant_moe_gemv_kernel (quant_moe.cuh),
 // shaped for latency when each routed row has its expert's weights to itself.
 //
 // quant_moe_gemv_kernel reads a thread's packed rows a few at a time, K-strided (a fresh group's scale and zero per
 // row), and converts every field with an integer-to-float conversion: at one token its 144 blocks (Qwen3.5-35B-A3B
 // gate/up) wait on several DRAM round trips and on quarter-rate conversions (H100: 13.2 us for 9.4 MB). Here:
-//   * a block owns one row and 32 columns: 8 column quads x 32 slices of K, each slice a contiguous run of packed
-//     rows; a thread issues all the weight loads of a pass (up to kLeanRows packed rows) at once, right after it
+//   * a block owns one row and 4 QUADS columns: QUADS column quads x 256 / QUADS slices of K, each slice a
+//     contiguous run of packed rows (QUADS = 8 for K / PACK >= 256, 16 or 32 for shorter K, so a thread has about
+//     kLeanRows rows and a down projection of K = 512 is not 2 waves of blocks); a thread issues all the weight loads of a pass (up to kLeanRows packed rows) at once, right after it
 //     reads the row's expert id, and they are in flight while the block stages the input row and the columns'
 //     scales and zero points (every group of K) in shared memory;
 //   * the shared expert's row (shared_id) knows its expert before the PDL wait, so its first pass and its scales
@@ -14,12 +15,16 @@
 //     weight (q - z) * s rounded to fp16 as a dense fp16 checkpoint holds it, the products of one packed row summed
 //     in half2 (8 products for int4, 4 for int8) and added to an fp32 accumulator - the accuracy contract of the
 //     dense skinny kernels (quant_gemv.cuh), which the same tests check;
-//   * the slices' sums meet in shared memory.
+//   * the slices' sums meet in shared memory;
+//   * route mode (QuantMoeParams::logits): each routed row's block picks its token's experts itself with
+//     moe_route_block (the routing kernel's code and arithmetic, so the same choice and weights), and block (0,
+//     slot 0) of each token writes them for the down projection and the weighted sum: no routing launch.
 // Launched with PDL (pdl.cuh): everything that reads ids, x or writes out comes after pdl_wait().
 #pragma once
 
 #include <cuda_fp16.h>
 
+#include "moe_common.cuh"
 #include "pdl.cuh"
 #include "quant_common.cuh"
 #include "quant_moe.cuh"
@@ -27,28 +32,31 @@
 namespace revolta {
 
 constexpr int kLeanThreads = 256;
-constexpr int kLeanQuads = 8;                            // column quads per block
-constexpr int kLeanSlices = kLeanThreads / kLeanQuads;   // contiguous slices of K per block
-constexpr int kLeanCols = 4 * kLeanQuads;                // output columns per block
-constexpr int kLeanRows = 8;                             // packed rows a thread holds in flight per pass
+constexpr int kLeanRows = 8;       // packed rows a thread holds in flight per pass
+constexpr int kLeanMaxSmem = 43 * 1024;  // dynamic shared memory (+ 4.3 KB static: under 48 KB)
 
-constexpr int kLeanMaxSmem = 44 * 1024;                 // dynamic shared memory (+ 4 KB static: under 48 KB)
+// Column quads per block for K / PACK packed rows: slices of about kLeanRows rows, 8 to 32 of them.
+__host__ __device__ constexpr int quant_moe_lean_quads(int prows) {
+  return prows > 128 ? 8 : prows > 64 ? 16 : 32;
+}
 
 // Dynamic shared memory: the input row as permuted half2 pairs (K halves), then the block's columns' scales
-// [K / G][32] and zero-point words [K / G][32 / PACK]. Above kLeanMaxSmem (groups under 32 at large K) the
+// [K / G][4 QUADS] and zero-point words [K / G][4 QUADS / PACK]. Above kLeanMaxSmem (small groups at large K) the
 // original kernel runs.
-__host__ __device__ constexpr int quant_moe_lean_smem_bytes(int k, int group_size, int bits) {
-  return k * 2 + (k / group_size) * (kLeanCols * 2 + kLeanCols / (32 / bits) * 4);
+__host__ __device__ constexpr int quant_moe_lean_smem_bytes(int k, int group_size, int bits, int quads) {
+  return k * 2 + (k / group_size) * (quads * 8 + 4 * quads / (32 / bits) * 4);
 }
 __device__ const int quant_moe_lean_max_smem = kLeanMaxSmem;
 
-template <int BITS>
+template <int BITS, int QUADS>
 __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const QuantMoeParams p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
+  constexpr int kLeanQuads = QUADS, kLeanSlices = kLeanThreads / QUADS, kLeanCols = 4 * QUADS;
   using XRow = typename XRowOf<PAIRS>::type;
   extern __shared__ __align__(16) unsigned char lean_smem[];
   XRow* xs = reinterpret_cast<XRow*>(lean_smem);  // [K / PACK] packed rows of the input, pair-permuted
-  __shared__ float red[kLeanSlices][kLeanCols];
+  __shared__ __align__(16) float red[kLeanSlices][kLeanCols];  // also the routing's logits (route mode)
+  static_assert(kLeanSlices * kLeanCols >= kMoeMaxExperts && kLeanThreads == kMoeWarps * 32, "moe_route_block");
 
   const int row = blockIdx.y;
   const int per_token = p.top_k + (p.shared_id >= 0 ? 1 : 0);
@@ -98,7 +106,21 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
   pdl_wait();
   pdl_trigger();
   if (!shared_row) {
-    const long long id = p.ids[static_cast<size_t>(t) * p.top_k + slot];
+    long long id;
+    if (p.logits != nullptr) {  // route mode (block-uniform): this token's experts, as moe_topk_softmax picks them
+      __shared__ float scratch[kMoeWarps];
+      __shared__ int picked[kMoeMaxTopK];
+      __shared__ float picked_w[kMoeMaxTopK];
+      moe_route_block<__half>(p.logits + t * p.logits_stride, p.route_E, p.top_k, p.renormalize, &red[0][0], scratch,
+                              picked, picked_w, false);
+      id = picked[slot];
+      if (blockIdx.x == 0 && slot == 0 && tid < p.top_k) {
+        p.ids_out[static_cast<size_t>(t) * p.top_k + tid] = picked[tid];
+        p.weights_out[static_cast<size_t>(t) * p.top_k + tid] = picked_w[tid];
+      }
+    } else {
+      id = p.ids[static_cast<size_t>(t) * p.top_k + slot];
+    }
     if (id < 0 || id >= p.E) {  // no expert: a zero row (the router never gives one; a corrupt id must not read W)
       if (tid < kLeanCols && n0 + tid < p.N) p.out[static_cast<size_t>(row) * p.N + n0 + tid] = __float2half(0.f);
       return;

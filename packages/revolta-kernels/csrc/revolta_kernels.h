@@ -100,7 +100,7 @@ int revolta_moe_combine(const revolta::MoeCombineParams* p, int dtype, cudaStrea
 /* Quantized MoE experts for few tokens (quant_moe.cuh): out[t, k] = in[t, k] @ W[ids[t, k]] for stacked int4 / int8
  * experts in the kernel layout, bits 4 or 8; act 0 (in = x[t]) or 1 (in = silu(gate) * up of x[t, k]). */
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream);
-/* The most tokens the lean one-or-two-token kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old. */
+/* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
 int revolta_quant_moe_set_lean_tokens(int tokens);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);

@@ -68,9 +68,9 @@ def test_topk_softmax_strided_logits():
 @pytest.mark.parametrize("hidden", [2048, 3072, 4096, 136])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("tokens", [1, 5, 64])
-def test_combine_matches_reference(dtype, hidden, shared, tokens):
-    gen = torch.Generator(device="cuda").manual_seed(hidden + tokens)
-    top_k = 8
+@pytest.mark.parametrize("top_k", [1, 8, 16, 17])  # 17: past the kernel's 16 rows, the reference runs
+def test_combine_matches_reference(dtype, hidden, shared, tokens, top_k):
+    gen = torch.Generator(device="cuda").manual_seed(hidden + tokens + top_k)
     y = torch.randn(tokens, top_k, hidden, device="cuda", generator=gen).to(dtype)
     weights = torch.softmax(torch.randn(tokens, top_k, device="cuda", generator=gen), -1)
     s = torch.randn(tokens, hidden, device="cuda", generator=gen).to(dtype) if shared else None

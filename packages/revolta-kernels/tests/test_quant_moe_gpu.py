@@ -3,7 +3,7 @@
 Bound as the dense quantized kernels' (test_quant_gpu.py): |native - reference| <= 2e-3 * (|in| @ |W|) + 2e-3 *
 |reference| elementwise, relative L2 error <= 5e-3. Shapes: the experts of Qwen3-30B-A3B, Qwen3.5-35B-A3B and
 Qwen3.5-122B-A10B, whole and split over 2 and 4 ranks. Also: CUDA-graph replay with new routing equals eager calls,
-and an unsupported case runs the reference instead of failing. One or two tokens run the lean kernel
+and an unsupported case runs the reference instead of failing. One token runs the lean kernel
 (csrc/quant_moe_lean.cuh) by default, more the original one; both are also forced on the other's token counts.
 """
 
@@ -156,3 +156,46 @@ def test_stacked_shared_expert_is_each_tokens_last_row(tokens, bits, group, offs
         torch.full((tokens * (top_k + 1) * n * 4,), float("nan"), device="cuda")  # poison the output's memory
         got = ops_quant.quant_moe_matmul(x, qweight, scales, qzeros, routed, bits, group, offset, act, e - 1)
         assert_close(got, x, qweight, scales, qzeros, rows, bits, group, offset, act)
+
+
+@pytest.mark.parametrize("tokens", [1, 4])
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_route_matmul_equals_routing_then_projection(tokens, shared, renormalize):
+    """``quant_moe_route_matmul`` (one token: routed inside the lean kernel's blocks; four: the routing kernel, then
+    the original kernel) gives exactly what ``moe_topk_softmax`` then ``quant_moe_matmul`` give, and matches the
+    reference (Qwen3.5-35B-A3B's gate/up with the shared expert stacked as expert 256)."""
+    from revolta_kernels import ops_hybrid
+
+    e, hidden, inter, top_k = 257, 2048, 512, 8
+    x, qweight, scales, qzeros, _ = make_case(tokens, e, hidden, 2 * inter, top_k, 4, 128, 0, seed=21 + tokens)
+    gen = torch.Generator(device="cuda").manual_seed(tokens)
+    logits = torch.randn(tokens, e - 1, device="cuda", generator=gen).half()
+    shared_id = e - 1 if shared else -1
+    args = (qweight, scales, qzeros)
+    assert native_quant_moe.routes_natively(x, logits, *args, top_k, 4, 128, shared_id)
+    torch.full((tokens * (top_k + 1) * 2 * inter * 4,), float("nan"), device="cuda")
+    out, weights, ids = ops_quant.quant_moe_route_matmul(x, logits, *args, top_k, renormalize, 4, 128, 0, shared_id)
+    want_w, want_ids = ops_hybrid.moe_topk_softmax(logits, top_k, renormalize)
+    assert torch.equal(ids, want_ids) and torch.equal(weights, want_w)
+    assert torch.equal(out, ops_quant.quant_moe_matmul(x, *args, want_ids, 4, 128, 0, 0, shared_id))
+    rows = torch.cat([ids, torch.full_like(ids[:, :1], e - 1)], 1) if shared else ids
+    assert_close(out, x, qweight, scales, qzeros, rows, 4, 128, 0, 0)
+
+
+def test_route_matmul_graph_replay_follows_new_logits():
+    x, qweight, scales, qzeros, _ = make_case(1, 64, 1024, 512, 8, 4, 128, 0, seed=5)
+    logits = torch.randn(1, 64, device="cuda").half()
+    static_x, static_logits = x.clone(), logits.clone()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = ops_quant.quant_moe_route_matmul(static_x, static_logits, qweight, scales, qzeros, 8, True, 4, 128, 0)
+    for seed in (1, 2):
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        static_x.copy_(torch.randn(1, 1024, device="cuda", generator=gen).half())
+        static_logits.copy_(torch.randn(1, 64, device="cuda", generator=gen).half())
+        graph.replay()
+        eager = ops_quant.quant_moe_route_matmul(static_x, static_logits, qweight, scales, qzeros, 8, True, 4, 128, 0)
+        for a, b in zip(static, eager, strict=True):
+            assert torch.equal(a, b)

@@ -83,8 +83,10 @@ def kernels() -> list[Kernel]:
     for bits in (4, 8):  # quantized MoE experts for few tokens (quant_moe.cuh)
         ks.append(Kernel(f"quant moe gemv int{bits}", f"&revolta::quant_moe_gemv_kernel<{bits}>", False,
                          "&revolta::quant_moe_max_smem"))
-        ks.append(Kernel(f"quant moe lean int{bits}", f"&revolta::quant_moe_lean_kernel<{bits}>", False,
-                         "&revolta::quant_moe_lean_max_smem"))  # one or two tokens (quant_moe_lean.cuh)
+        for quads in (8, 16, 32):  # one token (quant_moe_lean.cuh)
+            ks.append(Kernel(f"quant moe lean int{bits} {4 * quads} columns",
+                             f"&revolta::quant_moe_lean_kernel<{bits}, {quads}>", False,
+                             "&revolta::quant_moe_lean_max_smem"))
     return ks
 
 

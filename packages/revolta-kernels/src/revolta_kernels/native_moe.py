@@ -218,7 +218,7 @@ def moe_combine(y, weights, shared, x, shared_gate):
     ok = (
         _DTYPE.get(y.dtype) is not None and y.dim() == 3 and h % 8 == 0 and _rows_ok(y)
         and weights.dtype == torch.float32 and tuple(weights.shape) == tuple(y.shape[:2]) and weights.is_contiguous()
-        and y.shape[1] >= 1
+        and 1 <= y.shape[1] <= MOE_MAX_TOP_K
         and (shared is None or (
             x is not None and shared_gate is not None and shared.dtype == y.dtype and x.dtype == y.dtype
             and shared_gate.dtype == y.dtype and shared.dim() == 2 and tuple(shared.shape) == (y.shape[0], h)
