@@ -7,7 +7,6 @@
 
 #include "quant_gemm.cuh"
 #include "quant_gemv_plan.cuh"
-#include "moe_routing.cuh"
 #include "quant_moe.cuh"
 #include "quant_moe_lean.cuh"
 
@@ -348,11 +347,6 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
       p->E <= 0 || p->T < 0 || p->top_k < 0 || p->shared_id >= p->E ||
       static_cast<long long>(p->T) * per_token > kQuantMoeMaxRows)
     return cudaErrorInvalidValue;
-  const bool route = p->logits != nullptr;
-  if (route && (p->act != 0 || p->ids != p->ids_out || p->weights_out == nullptr || p->route_E <= 0 ||
-                p->route_E > kMoeMaxExperts || p->top_k < 1 || p->top_k > kMoeMaxTopK || p->top_k > p->route_E ||
-                p->logits_stride < p->route_E))
-    return cudaErrorInvalidValue;
   const unsigned rows = static_cast<unsigned>(p->T * per_token);
   const int quads = quant_moe_lean_quads(p->K / pack);
   const int lean_smem = quant_moe_lean_smem_bytes(p->K, p->group_size, bits, quads);
@@ -368,12 +362,6 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
     return quads == 8    ? launch(quant_moe_lean_kernel<8, 8>, grid, block, smem, stream, *p)
            : quads == 16 ? launch(quant_moe_lean_kernel<8, 16>, grid, block, smem, stream, *p)
                          : launch(quant_moe_lean_kernel<8, 32>, grid, block, smem, stream, *p);
-  }
-  if (route) {  // the routing kernel first, then the original kernel reads its ids
-    const cudaError_t err = launch(moe_topk_softmax_kernel<__half>, dim3(p->T), dim3(kMoeWarps * 32), 0, stream,
-                                   p->logits, p->logits_stride, p->route_E, p->top_k, p->renormalize, p->ids_out,
-                                   p->weights_out);
-    if (err != cudaSuccess) return err;
   }
   const dim3 grid((p->N + kQuantMoeCols - 1) / kQuantMoeCols, rows);
   const size_t smem = static_cast<size_t>(p->K) * sizeof(float);

@@ -32,13 +32,6 @@ struct QuantMoeParams {
   __half* out;              // [T, R, N]
   int T, top_k, E, N, K, group_size, zero_offset, act;
   int shared_id;            // the expert of each token's extra last row; -1: none
-  // Route mode (logits non-null; act 0): the kernels first pick each token's experts as revolta::moe_topk_softmax
-  // does from its router logits, write them to ids_out (ids must equal it) and the weights to weights_out.
-  const __half* logits;     // [T, route_E] (row stride logits_stride)
-  float* weights_out;       // [T, top_k]
-  long long* ids_out;       // [T, top_k]
-  long long logits_stride;
-  int route_E, renormalize;
 };
 
 constexpr int kQuantMoeThreads = 256;

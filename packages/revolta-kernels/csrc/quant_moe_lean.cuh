@@ -15,16 +15,15 @@
 //     weight (q - z) * s rounded to fp16 as a dense fp16 checkpoint holds it, the products of one packed row summed
 //     in half2 (8 products for int4, 4 for int8) and added to an fp32 accumulator - the accuracy contract of the
 //     dense skinny kernels (quant_gemv.cuh), which the same tests check;
-//   * the slices' sums meet in shared memory;
-//   * route mode (QuantMoeParams::logits): each routed row's block picks its token's experts itself with
-//     moe_route_block (the routing kernel's code and arithmetic, so the same choice and weights), and block (0,
-//     slot 0) of each token writes them for the down projection and the weighted sum: no routing launch.
+//   * the slices' sums meet in shared memory.
+// Routing inside the gate/up blocks (each routed row's block running moe_route_block for its token, no routing
+// launch) was measured slower end to end: Qwen3.5-35B-A3B AWQ batch 1 on an H100, 377.3 / 376.0 tok/s against 391.1
+// with the routing kernel (benchmarks/results/h200_session31, run 2).
 // Launched with PDL (pdl.cuh): everything that reads ids, x or writes out comes after pdl_wait().
 #pragma once
 
 #include <cuda_fp16.h>
 
-#include "moe_common.cuh"
 #include "pdl.cuh"
 #include "quant_common.cuh"
 #include "quant_moe.cuh"
@@ -33,7 +32,7 @@ namespace revolta {
 
 constexpr int kLeanThreads = 256;
 constexpr int kLeanRows = 8;       // packed rows a thread holds in flight per pass
-constexpr int kLeanMaxSmem = 43 * 1024;  // dynamic shared memory (+ 4.3 KB static: under 48 KB)
+constexpr int kLeanMaxSmem = 44 * 1024;  // dynamic shared memory (+ 4 KB static: under 48 KB)
 
 // Column quads per block for K / PACK packed rows: slices of about kLeanRows rows, 8 to 32 of them.
 __host__ __device__ constexpr int quant_moe_lean_quads(int prows) {
@@ -55,8 +54,7 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
   using XRow = typename XRowOf<PAIRS>::type;
   extern __shared__ __align__(16) unsigned char lean_smem[];
   XRow* xs = reinterpret_cast<XRow*>(lean_smem);  // [K / PACK] packed rows of the input, pair-permuted
-  __shared__ __align__(16) float red[kLeanSlices][kLeanCols];  // also the routing's logits (route mode)
-  static_assert(kLeanSlices * kLeanCols >= kMoeMaxExperts && kLeanThreads == kMoeWarps * 32, "moe_route_block");
+  __shared__ float red[kLeanSlices][kLeanCols];
 
   const int row = blockIdx.y;
   const int per_token = p.top_k + (p.shared_id >= 0 ? 1 : 0);
@@ -106,21 +104,7 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
   pdl_wait();
   pdl_trigger();
   if (!shared_row) {
-    long long id;
-    if (p.logits != nullptr) {  // route mode (block-uniform): this token's experts, as moe_topk_softmax picks them
-      __shared__ float scratch[kMoeWarps];
-      __shared__ int picked[kMoeMaxTopK];
-      __shared__ float picked_w[kMoeMaxTopK];
-      moe_route_block<__half>(p.logits + t * p.logits_stride, p.route_E, p.top_k, p.renormalize, &red[0][0], scratch,
-                              picked, picked_w, false);
-      id = picked[slot];
-      if (blockIdx.x == 0 && slot == 0 && tid < p.top_k) {
-        p.ids_out[static_cast<size_t>(t) * p.top_k + tid] = picked[tid];
-        p.weights_out[static_cast<size_t>(t) * p.top_k + tid] = picked_w[tid];
-      }
-    } else {
-      id = p.ids[static_cast<size_t>(t) * p.top_k + slot];
-    }
+    const long long id = p.ids[static_cast<size_t>(t) * p.top_k + slot];
     if (id < 0 || id >= p.E) {  // no expert: a zero row (the router never gives one; a corrupt id must not read W)
       if (tid < kLeanCols && n0 + tid < p.N) p.out[static_cast<size_t>(row) * p.N + n0 + tid] = __float2half(0.f);
       return;

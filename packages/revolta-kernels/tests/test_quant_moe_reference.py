@@ -85,31 +85,3 @@ def test_op_passes_torch_opcheck_with_and_without_a_shared_row():
     torch.library.opcheck(ops_quant.quant_moe_matmul, (x, qweight, s, qzeros, ids, 4, 32, 0, 0))
     torch.library.opcheck(ops_quant.quant_moe_matmul, (x, qweight, s, qzeros, ids, 4, 32, 0, 0, 3))
     torch.library.opcheck(ops_quant.quant_moe_matmul, (torch.randn(2, 3, 128), qweight, s, qzeros, ids, 4, 32, 0, 1, 3))
-
-
-@pytest.mark.parametrize("renormalize", [False, True])
-@pytest.mark.parametrize("shared", [False, True])
-def test_route_matmul_is_the_routing_then_the_projection(renormalize, shared):
-    """``quant_moe_route_matmul`` = ``moe_topk_softmax`` then ``quant_moe_matmul`` (act 0), against float64 rows."""
-    from revolta_kernels import ops_hybrid
-
-    e, k, n, top_k = 6, 64, 16, 2
-    qweight, s, qzeros, q, z = make_experts(e, k, n, 4, 32, seed=7)
-    x = torch.randn(3, k).half()
-    logits = torch.randn(3, e - 1).half()  # the last expert is the stacked shared one, never routed
-    shared_id = e - 1 if shared else -1
-    out, weights, ids = ops_quant.quant_moe_route_matmul(x, logits, qweight, s, qzeros, top_k, renormalize, 4, 32, 0,
-                                                         shared_id)
-    want_w, want_ids = ops_hybrid.moe_topk_softmax(logits, top_k, renormalize)
-    assert torch.equal(ids, want_ids) and torch.equal(weights, want_w)
-    rows = torch.cat([ids, torch.full_like(ids[:, :1], e - 1)], 1) if shared else ids
-    want = float64_rows(x.unsqueeze(1).expand(3, rows.shape[1], k), rows, q, z, s, 32, 0)
-    assert out.shape == want.shape
-    torch.testing.assert_close(out.double(), want, rtol=2e-3, atol=2e-3)
-
-
-def test_route_matmul_passes_torch_opcheck():
-    qweight, s, qzeros, _, _ = make_experts(4, 64, 16, 4, 32, seed=2)
-    x, logits = torch.randn(2, 64), torch.randn(2, 3)
-    torch.library.opcheck(ops_quant.quant_moe_route_matmul, (x, logits, qweight, s, qzeros, 2, True, 4, 32, 0))
-    torch.library.opcheck(ops_quant.quant_moe_route_matmul, (x, logits, qweight, s, qzeros, 2, False, 4, 32, 0, 3))

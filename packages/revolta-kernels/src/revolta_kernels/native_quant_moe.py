@@ -1,6 +1,5 @@
-"""CUDA implementations of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens) and
-``revolta::quant_moe_route_matmul`` (the routing and the first projection) through the native library
-(csrc/quant_moe.cuh, csrc/quant_moe_lean.cuh).
+"""CUDA implementation of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens)
+through the native library (csrc/quant_moe.cuh; csrc/quant_moe_lean.cuh for one token).
 
 fp16 activations and scales, int4 / int8 weights, K % 8 == 0, K <= 8192, N % 8 == 0, a group size that is a
 multiple of the pack and divides K, at most ``QUANT_MOE_MAX_ROWS`` routed rows: the kernel; anything else runs the
@@ -13,12 +12,12 @@ import ctypes
 
 import torch
 
-from revolta_kernels import native, native_moe, ops_hybrid, ops_quant
+from revolta_kernels import native, ops_quant
 from revolta_kernels.native import check
 from revolta_kernels.native_hybrid import _lib, _stream
 from revolta_kernels.reference import quant as ref_quant
 
-_c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
+_c_int, _ptr = ctypes.c_int, ctypes.c_void_p
 QUANT_MOE_MAX_K = 8192  # kQuantMoeMaxK in csrc/quant_moe.cuh: the input row staged in shared memory
 QUANT_MOE_MAX_ROWS = 65535  # kQuantMoeMaxRows in csrc/quant_moe.cuh: (token, slot) rows, the grid's y dimension
 
@@ -27,9 +26,7 @@ class QuantMoeParams(ctypes.Structure):
     """Mirror of ``revolta::QuantMoeParams`` (csrc/quant_moe.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("x", "qweight", "scales", "qzeros", "ids", "out")] + [
-        (n, _c_int) for n in ("T", "top_k", "E", "N", "K", "group_size", "zero_offset", "act", "shared_id")] + [
-        (n, _ptr) for n in ("logits", "weights_out", "ids_out")] + [
-        ("logits_stride", _c_ll), ("route_E", _c_int), ("renormalize", _c_int)]
+        (n, _c_int) for n in ("T", "top_k", "E", "N", "K", "group_size", "zero_offset", "act", "shared_id")]
 
 
 _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr],
@@ -73,38 +70,6 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
     return out
 
 
-def routes_natively(x: torch.Tensor, router_logits: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
-                    qzeros: torch.Tensor, top_k: int, bits: int, group_size: int, shared_id: int = -1) -> bool:
-    """Whether the kernels take the routing too (otherwise ``revolta::moe_topk_softmax`` runs first)."""
-    t = x.shape[0] if x.dim() == 2 else -1
-    ids_like = torch.empty((max(t, 0), top_k), dtype=torch.int64, device="meta")  # the ids the kernel writes
-    return (
-        router_logits.dim() == 2 and router_logits.shape[0] == t and router_logits.dtype == torch.float16
-        and router_logits.stride(1) == 1 and router_logits.stride(0) >= router_logits.shape[1]
-        and 1 <= top_k <= min(native_moe.MOE_MAX_TOP_K, router_logits.shape[1])
-        and router_logits.shape[1] <= native_moe.MOE_MAX_EXPERTS
-        and native_supports(x, qweight, scales, qzeros, ids_like, bits, group_size, 0, shared_id)
-    )
-
-
-def quant_moe_route_matmul(x, router_logits, qweight, scales, qzeros, top_k, renormalize, bits, group_size,
-                           zero_offset, shared_id=-1):
-    if not routes_natively(x, router_logits, qweight, scales, qzeros, top_k, bits, group_size, shared_id):
-        weights, ids = ops_hybrid.moe_topk_softmax(router_logits, top_k, renormalize)
-        return quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, 0, shared_id), weights, ids
-    t = x.shape[0]
-    e, rows, n = qweight.shape
-    out = torch.empty((t, top_k + (1 if shared_id >= 0 else 0), n), dtype=x.dtype, device=x.device)
-    weights = torch.empty((t, top_k), dtype=torch.float32, device=x.device)
-    ids = torch.empty((t, top_k), dtype=torch.int64, device=x.device)
-    p = QuantMoeParams(x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), ids.data_ptr(),
-                       out.data_ptr(), t, top_k, e, n, rows * (32 // bits), group_size, zero_offset, 0, shared_id,
-                       router_logits.data_ptr(), weights.data_ptr(), ids.data_ptr(), router_logits.stride(0),
-                       router_logits.shape[1], int(renormalize))
-    check(_lib().revolta_quant_moe_gemv(ctypes.byref(p), bits, _stream(x)))
-    return out, weights, ids
-
-
 def set_lean_tokens(tokens: int) -> int:
     """The most tokens the lean batch-1 kernel (csrc/quant_moe_lean.cuh) takes, for benchmarks' A/B (0: the original
     kernel always; negative: unchanged). Returns the previous value. CUDA graphs keep the kernel they were captured
@@ -117,5 +82,4 @@ def register() -> bool:
     if not native.bind(_SIGNATURES, (QuantMoeParams,)):
         return False
     ops_quant.quant_moe_matmul.register_kernel("cuda")(quant_moe_matmul)
-    ops_quant.quant_moe_route_matmul.register_kernel("cuda")(quant_moe_route_matmul)
     return True

@@ -1,6 +1,6 @@
 """Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``,
-``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``, ``revolta::quant_moe_matmul``,
-``revolta::quant_moe_route_matmul``), and the skinny dense linear ``revolta::dense_linear``.
+``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``, ``revolta::quant_moe_matmul``), and
+the skinny dense linear ``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -110,29 +110,6 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
 @quant_moe_matmul.register_fake
 def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, shared_id=-1):
     return x.new_empty((ids.shape[0], ids.shape[1] + (1 if shared_id >= 0 else 0), qweight.shape[-1]))
-
-
-@torch.library.custom_op(f"{LIB}::quant_moe_route_matmul", mutates_args=())
-def quant_moe_route_matmul(x: torch.Tensor, router_logits: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
-                           qzeros: torch.Tensor, top_k: int, renormalize: bool, bits: int, group_size: int,
-                           zero_offset: int, shared_id: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The routing and the first expert projection of a mixture-of-experts layer in one op: ``(weights, ids) =
-    revolta::moe_topk_softmax(router_logits, top_k, renormalize)``, then ``revolta::quant_moe_matmul(x, ..., ids,
-    act=0, shared_id)``. Returns ``(out [T, top_k (+ 1), N], weights [T, top_k] float32, ids [T, top_k] int64)``;
-    ``weights`` and ``ids`` feed the second projection and the weighted sum. The native kernel for one token routes
-    inside the projection's blocks (csrc/quant_moe_lean.cuh), so a decode step has one launch less per MoE layer."""
-    from revolta_kernels.reference import moe as ref_moe
-
-    weights, ids = ref_moe.moe_topk_softmax(router_logits, top_k, renormalize)
-    out = ref_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, 0, shared_id)
-    return out, weights, ids
-
-
-@quant_moe_route_matmul.register_fake
-def _(x, router_logits, qweight, scales, qzeros, top_k, renormalize, bits, group_size, zero_offset, shared_id=-1):
-    t = x.shape[0]
-    out = x.new_empty((t, top_k + (1 if shared_id >= 0 else 0), qweight.shape[-1]))
-    return out, x.new_empty((t, top_k), dtype=torch.float32), x.new_empty((t, top_k), dtype=torch.int64)
 
 
 def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,

@@ -171,14 +171,14 @@ class SparseMoeBlock(nn.Module):
         """Routing, the quantized experts' rows and the weighted sum with the gated shared expert as ops over the
         whole batch (the same arithmetic as :meth:`forward`'s general path; no host sync)."""
         assert isinstance(self.experts, QuantizedExperts)
-        stacked = self.shared_expert is not None and self.experts.shared_id >= 0
-        rows, weights, _ = self.experts.route_rows(x, logits, self.top_k, self.renormalize, with_shared=stacked)
+        weights, ids = ops_hybrid.moe_topk_softmax(logits, self.top_k, self.renormalize)
         if self.shared_expert is None:
-            return ops_hybrid.moe_combine(rows, weights, None, None, None)
-        if stacked:  # the shared expert is each token's last row of the experts' kernels
-            return ops_hybrid.moe_combine(rows[:, :self.top_k], weights, rows[:, self.top_k], x,
-                                          self.shared_expert_gate.weight)
-        return ops_hybrid.moe_combine(rows, weights, self.shared_expert(x), x, self.shared_expert_gate.weight)
+            return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, None, None, None)
+        if self.experts.shared_id >= 0:  # the shared expert is each token's last row of the experts' kernels
+            rows, k = self.experts.routed_rows(x, ids, with_shared=True), ids.shape[1]
+            return ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, self.shared_expert_gate.weight)
+        return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, self.shared_expert(x), x,
+                                      self.shared_expert_gate.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):

@@ -16,8 +16,6 @@ loop.
 
 The grouped path is on by default; ``REVOLTA_QUANT_MOE_GROUPED=0`` turns it off (every step then takes the loop, and
 decode runs without CUDA graphs). Its kernel passed its GPU tests against the reference on an H200 (session 30).
-The decode block routes inside the gate/up op (``revolta::quant_moe_route_matmul``, :meth:`QuantizedExperts.route_rows`);
-``REVOLTA_QUANT_MOE_ROUTE=0`` runs the routing as its own op first (A/B benchmarks).
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ from revolta_kernels import ops_hybrid, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
-ROUTE_IN_GATE_UP = os.environ.get("REVOLTA_QUANT_MOE_ROUTE", "1") != "0"  # see the module docstring
 
 
 @dataclass(frozen=True)
@@ -56,14 +53,6 @@ class StackedProjection:
         one more row per token for expert ``shared_id`` when it is >= 0."""
         return ops_quant.quant_moe_matmul(x.contiguous(), self.qweight, self.scales, self.qzeros, ids.contiguous(),
                                           self.bits, self.group_size, self.zero_offset, act, shared_id)
-
-    def route_apply(self, x: torch.Tensor, router_logits: torch.Tensor, top_k: int, renormalize: bool,
-                    shared_id: int = -1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``revolta::quant_moe_route_matmul``: the routing of ``router_logits`` and :meth:`apply` (act 0) of the
-        rows it picks; returns ``(out, weights, ids)``."""
-        return ops_quant.quant_moe_route_matmul(x.contiguous(), router_logits, self.qweight, self.scales, self.qzeros,
-                                                top_k, renormalize, self.bits, self.group_size, self.zero_offset,
-                                                shared_id)
 
 
 def can_stack(layers: list[Any]) -> bool:
@@ -151,31 +140,17 @@ class QuantizedExperts(nn.ModuleList):
         out = torch.zeros_like(x)
         return out.index_add_(0, tokens, torch.cat(parts)) if parts else out
 
-    def _stacks(self, with_shared: bool) -> tuple[StackedProjection, StackedProjection, int]:
-        if self.stacked is None:
-            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
-        if with_shared and self.shared_id < 0:
-            raise RuntimeError("no shared expert is stacked with these experts")
-        return (*self.stacked, self.shared_id if with_shared else -1)
-
     def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul
         + down (needs the stacks: see :meth:`finish_loading`). ``with_shared`` (needs :attr:`shared_id` >= 0): the
         stacked shared expert's output as one more row per token, ``[T, top_k + 1, hidden]``."""
-        gate_up, down, shared_id = self._stacks(with_shared)
+        if self.stacked is None:
+            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        if with_shared and self.shared_id < 0:
+            raise RuntimeError("no shared expert is stacked with these experts")
+        shared_id = self.shared_id if with_shared else -1
+        gate_up, down = self.stacked
         return down.apply(gate_up.apply(x, ids, 0, shared_id), ids, 1, shared_id)
-
-    def route_rows(self, x: torch.Tensor, router_logits: torch.Tensor, top_k: int, renormalize: bool,
-                   with_shared: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The softmax top-k routing of ``router_logits`` and :meth:`routed_rows` of its choice, the routing inside
-        the gate/up op (``revolta::quant_moe_route_matmul``: one launch less for a decode token). Returns ``(rows,
-        weights [T, top_k] float32, ids [T, top_k])``."""
-        gate_up, down, shared_id = self._stacks(with_shared)
-        if not ROUTE_IN_GATE_UP:
-            weights, ids = ops_hybrid.moe_topk_softmax(router_logits, top_k, renormalize)
-            return self.routed_rows(x, ids, with_shared), weights, ids
-        y, weights, ids = gate_up.route_apply(x, router_logits, top_k, renormalize, shared_id)
-        return down.apply(y, ids, 1, shared_id), weights, ids
 
     def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """``forward`` through :meth:`routed_rows`, the slots weighted and summed in float32 (``revolta::moe_combine``)."""
