@@ -385,21 +385,21 @@ int revolta_moe_router_norm(const MoeRouterNormParams* p, int dtype, cudaStream_
 }
 
 // Softmax top-k routing of `tokens` rows of router logits (moe_routing.cuh): ids int64 and weights fp32 [tokens, K].
-// E <= kMoeMaxExperts, 1 <= K <= min(kMoeMaxTopK, E). Launched with PDL.
+// E <= kMoeMaxExperts, 1 <= K <= min(kMoeMaxTopK, E). A plain launch (moe_routing.cuh says why).
 int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* ids, void* weights, int tokens, int E,
                              int K, int renormalize, int dtype, cudaStream_t stream) {
   if (tokens == 0) return cudaSuccess;
   if (E <= 0 || E > kMoeMaxExperts || K < 1 || K > kMoeMaxTopK || K > E || logits_stride < E)
     return cudaErrorInvalidValue;
-  REVOLTA_HYBRID_DISPATCH(dtype, return hybrid_launch(moe_topk_softmax_kernel<T>, dim3(tokens), dim3(kMoeWarps * 32),
-                                                      0, stream, static_cast<const T*>(logits), logits_stride, E, K,
-                                                      renormalize, static_cast<long long*>(ids),
-                                                      static_cast<float*>(weights)))
+  REVOLTA_HYBRID_DISPATCH(dtype, moe_topk_softmax_kernel<T><<<tokens, kMoeWarps * 32, 0, stream>>>(
+                                     static_cast<const T*>(logits), logits_stride, E, K, renormalize,
+                                     static_cast<long long*>(ids), static_cast<float*>(weights));
+                          return cudaGetLastError())
   return cudaSuccess;
 }
 
 // The routed experts' outputs weighted and summed, plus the gated shared expert (MoeCombineParams,
-// moe_routing.cuh). H % 8 == 0, 16-byte aligned rows. Launched with PDL.
+// moe_routing.cuh). H % 8 == 0, 16-byte aligned rows. A plain launch (moe_routing.cuh says why).
 int revolta_moe_combine(const MoeCombineParams* p, int dtype, cudaStream_t stream) {
   if (p->T == 0 || p->H == 0) return cudaSuccess;
   if (p->H % 8 || p->H < 0 || p->K < 1 || p->K > kMoeMaxTopK || p->y_stride % 8 || p->y_stride < static_cast<long long>(p->K) * p->H ||
@@ -407,8 +407,8 @@ int revolta_moe_combine(const MoeCombineParams* p, int dtype, cudaStream_t strea
                                 p->shared_stride < p->H)))
     return cudaErrorInvalidValue;
   const dim3 grid((p->H + kMoeCombineThreads * 8 - 1) / (kMoeCombineThreads * 8), p->T);
-  REVOLTA_HYBRID_DISPATCH(dtype, return hybrid_launch(moe_combine_kernel<T>, grid, dim3(kMoeCombineThreads), 0, stream,
-                                                      *p))
+  REVOLTA_HYBRID_DISPATCH(dtype, moe_combine_kernel<T><<<grid, kMoeCombineThreads, 0, stream>>>(*p);
+                          return cudaGetLastError())
   return cudaSuccess;
 }
 
