@@ -12,10 +12,11 @@
 
 namespace revolta {
 
-// The lean quantized MoE kernel's token limit (revolta_quant_moe_set_lean_tokens). 1 by default: on an H100
-// (benchmarks/results/h200_session31) it took Qwen3.5-122B-A10B's experts at one token from 43.1 to 34.9 us and
-// Qwen3.5-35B-A3B's batch-1 decode from 370.8 to 378.5-381.0 tok/s, but at two tokens it was slower on 122B-A10B
-// (60.8 against 54.7 us).
+// The lean quantized MoE kernel's token limit (revolta_quant_moe_set_lean_tokens). 1 by default. On an H100
+// (benchmarks/results/h200_session31), at one token it takes a layer's experts (gate/up + down) from 17.4 to 15.0 us
+// for Qwen3.5-35B-A3B and from 44.5 to 32.9 us for Qwen3.5-122B-A10B (run 2), and 35B-A3B's batch-1 decode from
+// 376.9 / 375.8 to 390.2 / 387.8 tok/s (run 3); at two tokens its first version was slower for 122B-A10B (60.8
+// against 54.7 us, run 1), where more rows share the SMs.
 int& quant_moe_lean_tokens() {
   static int tokens = [] {
     const char* e = std::getenv("REVOLTA_QUANT_MOE_LEAN_TOKENS");
@@ -334,9 +335,10 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
                                 group_size, zero_offset, num_sms, 0, nullptr, stream);
 }
 
-// out[T, R, N] = in @ W[ids] (+ the shared_id row) for stacked quantized experts (quant_moe.cuh); cudaErrorInvalidValue for a
-// shape the kernel does not take (the Python side checks first). Up to quant_moe_lean_tokens() tokens run the lean
-// kernel (quant_moe_lean.cuh), more the original one. Both launch with PDL.
+// out[T, R, N] = in @ W[ids] (+ the shared_id row) for stacked quantized experts (quant_moe.cuh);
+// cudaErrorInvalidValue for a shape the kernel does not take (the Python side checks first). Up to
+// quant_moe_lean_tokens() tokens run the lean kernel (quant_moe_lean.cuh), more the original one. Both launch with
+// PDL.
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream) {
   using namespace revolta;
   const int pack = bits == 4 ? 8 : bits == 8 ? 4 : 0;

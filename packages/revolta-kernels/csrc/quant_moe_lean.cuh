@@ -6,9 +6,10 @@
 // gate/up) wait on several DRAM round trips and on quarter-rate conversions (H100: 13.2 us for 9.4 MB). Here:
 //   * a block owns one row and 4 QUADS columns: QUADS column quads x 256 / QUADS slices of K, each slice a
 //     contiguous run of packed rows (QUADS = 8 for K / PACK >= 256, 16 or 32 for shorter K, so a thread has about
-//     kLeanRows rows and a down projection of K = 512 is not 2 waves of blocks); a thread issues all the weight loads of a pass (up to kLeanRows packed rows) at once, right after it
-//     reads the row's expert id, and they are in flight while the block stages the input row and the columns'
-//     scales and zero points (every group of K) in shared memory;
+//     kLeanRows rows and a down projection of K = 512 is not 2 waves of blocks); a thread issues all the weight
+//     loads of a pass (up to kLeanRows packed rows) at once, right after it reads the row's expert id, and they are
+//     in flight while the block stages the input row and the columns' scales and zero points (every group of K) in
+//     shared memory;
 //   * the shared expert's row (shared_id) knows its expert before the PDL wait, so its first pass and its scales
 //     are loaded before it (the previous kernel - the routing - still running);
 //   * dequantization is quant_common.cuh's magic-number trick (a LOP3 and an HSUB2 / HFMA2 per two fields), the
