@@ -71,8 +71,7 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
   uint32_t* zs = reinterpret_cast<uint32_t*>(ss + groups * kLeanQuads);  // [groups][ZW]
 
   uint4 w[kLeanRows];
-  const uint32_t* qw = nullptr;
-  long long e = -1;
+  const uint32_t* qw = nullptr;  // this thread's quad of the row's expert (bind)
   auto load_pass = [&](int r0) {
 #pragma unroll
     for (int j = 0; j < kLeanRows; ++j) {
@@ -80,7 +79,7 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
       if (col_ok && r < re) w[j] = load_once(reinterpret_cast<const uint4*>(qw + static_cast<size_t>(r) * p.N));
     }
   };
-  auto stage_quant = [&]() {  // the block's scales and zero points of every group
+  auto stage_quant = [&](long long e) {  // the block's scales and zero points of expert e, every group
     const __half* sc = p.scales + static_cast<size_t>(e) * groups * p.N + n0;
     const uint32_t* qz = reinterpret_cast<const uint32_t*>(p.qzeros) + static_cast<size_t>(e) * groups * (p.N / PACK) +
                          n0 / PACK;
@@ -93,11 +92,10 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
       if (n0 + c * PACK < p.N) zs[i] = load_once(qz + static_cast<size_t>(g) * (p.N / PACK) + c);
     }
   };
-  auto bind = [&](long long expert) {
-    e = expert;
+  auto bind = [&](long long e) {
     qw = reinterpret_cast<const uint32_t*>(p.qweight) + static_cast<size_t>(e) * prows * p.N + n;
     load_pass(rb);
-    stage_quant();
+    stage_quant(e);
   };
 
   const bool shared_row = slot >= p.top_k;  // its expert is known before the wait
@@ -113,7 +111,7 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
     bind(id);
   }
 
-  // Stage the input row, pair-permuted as dequant_word's pairs (quant_gemv_stage.cuh's gemv_perm).
+  // Stage the input row, pair-permuted as dequant_word's pairs (quant_common.cuh's gemv_perm).
   if (p.act == 0) {
     const XRow* src = reinterpret_cast<const XRow*>(p.x + static_cast<size_t>(t) * p.K);
     for (int r = tid; r < prows; r += kLeanThreads) xs[r] = gemv_perm<PAIRS>(src[r]);
