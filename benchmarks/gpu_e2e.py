@@ -31,25 +31,44 @@ def copy_bandwidth() -> float:
     return bench_timing.copy_gbs(best=True) * 1e9
 
 
-def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float:
+def timed_outputs(llm: LLM, prompts: list[list[int]], max_tokens: int) -> tuple[float, list]:
+    """Seconds for one ``generate`` of ``prompts`` (greedy, exactly ``max_tokens`` each) and its outputs."""
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     torch.cuda.synchronize()
     assert all(len(o.outputs[0].token_ids) == max_tokens for o in outs)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, outs
+
+
+def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float:
+    return timed_outputs(llm, prompts, max_tokens)[0]
+
+
+def decode_rates(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> dict[str, float]:
+    """Batch-1 decode tok/s two ways, each the median of ``reps``, after one untimed generation at the prompt's length:
+
+    - ``per_token``: tokens - 1 over the time from the first output token to the last (the engine's token
+      timestamps, ``RequestOutput.metrics``), so the decode steps alone, as vLLM's TPOT;
+    - ``difference``: tokens - 1 over (full generation - prefill-only generation). It also counts a request's start
+      and finish, but a prefill whose time varies between calls moves it: Qwen3.5-35B-A3B AWQ at a 1024-token prompt
+      (its prefill runs a host loop over the routed experts) gave 407, 129 and -618 tok/s on one H200 (session 32).
+    """
+    timed_generate(llm, [prompt], 2)  # first-use costs of this prompt length's shapes, else in one rep's prefill
+    per_token, difference = [], []
+    for _ in range(reps):
+        t1 = timed_generate(llm, [prompt], 1)
+        t, outs = timed_outputs(llm, [prompt], tokens)
+        m = outs[0].metrics
+        per_token.append((tokens - 1) / (m.last_token_time - m.first_token_time))
+        difference.append((tokens - 1) / (t - t1))
+    return {"per_token": statistics.median(per_token), "difference": statistics.median(difference)}
 
 
 def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> float:
-    """Decoded tokens/s after the prompt: (full generation - prefill-only) over tokens - 1, median of reps, after
-    one untimed generation at the prompt's length."""
-    timed_generate(llm, [prompt], 2)  # first-use costs of this prompt length's shapes, else in one rep's prefill
-    rates = []
-    for _ in range(reps):
-        t1 = timed_generate(llm, [prompt], 1)
-        rates.append((tokens - 1) / (timed_generate(llm, [prompt], tokens) - t1))
-    return statistics.median(rates)
+    """Decoded tokens/s after the prompt: ``decode_rates``' per-token rate."""
+    return decode_rates(llm, prompt, tokens, reps)["per_token"]
 
 
 def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
@@ -113,7 +132,8 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
     timed_generate(llm, random_prompts(2, 64, vocab, 0), 8)  # warm-up
     # One (prefill-only, full) pair per rep, median of three: a single pair let a first-use cost or a host pause
     # in either timing move the rate by several percent (H200 session 11 run 3: 550 against 519 tok/s).
-    decode_tok_s = decode_rate(llm, random_prompts(1, args.input_len, vocab, 1)[0], args.output_len)
+    rates = decode_rates(llm, random_prompts(1, args.input_len, vocab, 1)[0], args.output_len)
+    decode_tok_s = rates["per_token"]
     roofline = bw / weight_bytes
 
     conc_tok_s = prefill_tok_s = None
@@ -136,6 +156,7 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
         "quantization": getattr(engine.hf_config, "quantization_config", None),
         "read_GB": (weight_bytes - embed_bytes) / 1e9, "roofline_read_tok_s": bw / (weight_bytes - embed_bytes),
         "batch1_decode_tok_s": decode_tok_s, "batch1_fraction_of_roofline": decode_tok_s / roofline,
+        "batch1_decode_tok_s_by_difference": rates["difference"],
         "batch1_fraction_of_read_roofline": decode_tok_s * (weight_bytes - embed_bytes) / bw,
         f"concurrent{args.concurrency}_output_tok_s": conc_tok_s,
         f"prefill{args.prefill_len}_tok_s": prefill_tok_s,

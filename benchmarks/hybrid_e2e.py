@@ -19,7 +19,7 @@ from pathlib import Path
 
 import bench_timing
 import torch
-from gpu_e2e import copy_bandwidth, decode_rate
+from gpu_e2e import copy_bandwidth, decode_rate, decode_rates
 
 from revolta_engine import LLM, SamplingParams
 
@@ -105,7 +105,8 @@ def main() -> None:
         "async_scheduling": engine.async_scheduling,
     }
     if graphs is not None:
-        rate = decode_rate(llm, prompt, args.output_len)
+        rates = decode_rates(llm, prompt, args.output_len)
+        rate = rates["per_token"]
         last = graphs.last_bucket  # the batch-1 graph of the context the decode ended at; its inputs are in place
         forward_ms = event_ms(graphs.graphs[last].replay)
         hidden = graphs.outputs[last][:1]
@@ -113,6 +114,7 @@ def main() -> None:
             head_ms = event_ms(lambda: model.compute_logits(hidden))
         result.update({
             "batch1_decode_tok_s": rate, "batch1_fraction_of_roofline": rate / roofline,
+            "batch1_decode_tok_s_by_difference": rates["difference"],
             "graph_forward_ms": forward_ms, "lm_head_ms": head_ms,
             "forward_plus_head_fraction_of_roofline": (1e3 / (forward_ms + head_ms)) / roofline,
             "host_and_sampling_ms_per_step": 1e3 / rate - forward_ms - head_ms,
