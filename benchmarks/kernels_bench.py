@@ -130,6 +130,9 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
         ("b8 ctx512-767 32/8 d128 fp16", b64[:8], 32, 8, 128, torch.float16),
         ("b16 ctx512-767 32/8 d128 fp16", b64[:16], 32, 8, 128, torch.float16),
         ("b1 ctx600 16/2 d256 fp16", [600], 16, 2, 256, torch.float16),
+        ("b1 ctx1000 16/2 d256 fp16", [1000], 16, 2, 256, torch.float16),
+        ("b1 ctx1900 16/2 d256 fp16", [1900], 16, 2, 256, torch.float16),
+        ("b1 ctx1000 32/8 d128 fp16", [1000], 32, 8, 128, torch.float16),
         ("b1 ctx32K 32/8 d128 fp16", [32768], 32, 8, 128, torch.float16),
     ]
     out = []

@@ -1,5 +1,6 @@
 // Pieces shared by the paged-attention kernels (decode.cuh, prefill.cuh): launch parameters, paging
-// arithmetic, dequantisation of cache chunks into fp16 shared memory, and the split-K merge.
+// arithmetic and dequantisation of cache chunks into fp16 shared memory (the split merge of the decode
+// kernels is in decode_merge.cuh).
 //
 // Both kernels use tensor cores only through WMMA (fp16 operands, fp32 accumulate): the only matrix
 // instruction family sm_70 has, and portable to every later arch. Rows pack (query token, query head of
@@ -12,7 +13,6 @@
 #include <mma.h>
 #include "common.cuh"
 #include "pdl.cuh"
-#include "split_arrive.cuh"
 
 namespace revolta {
 
@@ -122,60 +122,6 @@ template <int ALIGN>
 __device__ __forceinline__ int split_len(int kend_all, int num_splits) {
   const int per = (kend_all + num_splits - 1) / num_splits;
   return max(ALIGN, (per + ALIGN - 1) / ALIGN * ALIGN);
-}
-
-// Merge of the split partials inside the decode kernels (no second launch). Every non-empty split of a
-// row tile has written its rows' partials (o already divided by its own sum l, plus max m and l) when it
-// calls this; the barrier orders those stores before thread 0's acquire-release arrival (split_arrive, as in
-// quant_gemv.cuh). The last of the n_active splits to arrive re-arms the counter
-// and merges: out = sum_s w_s o_s / sum_s w_s, w_s = l_s 2^(m_s - max m), in split order (deterministic).
-template <int D, int NT>
-__device__ __forceinline__ void merge_splits(const AttnParams& p, int tile, int n_active, int row0, int nrows, int q0,
-                                             int kvh, int group) {
-  __shared__ int s_last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const bool last = split_arrive(p.counters + tile) == n_active - 1;
-    if (last) p.counters[tile] = 0;  // every split has arrived: nothing reads it again in this launch
-    s_last = last;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  const size_t sstride = static_cast<size_t>(p.num_tokens) * p.num_heads;
-  const float2* ml = reinterpret_cast<const float2*>(p.part_ml);
-  for (int i = threadIdx.x; i < nrows * (D / 4); i += NT) {
-    const int r = i / (D / 4), d = (i % (D / 4)) * 4;
-    const int gr = row0 + r;
-    const size_t orow = static_cast<size_t>(q0 + gr / group) * p.num_heads + kvh * group + gr % group;
-    // One pass, running maximum, four splits' loads in flight at a time; fixed order (deterministic).
-    float M = -INFINITY, wsum = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < n_active; s0 += 4) {
-      float2 x[4];
-      float4 o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const size_t pr = static_cast<size_t>(s0 + j) * sstride + orow;
-        x[j] = s0 + j < n_active ? __ldcg(ml + pr) : make_float2(-INFINITY, 0.f);
-        o[j] = s0 + j < n_active ? __ldcg(reinterpret_cast<const float4*>(p.part_o + pr * D + d))
-                                 : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (x[j].x == -INFINITY || x[j].y <= 0.f) continue;
-        const float Mn = fmaxf(M, x[j].x);
-        const float a = exp2f(M - Mn), w = x[j].y * exp2f(x[j].x - Mn);  // exp2(-inf) = 0 on the first
-        acc.x = acc.x * a + w * o[j].x; acc.y = acc.y * a + w * o[j].y;
-        acc.z = acc.z * a + w * o[j].z; acc.w = acc.w * a + w * o[j].w;
-        wsum = wsum * a + w;
-        M = Mn;
-      }
-    }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    __half2* dst = reinterpret_cast<__half2*>(p.out + orow * D + d);
-    dst[0] = __floats2half2_rn(acc.x * inv, acc.y * inv);
-    dst[1] = __floats2half2_rn(acc.z * inv, acc.w * inv);
-  }
 }
 
 }  // namespace revolta

@@ -24,6 +24,7 @@
 
 #include <mma.h>
 #include "attention.cuh"
+#include "decode_merge.cuh"
 #include "frag_layout.cuh"
 
 namespace revolta {
@@ -371,7 +372,7 @@ paged_decode_frag_kernel(const AttnParams p) {
   }
   if (n_active > 1)
     merge_splits<D, C::NT>(p, blockIdx.x * gridDim.y + blockIdx.y, n_active, row0, last_row - row0 + 1, q0, kvh,
-                           group);
+                           group, reinterpret_cast<float*>(smem), C::SMEM_BYTES / 4);
 }
 
 }  // namespace revolta

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "attention.cuh"
+#include "decode_merge.cuh"
 #include "quant_gemv_probe.cuh"
 #include "rotary.cuh"
 #include "weight_load.cuh"
@@ -39,6 +40,12 @@ struct LightDecodeCfg {
   static constexpr int KT = KP * U;  // keys per tile
   static constexpr int SMEM_BYTES = (GC * KT + 4 * GC + KP * GC * D) * 4;
   static_assert(TPK <= 32 && 32 % TPK == 0, "a key row's threads must sit in one warp");
+};
+
+// Tag of load_half's two halves of a K/V tile (keys or values).
+template <bool KEYS>
+struct LightKvHalf {
+  static constexpr bool value = KEYS;
 };
 
 template <int D, int GC, int NT = 128>
@@ -104,25 +111,34 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
     }
   };
   uint4 kr[U], vr[U];
-  // Tile [base, base + KT): key base + kg + j * KP into kr[j], vr[j] (zeros past kend); the newest key only
-  // when `newest` (after the PDL wait).
-  auto load_tile = [&](int base, bool newest) {
+  // Tile [base, base + KT): key base + kg + j * KP into kr[j] (KEYS) or vr[j] (values), zeros past kend; the
+  // newest key only when `newest` (after the PDL wait).
+  auto load_half = [&](int base, bool newest, auto keys) {
+    constexpr bool KEYS = decltype(keys)::value;
+    uint4* dst = KEYS ? kr : vr;
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       const int k = base + kg + j * KP;
-      kr[j] = vr[j] = make_uint4(0, 0, 0, 0);
+      dst[j] = make_uint4(0, 0, 0, 0);
       if (k >= kend) {
       } else if (k == ctx - 1) {
-        if (newest) fill_newest(kr[j], vr[j]);
+        uint4 other;
+        if constexpr (KEYS) {
+          if (newest) fill_newest(dst[j], other);
+        } else {
+          if (newest) fill_newest(other, dst[j]);
+        }
       } else {
         const size_t off = static_cast<size_t>(table[kv_block_index(p, k)]) * block_stride + head_off +
                            static_cast<size_t>(kv_block_offset(p, k)) * D;
-        kr[j] = load_kv(reinterpret_cast<const uint4*>(kc + off));
-        vr[j] = load_kv(reinterpret_cast<const uint4*>(vc + off));
+        dst[j] = load_kv(reinterpret_cast<const uint4*>((KEYS ? kc : vc) + off));
       }
     }
   };
-  load_tile(kbeg, false);
+  using Keys = LightKvHalf<true>;
+  using Values = LightKvHalf<false>;
+  load_half(kbeg, false, Keys{});
+  load_half(kbeg, false, Values{});
   if (tid < GC) {
     sM[tid] = -INFINITY;
     sL[tid] = 0.f;
@@ -190,8 +206,10 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[g][e] = 0.f;
 
+  // Past the first tile, a tile's keys load as soon as the previous tile's scores are done and its values as soon as
+  // the previous tile's P.V is done, so the loads overlap a softmax and a P.V (head_dim 256: 16-key tiles, several
+  // per split) instead of waiting at the top of the tile.
   for (int base = kbeg; base < kend; base += KT) {
-    if (base != kbeg) load_tile(base, true);
     // Scores of this thread's keys, summed over the key row's TPK threads.
 #pragma unroll
     for (int j = 0; j < U; ++j) {
@@ -221,6 +239,7 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
 #if defined(REVOLTA_ATTN_PROBE_QK)  // probe builds: point 3 when thread 0's first scores (q and K in) are done
     if (base == kbeg) GEMV_PROBE(3);
 #endif
+    if (base + KT < kend) load_half(base + KT, true, Keys{});
     __syncthreads();
     // Online softmax, one warp per head.
     for (int g = warp; g < group; g += C::NT / 32) {
@@ -268,6 +287,7 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
         for (int e = 0; e < 8; ++e) o[g][e] = fmaf(pr, vf[e], o[g][e]);
       }
     }
+    if (base + KT < kend) load_half(base + KT, true, Values{});
     __syncthreads();  // sS and sAlpha are rewritten by the next tile
   }
 
@@ -303,7 +323,7 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
       if (d == 0) reinterpret_cast<float2*>(p.part_ml)[prow] = make_float2(sM[g], L);
     }
   }
-  if (n_active > 1) merge_splits<D, C::NT>(p, blockIdx.x, n_active, 0, group, q0, kvh, group);
+  if (n_active > 1) merge_splits<D, C::NT>(p, blockIdx.x, n_active, 0, group, q0, kvh, group, sS, C::SMEM_BYTES / 4);
   GEMV_PROBE_END(-D, n_active);  // N < 0 marks the attention's records
 }
 

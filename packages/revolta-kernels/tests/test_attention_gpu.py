@@ -280,3 +280,23 @@ def test_decode_256k_context(kv_dtype):
     poison_allocator()
     got = ops.paged_attention_decode(q, kc, vc, table, lens, qsl, 1, d**-0.5, ks, vs)
     assert rel_err(got, want) < ATTN_TOL
+
+
+@pytest.mark.parametrize("light", [0, 2])
+def test_decode_merge_of_many_splits(light):
+    """625 fixed 64-key chunks of one 40K-key context (csrc/decode_merge.cuh): the generic kernel's shared memory
+    holds every split's weight (the two-pass merge), the light kernel's 4.4 KB for one head of d64 does not (the
+    one-pass merge it falls back to)."""
+    case = make_attn_case([40000], [1], 1, 1, 64, 16, torch.float16, device="cuda", seed=21)
+    want = case.reference()
+    poison_allocator()
+    old = native_attention.set_decode_light(light)
+    native_attention.CHUNK_OVERRIDE = 64
+    try:
+        got = ops.paged_attention_decode(*case.args())
+        again = ops.paged_attention_decode(*case.args())
+    finally:
+        native_attention.CHUNK_OVERRIDE = None
+        native_attention.set_decode_light(old)
+    assert rel_err(got, want) < ATTN_TOL
+    assert torch.equal(got, again)
