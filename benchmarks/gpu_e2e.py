@@ -130,8 +130,8 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
     spec_bytes = engine.runner.kv_caches[0].key.element_size()
 
     timed_generate(llm, random_prompts(2, 64, vocab, 0), 8)  # warm-up
-    # One (prefill-only, full) pair per rep, median of three: a single pair let a first-use cost or a host pause
-    # in either timing move the rate by several percent (H200 session 11 run 3: 550 against 519 tok/s).
+    # Median of three reps (decode_rates): a single (prefill-only, full) pair let a first-use cost or a host pause
+    # in either timing move the difference-based rate by several percent (H200 session 11 run 3: 550 against 519).
     rates = decode_rates(llm, random_prompts(1, args.input_len, vocab, 1)[0], args.output_len)
     decode_tok_s = rates["per_token"]
     roofline = bw / weight_bytes
