@@ -67,15 +67,18 @@ cudaError_t decode_light_nt(const AttnParams& p, const DecodeRope& r, int num_se
   return launch(paged_decode_light_kernel<D, GC, ROPE, NT>, grid, C::NT, C::SMEM_BYTES, stream, p, r);
 }
 
-// The wide variant (256 threads, tiles of twice the keys) for head_dim <= 128 without the fused rotary: by default
-// where its splits that can get keys are at most one block per SM (batch 1 of 8 KV heads with <= 16 of them on
-// 132 SMs). There a split of 128 keys is one tile whose K/V all load before the PDL wait, at the same work per
-// thread, and nothing waits for a second wave: H200, Llama-3.1-8B AWQ batch 1 (512-767 keys), 508.8 / 509.3 ->
-// 513.4 / 513.0 tok/s (benchmarks/results/h200_session10/run2). REVOLTA_DECODE_LIGHT_WIDE=1 / 0 takes it always /
-// never.
+// The wide variant (256 threads, tiles of twice the keys) without the fused rotary: by default where its splits
+// that can get keys are at most one block per SM (batch 1 of 8 KV heads with <= 16 of them on 132 SMs). There a
+// split of 128 keys is one tile whose K/V all load before the PDL wait, at the same work per thread, and nothing
+// waits for a second wave: H200, Llama-3.1-8B AWQ batch 1 (512-767 keys), 508.8 / 509.3 -> 513.4 / 513.0 tok/s
+// (benchmarks/results/h200_session10/run2). Head_dim 256 takes it too (32-key tiles instead of 16, half the
+// serial per-tile chains): H100, Qwen3.5's attention (16 / 2 heads) at batch 1 and 600 / 1000 / 1900 keys 15.5 /
+// 18.4 / 27.8 -> 11.0 / 11.5 / 16.9 us; Qwen3.5-35B-A3B AWQ batch 1 at a 1024-token prompt 381.0 / 381.0 ->
+// 392.2 / 392.4 tok/s, Qwen3.5-27B AWQ 132.0 -> 133.9 (benchmarks/results/h200_session33). REVOLTA_DECODE_LIGHT_WIDE
+// = 1 / 0 takes it always / never.
 template <int D, int GC, bool ROPE>
 cudaError_t decode_light_cfg(const AttnParams& p, const DecodeRope& r, int num_seqs, cudaStream_t stream) {
-  if constexpr (!ROPE && D <= 128) {
+  if constexpr (!ROPE) {
     const int mode = decode_light_wide_mode();
     // Splits past the context exit at once, so count those the table could fill with this variant's one-tile
     // splits (KT keys: 128, or 64 for GQA groups of 8): a table wider than the context (the CUDA graphs' buckets)

@@ -119,10 +119,10 @@ def kernels() -> list[Kernel]:
                 ks.append(Kernel(f"decode-light{'+rope' if rope == 'true' else ''} d{d} group<={gc}",
                                  f"&revolta::paged_decode_light_kernel<{d}, {gc}, {rope}>", False,
                                  f"&revolta::decode_light_smem_bytes<{d}, {gc}>"))
-            if d <= 128:  # the 256-thread variant (attention_decode.cu: no fused rotary, head_dim <= 128)
-                ks.append(Kernel(f"decode-light wide d{d} group<={gc}",
-                                 f"&revolta::paged_decode_light_kernel<{d}, {gc}, false, 256>", False,
-                                 f"&revolta::decode_light_smem_bytes<{d}, {gc}, 256>"))
+            # the 256-thread variant (attention_decode.cu: no fused rotary)
+            ks.append(Kernel(f"decode-light wide d{d} group<={gc}",
+                             f"&revolta::paged_decode_light_kernel<{d}, {gc}, false, 256>", False,
+                             f"&revolta::decode_light_smem_bytes<{d}, {gc}, 256>"))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for vec in ("true", "false"):
         ks.append(Kernel(f"argmax rows {'float4' if vec == 'true' else 'scalar'}",
