@@ -318,7 +318,7 @@ int revolta_struct_size(const char* name) {
       {"GdnPrefillParams", sizeof(GdnPrefillParams)}, {"GdnConvParams", sizeof(GdnConvParams)},
       {"MoeParams", sizeof(MoeParams)},             {"MoeRouterNormParams", sizeof(MoeRouterNormParams)},
       {"MoeCombineParams", sizeof(MoeCombineParams)}, {"GemvRope", sizeof(GemvRope)},
-      {"QuantMoeParams", sizeof(QuantMoeParams)},
+      {"QuantMoeParams", sizeof(QuantMoeParams)},     {"QuantMoeCombineParams", sizeof(QuantMoeCombineParams)},
   };
   for (const Entry& e : kEntries)
     if (std::strcmp(e.name, name) == 0) return e.size;

@@ -9,6 +9,7 @@
 #include "quant_gemv_plan.cuh"
 #include "quant_moe.cuh"
 #include "quant_moe_lean.cuh"
+#include "quant_moe_combine.cuh"
 
 namespace revolta {
 
@@ -369,6 +370,30 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
   const size_t smem = static_cast<size_t>(p->K) * sizeof(float);
   return bits == 4 ? launch(quant_moe_gemv_kernel<4>, grid, dim3(kQuantMoeThreads), smem, stream, *p)
                    : launch(quant_moe_gemv_kernel<8>, grid, dim3(kQuantMoeThreads), smem, stream, *p);
+}
+
+// out[T, N] = the weighted sum of every row's SiLU-and-mul + down projection, plus the gated shared expert's row
+// (quant_moe_combine.cuh): revolta_quant_moe_gemv (act 1) and revolta_moe_combine in one launch, with PDL.
+// cudaErrorInvalidValue for what the kernel does not take (the Python side checks first and runs the two kernels):
+// act 1, 1 <= top_k <= kMoeMaxTopK, N % 8 == 0, every row's shared memory within kCombineMaxSmem, and x / gate
+// given when shared_id >= 0.
+int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* cp, int bits, cudaStream_t stream) {
+  using namespace revolta;
+  const QuantMoeParams* p = &cp->m;
+  const int pack = bits == 4 ? 8 : bits == 8 ? 4 : 0;
+  const int per_token = p->top_k + (p->shared_id >= 0 ? 1 : 0);
+  if (p->T == 0 || p->N == 0) return cudaSuccess;
+  if (pack == 0 || p->act != 1 || p->top_k < 1 || p->top_k > kMoeMaxTopK || p->K <= 0 || p->K % 8 || p->K % pack ||
+      p->N % 8 || p->group_size <= 0 || p->group_size % pack || p->K % p->group_size || p->E <= 0 || p->T < 0 ||
+      p->T > kQuantMoeMaxRows || p->shared_id >= p->E || cp->weights == nullptr || cp->out == nullptr ||
+      (p->shared_id >= 0 && (cp->x == nullptr || cp->gate == nullptr)))
+    return cudaErrorInvalidValue;
+  const long long smem = static_cast<long long>(per_token) * quant_moe_combine_row_bytes(p->K, p->group_size, bits);
+  if (smem > kCombineMaxSmem) return cudaErrorInvalidValue;
+  const dim3 grid((p->N + kCombineCols - 1) / kCombineCols, static_cast<unsigned>(p->T));
+  const dim3 block(static_cast<unsigned>(32 * per_token));
+  return bits == 4 ? launch(quant_moe_down_combine_kernel<4>, grid, block, static_cast<size_t>(smem), stream, *cp)
+                   : launch(quant_moe_down_combine_kernel<8>, grid, block, static_cast<size_t>(smem), stream, *cp);
 }
 
 // The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 1); a negative value

@@ -34,6 +34,15 @@ struct QuantMoeParams {
   int shared_id;            // the expert of each token's extra last row; -1: none
 };
 
+// The down projection and weighted sum in one launch (quant_moe_combine.cuh).
+struct QuantMoeCombineParams {
+  QuantMoeParams m;      // the down projection: act 1, x = [T, R, 2K] gate / up rows; m.out unused
+  const float* weights;  // [T, top_k] the router's weights
+  const __half* x;       // [T, N] the shared expert gate's input (when m.shared_id >= 0)
+  const __half* gate;    // [N] the shared expert gate's weight row (when m.shared_id >= 0)
+  __half* out;           // [T, N]
+};
+
 constexpr int kQuantMoeThreads = 256;
 constexpr int kQuantMoeQuads = 16;                                 // column quads per block
 constexpr int kQuantMoeSlices = kQuantMoeThreads / kQuantMoeQuads;  // slices of K per block

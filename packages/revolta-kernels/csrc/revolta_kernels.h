@@ -100,6 +100,9 @@ int revolta_moe_combine(const revolta::MoeCombineParams* p, int dtype, cudaStrea
 /* Quantized MoE experts for few tokens (quant_moe.cuh): out[t, k] = in[t, k] @ W[ids[t, k]] for stacked int4 / int8
  * experts in the kernel layout, bits 4 or 8; act 0 (in = x[t]) or 1 (in = silu(gate) * up of x[t, k]). */
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream);
+/* revolta_quant_moe_gemv (act 1) and revolta_moe_combine in one launch (quant_moe_combine.cuh): out[t] = sum_k
+ * w[t, k] * down(silu(gate) * up of row (t, k)) + sigmoid(x[t] . g) * the shared expert's row when shared_id >= 0. */
+int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* p, int bits, cudaStream_t stream);
 /* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
 int revolta_quant_moe_set_lean_tokens(int tokens);
 const char* revolta_error_string(int err);

@@ -85,3 +85,44 @@ def test_op_passes_torch_opcheck_with_and_without_a_shared_row():
     torch.library.opcheck(ops_quant.quant_moe_matmul, (x, qweight, s, qzeros, ids, 4, 32, 0, 0))
     torch.library.opcheck(ops_quant.quant_moe_matmul, (x, qweight, s, qzeros, ids, 4, 32, 0, 0, 3))
     torch.library.opcheck(ops_quant.quant_moe_matmul, (torch.randn(2, 3, 128), qweight, s, qzeros, ids, 4, 32, 0, 1, 3))
+
+
+@pytest.mark.parametrize(("bits", "group", "offset"), [(4, 32, 0), (4, 64, 1), (8, 32, 1)])
+@pytest.mark.parametrize("tokens", [1, 4])
+@pytest.mark.parametrize("shared", [False, True])
+def test_quant_moe_down_combine_matches_float64(bits, group, offset, tokens, shared):
+    """The down projections and the weighted sum: out[t] = sum_k w[t, k] * row(t, k) + sigmoid(x[t] . g) *
+    shared row(t), against float64 from the unpacked integers."""
+    e, k, n, top_k = 6, 128, 48, 3
+    qweight, s, qzeros, q, z = make_experts(e, k, n, bits, group, seed=bits * 10 + group + tokens)
+    gen = torch.Generator().manual_seed(tokens + 7)
+    ids = torch.stack([torch.randperm(e - 1, generator=gen)[:top_k] for _ in range(tokens)])
+    rows_ids = torch.cat([ids, torch.full((tokens, 1), e - 1)], 1) if shared else ids
+    h = torch.randn(tokens, rows_ids.shape[1], 2 * k, generator=gen)
+    weights = torch.softmax(torch.randn(tokens, top_k, generator=gen), -1)
+    x, gate = (torch.randn(tokens, n, generator=gen), torch.randn(n, generator=gen) * 0.1) if shared else (None, None)
+    got = ops_quant.quant_moe_down_combine(h, qweight, s, qzeros, ids, weights, bits, group, offset,
+                                           e - 1 if shared else -1, x, gate)
+    rows = float64_rows(torch.nn.functional.silu(h[..., :k]) * h[..., k:], rows_ids, q, z, s, group, offset)
+    ref = (rows[:, :top_k] * weights.double().unsqueeze(-1)).sum(1)
+    if shared:
+        ref += torch.sigmoid(x.double() @ gate.double()).unsqueeze(-1) * rows[:, top_k]
+    assert got.shape == (tokens, n) and got.dtype == h.dtype
+    assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+
+
+def test_quant_moe_down_combine_needs_the_shared_gate_for_a_shared_row():
+    qweight, s, qzeros, _, _ = make_experts(4, 32, 8, 4, 32, seed=1)
+    h, ids, weights = torch.randn(1, 3, 64), torch.tensor([[0, 1]]), torch.full((1, 2), 0.5)
+    with pytest.raises(ValueError, match="needs x and shared_gate"):
+        ops_quant.quant_moe_down_combine(h, qweight, s, qzeros, ids, weights, 4, 32, 0, 3, None, None)
+
+
+def test_quant_moe_down_combine_passes_torch_opcheck():
+    qweight, s, qzeros, _, _ = make_experts(4, 64, 16, 4, 32, seed=3)
+    ids, weights = torch.tensor([[0, 2], [1, 0]]), torch.rand(2, 2)
+    torch.library.opcheck(ops_quant.quant_moe_down_combine,
+                          (torch.randn(2, 2, 128), qweight, s, qzeros, ids, weights, 4, 32, 0))
+    torch.library.opcheck(ops_quant.quant_moe_down_combine,
+                          (torch.randn(2, 3, 128), qweight, s, qzeros, ids, weights, 4, 32, 0, 3, torch.randn(2, 16),
+                           torch.randn(16)))

@@ -1,5 +1,6 @@
-"""CUDA implementation of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens)
-through the native library (csrc/quant_moe.cuh; csrc/quant_moe_lean.cuh for one token).
+"""CUDA implementations of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens)
+and ``revolta::quant_moe_down_combine`` through the native library (csrc/quant_moe.cuh; csrc/quant_moe_lean.cuh
+for one token; csrc/quant_moe_combine.cuh: one token's down projections and weighted sum in one kernel).
 
 fp16 activations and scales, int4 / int8 weights, K % 8 == 0, K <= 8192, N % 8 == 0, a group size that is a
 multiple of the pack and divides K, at most ``QUANT_MOE_MAX_ROWS`` routed rows: the kernel; anything else runs the
@@ -9,10 +10,11 @@ reference, slower but never an error. Launches go to torch's current stream with
 from __future__ import annotations
 
 import ctypes
+import os
 
 import torch
 
-from revolta_kernels import native, ops_quant
+from revolta_kernels import native, ops_hybrid, ops_quant
 from revolta_kernels.native import check
 from revolta_kernels.native_hybrid import _lib, _stream
 from revolta_kernels.reference import quant as ref_quant
@@ -29,8 +31,26 @@ class QuantMoeParams(ctypes.Structure):
         (n, _c_int) for n in ("T", "top_k", "E", "N", "K", "group_size", "zero_offset", "act", "shared_id")]
 
 
+class QuantMoeCombineParams(ctypes.Structure):
+    """Mirror of ``revolta::QuantMoeCombineParams`` (csrc/quant_moe_combine.cuh)."""
+
+    _fields_ = [("m", QuantMoeParams), ("weights", _ptr), ("x", _ptr), ("gate", _ptr), ("out", _ptr)]
+
+
 _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr],
+                                "revolta_quant_moe_down_combine": [ctypes.POINTER(QuantMoeCombineParams), _c_int,
+                                                                   _ptr],
                                 "revolta_quant_moe_set_lean_tokens": [_c_int]}
+# One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh);
+# REVOLTA_QUANT_MOE_FUSED_COMBINE=0 runs the two kernels instead (A/B benchmarks).
+FUSED_COMBINE = os.environ.get("REVOLTA_QUANT_MOE_FUSED_COMBINE", "1") != "0"
+COMBINE_MAX_TOP_K = 16  # kMoeMaxTopK in csrc/moe_common.cuh: routed rows of the fused kernel (one warp each)
+COMBINE_MAX_SMEM = 44 * 1024  # kCombineMaxSmem in csrc/quant_moe_combine.cuh
+
+
+def combine_row_bytes(k: int, group_size: int, bits: int) -> int:
+    """Shared memory of one row of the fused kernel (quant_moe_combine_row_bytes in csrc/quant_moe_combine.cuh)."""
+    return (k * 2 + (k // group_size) * (16 * 2 + 16 // (32 // bits) * 4) + 15) // 16 * 16
 
 
 def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
@@ -70,6 +90,46 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
     return out
 
 
+def fused_combine_supports(h: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                           ids: torch.Tensor, weights: torch.Tensor, bits: int, group_size: int, shared_id: int,
+                           x: torch.Tensor | None, shared_gate: torch.Tensor | None) -> bool:
+    """Whether one token's ``revolta::quant_moe_down_combine`` runs the fused kernel (else the two kernels)."""
+    if not (FUSED_COMBINE and native_supports(h, qweight, scales, qzeros, ids, bits, group_size, 1, shared_id)):
+        return False
+    t, top_k = ids.shape
+    k, n = qweight.shape[1] * (32 // bits), qweight.shape[2]
+    per_token = top_k + (1 if shared_id >= 0 else 0)
+    shared_ok = shared_id < 0 or (
+        x is not None and shared_gate is not None and x.dtype == torch.float16 and tuple(x.shape) == (t, n)
+        and x.is_contiguous() and x.data_ptr() % 16 == 0 and shared_gate.dtype == torch.float16
+        and shared_gate.numel() == n and shared_gate.is_contiguous() and shared_gate.data_ptr() % 16 == 0)
+    return (t == 1 and 1 <= top_k <= COMBINE_MAX_TOP_K and n % 8 == 0 and shared_ok
+            and weights.dtype == torch.float32 and tuple(weights.shape) == (t, top_k) and weights.is_contiguous()
+            and per_token * combine_row_bytes(k, group_size, bits) <= COMBINE_MAX_SMEM)
+
+
+def quant_moe_down_combine(h, qweight, scales, qzeros, ids, weights, bits, group_size, zero_offset, shared_id=-1,
+                           x=None, shared_gate=None):
+    if not fused_combine_supports(h, qweight, scales, qzeros, ids, weights, bits, group_size, shared_id, x,
+                                  shared_gate):
+        rows = ops_quant.quant_moe_matmul(h, qweight, scales, qzeros, ids, bits, group_size, zero_offset, 1, shared_id)
+        k = ids.shape[1]
+        if shared_id < 0:
+            return ops_hybrid.moe_combine(rows, weights, None, None, None)
+        return ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, shared_gate)
+    t, top_k = ids.shape
+    e, rows_k, n = qweight.shape
+    out = torch.empty((t, n), dtype=h.dtype, device=h.device)
+    m = QuantMoeParams(h.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), ids.data_ptr(), None,
+                       t, top_k, e, n, rows_k * (32 // bits), group_size, zero_offset, 1, shared_id)
+    has_shared = shared_id >= 0
+    p = QuantMoeCombineParams(m, weights.data_ptr(), x.data_ptr() if has_shared and x is not None else None,
+                              shared_gate.data_ptr() if has_shared and shared_gate is not None else None,
+                              out.data_ptr())
+    check(_lib().revolta_quant_moe_down_combine(ctypes.byref(p), bits, _stream(h)))
+    return out
+
+
 def set_lean_tokens(tokens: int) -> int:
     """The most tokens the lean batch-1 kernel (csrc/quant_moe_lean.cuh) takes, for benchmarks' A/B (0: the original
     kernel always; negative: unchanged). Returns the previous value. CUDA graphs keep the kernel they were captured
@@ -79,7 +139,8 @@ def set_lean_tokens(tokens: int) -> int:
 
 def register() -> bool:
     """Register the CUDA implementation; False if the loaded library predates the kernel."""
-    if not native.bind(_SIGNATURES, (QuantMoeParams,)):
+    if not native.bind(_SIGNATURES, (QuantMoeParams, QuantMoeCombineParams)):
         return False
     ops_quant.quant_moe_matmul.register_kernel("cuda")(quant_moe_matmul)
+    ops_quant.quant_moe_down_combine.register_kernel("cuda")(quant_moe_down_combine)
     return True

@@ -1,6 +1,6 @@
 """Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``,
-``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``, ``revolta::quant_moe_matmul``), and
-the skinny dense linear ``revolta::dense_linear``.
+``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``, ``revolta::quant_moe_matmul``,
+``revolta::quant_moe_down_combine``), and the skinny dense linear ``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -110,6 +110,25 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
 @quant_moe_matmul.register_fake
 def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, shared_id=-1):
     return x.new_empty((ids.shape[0], ids.shape[1] + (1 if shared_id >= 0 else 0), qweight.shape[-1]))
+
+
+@torch.library.custom_op(f"{LIB}::quant_moe_down_combine", mutates_args=())
+def quant_moe_down_combine(h: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                           ids: torch.Tensor, weights: torch.Tensor, bits: int, group_size: int, zero_offset: int,
+                           shared_id: int = -1, x: torch.Tensor | None = None,
+                           shared_gate: torch.Tensor | None = None) -> torch.Tensor:
+    """The last half of a quantized MoE layer, ``[T, N]``: ``revolta::quant_moe_matmul`` (act 1: SiLU-and-mul of
+    each row of ``h [T, R, 2K]``, then that row's expert's down projection) and ``revolta::moe_combine`` (the routed
+    rows weighted by ``weights [T, top_k]`` float32, plus ``sigmoid(x @ shared_gate) * `` the shared expert's row
+    when ``shared_id >= 0``). On a GPU one token runs both in one kernel (csrc/quant_moe_combine.cuh)."""
+    return ref_quant.quant_moe_down_combine(h, qweight, scales, qzeros, ids, weights, bits, group_size, zero_offset,
+                                            shared_id, x, shared_gate)
+
+
+@quant_moe_down_combine.register_fake
+def _(h, qweight, scales, qzeros, ids, weights, bits, group_size, zero_offset, shared_id=-1, x=None,
+      shared_gate=None):
+    return h.new_empty((ids.shape[0], qweight.shape[-1]))
 
 
 def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,

@@ -173,10 +173,9 @@ class SparseMoeBlock(nn.Module):
         assert isinstance(self.experts, QuantizedExperts)
         weights, ids = ops_hybrid.moe_topk_softmax(logits, self.top_k, self.renormalize)
         if self.shared_expert is None:
-            return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, None, None, None)
+            return self.experts.combined(x, weights, ids)
         if self.experts.shared_id >= 0:  # the shared expert is each token's last row of the experts' kernels
-            rows, k = self.experts.routed_rows(x, ids, with_shared=True), ids.shape[1]
-            return ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, self.shared_expert_gate.weight)
+            return self.experts.combined(x, weights, ids, self.shared_expert_gate.weight)
         return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, self.shared_expert(x), x,
                                       self.shared_expert_gate.weight)
 

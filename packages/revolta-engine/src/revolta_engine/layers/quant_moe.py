@@ -8,8 +8,8 @@ quantized MoE model fit is the 4-bit experts.
 
 Once loaded, the experts' packed tensors are stacked (``[E, ...]``; each expert's parameters become views of the
 stacks, so nothing is held twice). On a GPU, a step of at most ``GROUPED_MAX_TOKENS`` tokens (decode) then runs
-every routed (token, slot) row in two ops, gate/up and SiLU-and-mul + down (``revolta::quant_moe_matmul``), whose
-kernel reads the router's choice on the device: no host sync, so the decode step is captured in a CUDA graph.
+every routed (token, slot) row in two ops, gate/up (``revolta::quant_moe_matmul``) and SiLU-and-mul + down + the
+weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice on the device: no host sync, so the decode step is captured in a CUDA graph.
 Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
 once), picked on the host. Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
 loop.
@@ -30,7 +30,7 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
-from revolta_kernels import ops_hybrid, ops_quant
+from revolta_kernels import ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
@@ -153,5 +153,23 @@ class QuantizedExperts(nn.ModuleList):
         return down.apply(gate_up.apply(x, ids, 0, shared_id), ids, 1, shared_id)
 
     def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """``forward`` through :meth:`routed_rows`, the slots weighted and summed in float32 (``revolta::moe_combine``)."""
-        return ops_hybrid.moe_combine(self.routed_rows(x, ids), weights.float(), None, None, None)
+        """``forward`` through :meth:`combined`, the slots weighted and summed in float32."""
+        return self.combined(x, weights.float(), ids)
+
+    def combined(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
+                 shared_gate: torch.Tensor | None = None) -> torch.Tensor:
+        """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` (``weights`` float32) in two ops: gate/up, then
+        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token).
+        ``shared_gate`` (needs :attr:`shared_id` >= 0): the stacked shared expert's row is added, gated by
+        ``sigmoid(x @ shared_gate)``."""
+        if self.stacked is None:
+            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        if shared_gate is not None and self.shared_id < 0:
+            raise RuntimeError("no shared expert is stacked with these experts")
+        shared_id = self.shared_id if shared_gate is not None else -1
+        gate_up, down = self.stacked
+        h = gate_up.apply(x, ids, 0, shared_id)
+        return ops_quant.quant_moe_down_combine(h, down.qweight, down.scales, down.qzeros, ids.contiguous(),
+                                                weights.contiguous(), down.bits, down.group_size, down.zero_offset,
+                                                shared_id, x.contiguous() if shared_gate is not None else None,
+                                                shared_gate)

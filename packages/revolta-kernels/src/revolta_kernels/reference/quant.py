@@ -107,3 +107,22 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
         out[rows] = quant_matmul(inp[rows], qweight[expert], scales[expert], qzeros[expert], bits, group_size,
                                  zero_offset)
     return out.view(t, top_k, -1)
+
+
+def quant_moe_down_combine(h: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                           ids: torch.Tensor, weights: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0,
+                           shared_id: int = -1, x: torch.Tensor | None = None,
+                           shared_gate: torch.Tensor | None = None) -> torch.Tensor:
+    """A quantized MoE layer's down projections and weighted sum, ``[T, N]``: :func:`quant_moe_matmul` (act 1) of
+    the gate/up rows ``h [T, R, 2K]``, then :func:`revolta_kernels.reference.moe.moe_combine` of the routed rows
+    with the router's ``weights [T, top_k]`` and, when ``shared_id >= 0``, the shared expert's row (each token's
+    last) gated by ``sigmoid(x @ shared_gate)``."""
+    from revolta_kernels.reference.moe import moe_combine
+
+    if shared_id >= 0 and (x is None or shared_gate is None):
+        raise ValueError("quant_moe_down_combine: a shared expert's row needs x and shared_gate")
+    rows = quant_moe_matmul(h, qweight, scales, qzeros, ids, bits, group_size, zero_offset, 1, shared_id)
+    k = ids.shape[1]
+    if shared_id < 0:
+        return moe_combine(rows, weights, None, None, None)
+    return moe_combine(rows[:, :k], weights, rows[:, k], x, shared_gate)
