@@ -41,9 +41,10 @@ _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantM
                                 "revolta_quant_moe_down_combine": [ctypes.POINTER(QuantMoeCombineParams), _c_int,
                                                                    _ptr],
                                 "revolta_quant_moe_set_lean_tokens": [_c_int]}
-# One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh);
-# REVOLTA_QUANT_MOE_FUSED_COMBINE=0 runs the two kernels instead (A/B benchmarks).
-FUSED_COMBINE = os.environ.get("REVOLTA_QUANT_MOE_FUSED_COMBINE", "1") != "0"
+# One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh), opt-in with
+# REVOLTA_QUANT_MOE_FUSED_COMBINE=1 until its GPU tests have run (written in session 33, which got no GPU for them:
+# benchmarks/results/h200_session33/run3); otherwise the two kernels run.
+FUSED_COMBINE = os.environ.get("REVOLTA_QUANT_MOE_FUSED_COMBINE", "0") == "1"
 COMBINE_MAX_TOP_K = 16  # kMoeMaxTopK in csrc/moe_common.cuh: routed rows of the fused kernel (one warp each)
 COMBINE_MAX_SMEM = 44 * 1024  # kCombineMaxSmem in csrc/quant_moe_combine.cuh
 

@@ -159,7 +159,8 @@ class QuantizedExperts(nn.ModuleList):
     def combined(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
                  shared_gate: torch.Tensor | None = None) -> torch.Tensor:
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` (``weights`` float32) in two ops: gate/up, then
-        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token).
+        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token where
+        ``REVOLTA_QUANT_MOE_FUSED_COMBINE=1``, else two).
         ``shared_gate`` (needs :attr:`shared_id` >= 0): the stacked shared expert's row is added, gated by
         ``sigmoid(x @ shared_gate)``."""
         if self.stacked is None:
