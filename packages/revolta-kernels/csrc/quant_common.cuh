@@ -152,10 +152,49 @@ __device__ __forceinline__ typename XRowOf<PAIRS>::type gemv_perm(const typename
   }
   return v;
 }
+// SiLU-and-mul of one packed row of gate / up halves (rounded as revolta::silu_and_mul), pair-permuted as gemv_perm.
+template <int PAIRS>
+__device__ __forceinline__ typename XRowOf<PAIRS>::type silu_mul_perm(typename XRowOf<PAIRS>::type g,
+                                                                      const typename XRowOf<PAIRS>::type u) {
+  uint32_t* gp = reinterpret_cast<uint32_t*>(&g);
+  const uint32_t* upw = reinterpret_cast<const uint32_t*>(&u);
+#pragma unroll
+  for (int i = 0; i < PAIRS; ++i) gp[i] = silu_mul_h2(gp[i], upw[i]);
+  return gemv_perm<PAIRS>(g);
+}
+
 // Zero point of column n (field n % PACK of `word`) plus the offset.
 template <int BITS>
 __device__ __forceinline__ uint32_t zero_field(uint32_t word, int n, int offset) {
   return ((word >> (BITS * (n % (32 / BITS)))) & ((1u << BITS) - 1u)) + static_cast<uint32_t>(offset);
+}
+
+// The constants of one group for a column quad n .. n + 3: its 4 scales (sv) and the zero word (zw) holding them.
+template <int BITS>
+__device__ __forceinline__ void quad_quants(uint2 sv, uint32_t zw, int n, int offset, ColQuant (&cq)[4]) {
+  const __half* sh = reinterpret_cast<const __half*>(&sv);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) cq[c] = col_quant(zero_field<BITS>(zw, n + c, offset), sh[c]);
+}
+
+// One packed row of a column quad (w: 4 columns' words) against the permuted input row xr: each column's products
+// summed in half2, then added to its fp32 accumulator (the skinny kernels' accuracy contract).
+template <int BITS>
+__device__ __forceinline__ void quad_dot(const uint4& w, const typename XRowOf<16 / BITS>::type xr,
+                                         const ColQuant (&cq)[4], float (&acc)[4]) {
+  constexpr int PAIRS = 16 / BITS;
+  const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr);
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    __half2 d[PAIRS];
+    dequant_word<BITS, true>(words[c], cq[c], d);
+    __half2 h = __hmul2(d[0], u2h(xp[0]));
+#pragma unroll
+    for (int i = 1; i < PAIRS; ++i) h = __hfma2(d[i], u2h(xp[i]), h);
+    const float2 f = __half22float2(h);
+    acc[c] += f.x + f.y;
+  }
 }
 
 }  // namespace revolta

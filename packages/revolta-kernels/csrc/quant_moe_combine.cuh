@@ -124,15 +124,7 @@ __global__ void __launch_bounds__(kCombineMaxRows * 32) quant_moe_down_combine_k
     const __half* base = p.x + (static_cast<size_t>(t) * per_token + r) * 2 * p.K;
     const XRow* gate_h = reinterpret_cast<const XRow*>(base);
     const XRow* up_h = reinterpret_cast<const XRow*>(base + p.K);
-    for (int i = lane; i < prows; i += 32) {
-      XRow g = gate_h[i];
-      const XRow u = up_h[i];
-      uint32_t* gp = reinterpret_cast<uint32_t*>(&g);
-      const uint32_t* upw = reinterpret_cast<const uint32_t*>(&u);
-#pragma unroll
-      for (int k = 0; k < PAIRS; ++k) gp[k] = silu_mul_h2(gp[k], upw[k]);  // rounded as revolta::silu_and_mul
-      xs[i] = gemv_perm<PAIRS>(g);
-    }
+    for (int i = lane; i < prows; i += 32) xs[i] = silu_mul_perm<PAIRS>(gate_h[i], up_h[i]);
     __syncwarp();
 
     for (int r0 = rb; r0 < rb + per_slice; r0 += kCombinePassRows) {  // the same pass count in every slice
@@ -144,25 +136,9 @@ __global__ void __launch_bounds__(kCombineMaxRows * 32) quant_moe_down_combine_k
         if (!col_ok || pr >= re) continue;
         if (j == 0 || pr % rows_per_group == 0) {  // a new group: its columns' zero points and scales
           const int g = pr / rows_per_group;
-          const uint2 sv = ss[g * 4 + quad];
-          const uint32_t zw = zs[g * ZW + (4 * quad) / PACK];
-          const __half* sh = reinterpret_cast<const __half*>(&sv);
-#pragma unroll
-          for (int c = 0; c < 4; ++c) cq[c] = col_quant(zero_field<BITS>(zw, n + c, p.zero_offset), sh[c]);
+          quad_quants<BITS>(ss[g * 4 + quad], zs[g * ZW + (4 * quad) / PACK], n, p.zero_offset, cq);
         }
-        const XRow xr = xs[pr];
-        const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr);
-        const uint32_t words[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          __half2 d[PAIRS];
-          dequant_word<BITS, true>(words[c], cq[c], d);
-          __half2 h = __hmul2(d[0], u2h(xp[0]));
-#pragma unroll
-          for (int k = 1; k < PAIRS; ++k) h = __hfma2(d[k], u2h(xp[k]), h);
-          const float2 f = __half22float2(h);
-          acc[c] += f.x + f.y;
-        }
+        quad_dot<BITS>(w[j], xs[pr], cq, acc);
       }
     }
   }

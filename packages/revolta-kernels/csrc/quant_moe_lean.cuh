@@ -119,15 +119,7 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
     const __half* base = p.x + static_cast<size_t>(row) * 2 * p.K;
     const XRow* gate = reinterpret_cast<const XRow*>(base);
     const XRow* up = reinterpret_cast<const XRow*>(base + p.K);
-    for (int r = tid; r < prows; r += kLeanThreads) {
-      XRow g = gate[r];
-      const XRow u = up[r];
-      uint32_t* gp = reinterpret_cast<uint32_t*>(&g);
-      const uint32_t* upw = reinterpret_cast<const uint32_t*>(&u);
-#pragma unroll
-      for (int i = 0; i < PAIRS; ++i) gp[i] = silu_mul_h2(gp[i], upw[i]);  // rounded as revolta::silu_and_mul
-      xs[r] = gemv_perm<PAIRS>(g);
-    }
+    for (int r = tid; r < prows; r += kLeanThreads) xs[r] = silu_mul_perm<PAIRS>(gate[r], up[r]);
   }
   __syncthreads();
 
@@ -141,25 +133,9 @@ __global__ void __launch_bounds__(kLeanThreads, 3) quant_moe_lean_kernel(const Q
       if (!col_ok || r >= re) continue;
       if (j == 0 || r % rows_per_group == 0) {  // a new group: its columns' zero points and scales
         const int g = r / rows_per_group;
-        const uint2 sv = ss[g * kLeanQuads + quad];
-        const uint32_t zw = zs[g * ZW + (4 * quad) / PACK];
-        const __half* sh = reinterpret_cast<const __half*>(&sv);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) cq[c] = col_quant(zero_field<BITS>(zw, n + c, p.zero_offset), sh[c]);
+        quad_quants<BITS>(ss[g * kLeanQuads + quad], zs[g * ZW + (4 * quad) / PACK], n, p.zero_offset, cq);
       }
-      const XRow xr = xs[r];
-      const uint32_t* xp = reinterpret_cast<const uint32_t*>(&xr);
-      const uint32_t words[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        __half2 d[PAIRS];
-        dequant_word<BITS, true>(words[c], cq[c], d);
-        __half2 h = __hmul2(d[0], u2h(xp[0]));
-#pragma unroll
-        for (int i = 1; i < PAIRS; ++i) h = __hfma2(d[i], u2h(xp[i]), h);
-        const float2 f = __half22float2(h);
-        acc[c] += f.x + f.y;
-      }
+      quad_dot<BITS>(w[j], xs[r], cq, acc);
     }
   }
 #pragma unroll
