@@ -60,6 +60,20 @@ template <> struct Pack8<float> {
   }
 };
 
+// dot + a[0 .. 8) . b[0 .. 8) in fp32, from two 8-element loads.
+template <typename T>
+__device__ __forceinline__ float dot8(const T* a, const T* b, float dot) {
+  Pack8<T> pa, pb;
+  pa.load(a);
+  pb.load(b);
+  float fa[8], fb[8];
+  pa.get(fa);
+  pb.get(fb);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) dot = fmaf(fa[j], fb[j], dot);
+  return dot;
+}
+
 __device__ __forceinline__ void moe_prefetch_l2(const void* ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }

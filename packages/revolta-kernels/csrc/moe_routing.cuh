@@ -76,16 +76,7 @@ __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const M
     const T* g = static_cast<const T*>(p.gate);
     float dot = 0.f;
 #pragma unroll 4
-    for (int i = tid * 8; i < p.H; i += kMoeCombineThreads * 8) {
-      Pack8<T> a, b;
-      a.load(xr + i);
-      b.load(g + i);
-      float fa[8], fb[8];
-      a.get(fa);
-      b.get(fb);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) dot = fmaf(fa[j], fb[j], dot);
-    }
+    for (int i = tid * 8; i < p.H; i += kMoeCombineThreads * 8) dot = dot8(xr + i, g + i, dot);
     dot = warp_sum(dot);
     if ((tid & 31) == 0) scratch[tid >> 5] = dot;
     __syncthreads();

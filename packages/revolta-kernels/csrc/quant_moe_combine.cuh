@@ -104,16 +104,7 @@ __global__ void __launch_bounds__(kCombineMaxRows * 32) quant_moe_down_combine_k
   if (p.shared_id >= 0) {
     const __half* xr = cp.x + static_cast<size_t>(t) * p.N;
     float dot = 0.f;
-    for (int i = threadIdx.x * 8; i < p.N; i += per_token * 32 * 8) {
-      Pack8<__half> a, b;
-      a.load(xr + i);
-      b.load(cp.gate + i);
-      float fa[8], fb[8];
-      a.get(fa);
-      b.get(fb);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) dot = fmaf(fa[j], fb[j], dot);
-    }
+    for (int i = threadIdx.x * 8; i < p.N; i += per_token * 32 * 8) dot = dot8(xr + i, cp.gate + i, dot);
     dot = warp_sum(dot);
     if (lane == 0) gate_part[r] = dot;
   }
