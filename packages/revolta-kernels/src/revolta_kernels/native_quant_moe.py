@@ -32,7 +32,7 @@ class QuantMoeParams(ctypes.Structure):
 
 
 class QuantMoeCombineParams(ctypes.Structure):
-    """Mirror of ``revolta::QuantMoeCombineParams`` (csrc/quant_moe_combine.cuh)."""
+    """Mirror of ``revolta::QuantMoeCombineParams`` (csrc/quant_moe.cuh; its kernel: csrc/quant_moe_combine.cuh)."""
 
     _fields_ = [("m", QuantMoeParams), ("weights", _ptr), ("x", _ptr), ("gate", _ptr), ("out", _ptr)]
 

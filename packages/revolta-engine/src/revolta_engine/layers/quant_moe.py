@@ -9,7 +9,8 @@ quantized MoE model fit is the 4-bit experts.
 Once loaded, the experts' packed tensors are stacked (``[E, ...]``; each expert's parameters become views of the
 stacks, so nothing is held twice). On a GPU, a step of at most ``GROUPED_MAX_TOKENS`` tokens (decode) then runs
 every routed (token, slot) row in two ops, gate/up (``revolta::quant_moe_matmul``) and SiLU-and-mul + down + the
-weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice on the device: no host sync, so the decode step is captured in a CUDA graph.
+weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice on the device: no host
+sync, so the decode step is captured in a CUDA graph.
 Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
 once), picked on the host. Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
 loop.
