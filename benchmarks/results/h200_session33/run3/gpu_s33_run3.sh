@@ -6,6 +6,7 @@
 # 2. Qwen3.5-35B-A3B AWQ batch 1 (1024-token prompt), fused (REVOLTA_QUANT_MOE_FUSED_COMBINE=1, opt-in) against the
 #    two kernels, interleaved. NOT RUN in session 33 (no machine); build m35 from main's kernels first:
 #    scripts/build_variant_lib.sh m35 "".
+# 3. Its on-path timeline with the fused kernel.
 set -uo pipefail
 ROOT="$(pwd)"
 source "$ROOT/scripts/device_common.sh"
@@ -27,6 +28,10 @@ for r in 1 2; do
   hyb "fused_$r" 1024 REVOLTA_QUANT_MOE_FUSED_COMBINE=1
   hyb "two_$r" 1024 REVOLTA_QUANT_MOE_FUSED_COMBINE=0
 done
+REVOLTA_QUANT_MOE_FUSED_COMBINE=1 timeout 120 python3 benchmarks/decode_timeline.py \
+  --config benchmarks/configs/qwen3.5-35b-a3b-awq --prompt-len 1024 --reps 3 --out /tmp/v/timeline_35b.json \
+  > /tmp/v/timeline_35b.log 2>&1
+echo "[${SECONDS}s] timeline rc=$?"; grep -vE "^\s+\+" /tmp/v/timeline_35b.log | tail -16
 python3 scripts/merge_results.py "$OUT/results.json" /tmp/v/*.json
 pack_logs
 echo "[${SECONDS}s] done"
