@@ -17,6 +17,7 @@ import torch
 from revolta_kernels import native, ops_hybrid, ops_quant
 from revolta_kernels.native import check
 from revolta_kernels.native_hybrid import _lib, _stream
+from revolta_kernels.native_moe import MOE_MAX_TOP_K
 from revolta_kernels.reference import quant as ref_quant
 
 _c_int, _ptr = ctypes.c_int, ctypes.c_void_p
@@ -45,7 +46,6 @@ _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantM
 # REVOLTA_QUANT_MOE_FUSED_COMBINE=1 until its GPU tests have run (written in session 33, which got no GPU for them:
 # benchmarks/results/h200_session33/run3); otherwise the two kernels run.
 FUSED_COMBINE = os.environ.get("REVOLTA_QUANT_MOE_FUSED_COMBINE", "0") == "1"
-COMBINE_MAX_TOP_K = 16  # kMoeMaxTopK in csrc/moe_common.cuh: routed rows of the fused kernel (one warp each)
 COMBINE_MAX_SMEM = 44 * 1024  # kCombineMaxSmem in csrc/quant_moe_combine.cuh
 
 
@@ -104,7 +104,7 @@ def fused_combine_supports(h: torch.Tensor, qweight: torch.Tensor, scales: torch
         x is not None and shared_gate is not None and x.dtype == torch.float16 and tuple(x.shape) == (t, n)
         and x.is_contiguous() and x.data_ptr() % 16 == 0 and shared_gate.dtype == torch.float16
         and shared_gate.numel() == n and shared_gate.is_contiguous() and shared_gate.data_ptr() % 16 == 0)
-    return (t == 1 and 1 <= top_k <= COMBINE_MAX_TOP_K and n % 8 == 0 and shared_ok
+    return (t == 1 and 1 <= top_k <= MOE_MAX_TOP_K and n % 8 == 0 and shared_ok
             and weights.dtype == torch.float32 and tuple(weights.shape) == (t, top_k) and weights.is_contiguous()
             and per_token * combine_row_bytes(k, group_size, bits) <= COMBINE_MAX_SMEM)
 
