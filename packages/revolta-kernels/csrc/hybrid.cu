@@ -371,11 +371,15 @@ int revolta_moe_router(void* logits, const void* x, long long x_stride, const vo
 
 // Router logits of norm(x + residual) with h = x + residual and norm(h) written too (MoeRouterNormParams,
 // moe.cuh); bit-identical h and normed to revolta_fused_add_rms_norm. H % 8 == 0, H <= kMoeMaxSmemFloats,
-// 16-byte aligned rows. Launched with PDL.
+// 16-byte aligned rows. Launched with PDL. With ids_out: the softmax top-k routing too (as
+// revolta_moe_topk_softmax: E <= kMoeMaxExperts, 1 <= top_k <= min(kMoeMaxTopK, E)), through a zeroed counter.
 int revolta_moe_router_norm(const MoeRouterNormParams* p, int dtype, cudaStream_t stream) {
   if (p->tokens == 0 || p->E == 0) return cudaSuccess;
   if (p->H % 8 || p->H <= 0 || p->H > kMoeMaxSmemFloats || p->norm_threads < 32 || p->norm_threads > 1024 ||
       (p->norm_threads & (p->norm_threads - 1)))
+    return cudaErrorInvalidValue;
+  if (p->ids_out != nullptr && (p->weights_out == nullptr || p->counter == nullptr || p->E > kMoeMaxExperts ||
+                                p->top_k < 1 || p->top_k > kMoeMaxTopK || p->top_k > p->E))
     return cudaErrorInvalidValue;
   const dim3 grid((p->E + kMoeRouterWarps - 1) / kMoeRouterWarps);
   const size_t smem = static_cast<size_t>(p->H) * sizeof(float);

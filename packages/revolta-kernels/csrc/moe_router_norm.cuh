@@ -1,8 +1,11 @@
 // Mixture-of-experts decode (moe.cuh), v3's router: the router GEMV with the block's residual add + RMSNorm
 // fused in front (moe_router_norm_kernel; the chain and its rounding contract are described in moe_v3.cuh).
+// Optionally (ids_out set) the softmax top-k of the logits too, by the block that finishes last: the quantized
+// experts' decode path then needs no routing launch between the router and the experts' kernel.
 #pragma once
 
 #include "moe_common.cuh"
+#include "split_arrive.cuh"
 
 namespace revolta {
 
@@ -14,12 +17,86 @@ struct MoeRouterNormParams {
   void* logits;  // [T, E] contiguous
   void* h_out;  // [T, H] contiguous: x + residual
   void* normed_out;  // [T, H] contiguous: norm(h)
+  long long* ids_out;  // [T, top_k] or null: the routing (moe_topk_softmax_kernel's ids and fp32 weights)
+  float* weights_out;  // [T, top_k] (with ids_out)
+  int* counter;  // with ids_out: an arrival counter, zero before the launch and left zero after it
   long long x_stride, res_stride;
   float eps;
-  int tokens, H, E, norm_threads, zero_centered;
+  int tokens, H, E, norm_threads, zero_centered, top_k, renormalize;
 };
 
-constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
+constexpr int kNormRegsMoe = 8;
+
+// moe_route_block's choice and fp32 weights (round_weights = false), bit for bit, by a block of kMoeRouterWarps
+// warps: thread tid plays the routing block's threads tid + j * NT (j < V), so each warp sum, the order of the
+// warp sums and every expression match moe_route_block's (and so moe_topk_softmax_kernel's results).
+template <typename T>
+__device__ void moe_route_router_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch,
+                                       int* ids, float* wts) {
+  constexpr int NT = kMoeRouterWarps * 32, RT = kMoeWarps * 32, V = RT / NT;
+  static_assert(V * NT == RT, "the routing block is a whole number of router blocks");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float v[V][2];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = tid + j * NT + i * RT;
+      v[j][i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;  // L2: other blocks wrote them
+      lg[e] = v[j][i];
+    }
+  }
+  float part[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[j] = warp_max(fmaxf(v[j][0], v[j][1]));
+  __syncthreads();  // scratch and lg: free from the previous token
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) scratch[warp + j * kMoeRouterWarps] = part[j];
+  }
+  __syncthreads();
+  float mx = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) mx = fmaxf(mx, scratch[w]);
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[j] = warp_sum(expf(v[j][0] - mx) + expf(v[j][1] - mx));
+  __syncthreads();  // every thread has read the maxima
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) scratch[warp + j * kMoeRouterWarps] = part[j];
+  }
+  __syncthreads();
+  float sum = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) sum += scratch[w];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = tid + j * NT + i * RT;
+      if (e < E) {
+        const float val = v[j][i];
+        int rank = 0;
+        for (int c = 0; c < E; c += 4) {  // lg past E holds -inf
+          const float4 l = *reinterpret_cast<const float4*>(lg + c);
+          rank += (l.x > val || (l.x == val && c < e)) + (l.y > val || (l.y == val && c + 1 < e)) +
+                  (l.z > val || (l.z == val && c + 2 < e)) + (l.w > val || (l.w == val && c + 3 < e));
+        }
+        if (rank < K) {
+          ids[rank] = e;
+          wts[rank] = expf(val - mx) / sum;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    const float w = lane < K ? wts[lane] : 0.f;
+    const float total = warp_sum(w);
+    if (lane < K) wts[lane] = renormalize ? w / total : w;
+  }
+  __syncthreads();
+}  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
 
 // grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats. x, residual, norm_w
 // rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
@@ -131,6 +208,26 @@ __global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(M
     }
     __syncthreads();  // hs is rewritten for the next token
   }
+  if (p.ids_out == nullptr) return;
+  // The routing, by the last block to finish: the barrier above orders this block's logit stores (lane 0 of each
+  // warp) before thread 0's release-acquire arrival, after which the last block may read every block's logits.
+  __shared__ __align__(16) float lg[kMoeMaxExperts];
+  __shared__ float scratch[kMoeWarps];
+  __shared__ int ids[kMoeMaxTopK];
+  __shared__ float wts[kMoeMaxTopK];
+  __shared__ int is_last;
+  if (threadIdx.x == 0) is_last = split_arrive(p.counter) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!is_last) return;
+  for (int t = 0; t < p.tokens; ++t) {
+    moe_route_router_block<T>(static_cast<const T*>(p.logits) + static_cast<size_t>(t) * E, E, p.top_k,
+                              p.renormalize, lg, scratch, ids, wts);
+    if (threadIdx.x < p.top_k) {
+      p.ids_out[static_cast<size_t>(t) * p.top_k + threadIdx.x] = ids[threadIdx.x];
+      p.weights_out[static_cast<size_t>(t) * p.top_k + threadIdx.x] = wts[threadIdx.x];
+    }
+  }
+  if (threadIdx.x == 0) *p.counter = 0;
 }
 
 }  // namespace revolta

@@ -221,6 +221,22 @@ def test_moe_router_norm_is_add_norm_then_router():
     assert torch.equal(logits, ref_moe.moe_router(want_n, w))
 
 
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_moe_router_norm_topk_is_router_norm_then_topk(renormalize):
+    """The routing op for a decode step: opcheck, and it equals moe_router_norm followed by moe_topk_softmax."""
+    gen = torch.Generator().manual_seed(5)
+    x, res = torch.randn(2, 3, 16, generator=gen)
+    w, nw = torch.randn(10, 16, generator=gen), torch.randn(16, generator=gen)
+    torch.library.opcheck(ops_hybrid.moe_router_norm_topk, (x, res, w, nw, 1e-6, False, 4, renormalize))
+    weights, ids, normed, h = ops_hybrid.moe_router_norm_topk(x, res, w, nw, 1e-6, False, 4, renormalize)
+    logits, want_n, want_h = ops_hybrid.moe_router_norm(x, res, w, nw, 1e-6, False)
+    want_w, want_ids = ops_hybrid.moe_topk_softmax(logits, 4, renormalize)
+    assert torch.equal(h, want_h) and torch.equal(normed, want_n)
+    assert torch.equal(ids, want_ids) and torch.equal(weights, want_w)
+    assert weights.dtype == torch.float32 and ids.dtype == torch.int64 and ids.shape == (3, 4)
+    assert torch.equal(ids[:, 0], logits.argmax(-1))
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_moe_combine_is_weighted_sum_plus_gated_shared_expert(shared):
     """Against float64: each token's rows weighted by the router and summed, plus sigmoid(x . g) * shared."""

@@ -1,5 +1,6 @@
 """CUDA implementations of the mixture-of-experts ops of :mod:`revolta_kernels.ops_hybrid` (``fused_moe``,
-``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_topk_softmax``, ``moe_combine``) for few tokens, through
+``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_router_norm_topk``, ``moe_topk_softmax``, ``moe_combine``) for
+few tokens, through
 the native library.
 
 Each implementation checks that the inputs are a case the kernels handle (csrc/moe.cuh) and otherwise runs the
@@ -12,7 +13,7 @@ import ctypes
 
 import torch
 
-from revolta_kernels import native, ops_hybrid
+from revolta_kernels import native, native_ops, ops_hybrid
 from revolta_kernels.native import check
 from revolta_kernels.native_hybrid import (
     _DTYPE,
@@ -42,9 +43,10 @@ class MoeParams(ctypes.Structure):
 class MoeRouterNormParams(ctypes.Structure):
     """Mirror of ``revolta::MoeRouterNormParams`` (csrc/moe.cuh)."""
 
-    _fields_ = [(n, _ptr) for n in ("x", "residual", "norm_w", "w", "logits", "h_out", "normed_out")] + [
+    _fields_ = [(n, _ptr) for n in ("x", "residual", "norm_w", "w", "logits", "h_out", "normed_out", "ids_out",
+                                    "weights_out", "counter")] + [
         (n, _c_ll) for n in ("x_stride", "res_stride")] + [("eps", _c_float)] + [
-        (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered")]
+        (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered", "top_k", "renormalize")]
 
 
 class MoeCombineParams(ctypes.Structure):
@@ -161,9 +163,9 @@ def _norm_threads(hidden: int) -> int:
     return t
 
 
-def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
+def _router_norm_ok(x, residual, weight, norm_weight) -> bool:
     h = x.shape[-1] if x.dim() == 2 else 0
-    ok = (
+    return (
         _DTYPE.get(x.dtype) is not None and x.dim() == 2 and residual.shape == x.shape and weight.dim() == 2
         and residual.dtype == x.dtype and weight.dtype == x.dtype and norm_weight.dtype == x.dtype
         and tuple(norm_weight.shape) == (h,) and weight.shape[1] == h and h % 8 == 0 and h <= MOE_MAX_SMEM_FLOATS
@@ -171,29 +173,61 @@ def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
         and weight.data_ptr() % 16 == 0 and norm_weight.data_ptr() % 16 == 0 and x.device == weight.device
         and 0 < x.shape[0] <= MOE_MAX_TOKENS
     )
-    if not ok:
-        return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+
+
+def _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered, top_k=0, renormalize=False):
+    """One router + norm launch; with ``top_k`` its last block routes too: ``(logits, normed, h, weights, ids)``
+    (the last two None without ``top_k``)."""
     if x.data_ptr() % 16 or x.stride(0) % 8:  # 16-byte loads of the rows
         x = x.clone(memory_format=torch.contiguous_format)
     if residual.data_ptr() % 16 or residual.stride(0) % 8:
         residual = residual.clone(memory_format=torch.contiguous_format)
-    t = x.shape[0]
+    t, h = x.shape
     e = weight.shape[0]
     logits = torch.empty((t, e), dtype=x.dtype, device=x.device)
     h_out = torch.empty((t, h), dtype=x.dtype, device=x.device)
     normed = torch.empty((t, h), dtype=x.dtype, device=x.device)
+    ids = weights = counter = None
+    if top_k:
+        ids = torch.empty((t, top_k), dtype=torch.int64, device=x.device)
+        weights = torch.empty((t, top_k), dtype=torch.float32, device=x.device)
+        counter = native_ops._split_counters(x.device, 1)  # left zero by the kernel
     p = MoeRouterNormParams(x.data_ptr(), residual.data_ptr(), norm_weight.data_ptr(), weight.data_ptr(),
-                            logits.data_ptr(), h_out.data_ptr(), normed.data_ptr(), x.stride(0), residual.stride(0),
-                            float(eps), t, h, e, _norm_threads(h), int(bool(zero_centered)))
+                            logits.data_ptr(), h_out.data_ptr(), normed.data_ptr(),
+                            None if ids is None else ids.data_ptr(), None if weights is None else weights.data_ptr(),
+                            None if counter is None else counter.data_ptr(), x.stride(0), residual.stride(0),
+                            float(eps), t, h, e, _norm_threads(h), int(bool(zero_centered)), top_k,
+                            int(bool(renormalize)))
     check(_lib().revolta_moe_router_norm(ctypes.byref(p), _DTYPE[x.dtype], _stream(x)))
+    return logits, normed, h_out, weights, ids
+
+
+def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
+    if not _router_norm_ok(x, residual, weight, norm_weight):
+        return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+    logits, normed, h_out, _, _ = _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered)
     return logits, normed, h_out
+
+
+def moe_router_norm_topk(x, residual, weight, norm_weight, eps, zero_centered, top_k, renormalize):
+    if not (_router_norm_ok(x, residual, weight, norm_weight) and _topk_ok(weight.shape[0], top_k)):
+        logits, normed, h_out = moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+        weights, ids = moe_topk_softmax(logits, top_k, renormalize)
+        return weights, ids, normed, h_out
+    _, normed, h_out, weights, ids = _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered,
+                                                         top_k, renormalize)
+    return weights, ids, normed, h_out
+
+
+def _topk_ok(experts: int, top_k: int) -> bool:
+    """Whether the routing kernels take ``top_k`` of ``experts`` (two experts per thread of a 256-thread block)."""
+    return 0 < experts <= MOE_MAX_EXPERTS and 1 <= top_k <= min(MOE_MAX_TOP_K, experts)
 
 
 def moe_topk_softmax(router_logits, top_k, renormalize):
     ok = (
         _DTYPE.get(router_logits.dtype) is not None and router_logits.dim() == 2 and router_logits.stride(-1) == 1
-        and 0 < router_logits.shape[1] <= MOE_MAX_EXPERTS and 1 <= top_k <= min(MOE_MAX_TOP_K, router_logits.shape[1])
-        and router_logits.stride(0) >= router_logits.shape[1]
+        and _topk_ok(router_logits.shape[1], top_k) and router_logits.stride(0) >= router_logits.shape[1]
     )
     if not ok:
         return ref_moe.moe_topk_softmax(router_logits, top_k, renormalize)
@@ -254,6 +288,7 @@ def register() -> bool:
     ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
     ops_hybrid.moe_router.register_kernel("cuda")(moe_router)
     ops_hybrid.moe_router_norm.register_kernel("cuda")(moe_router_norm)
+    ops_hybrid.moe_router_norm_topk.register_kernel("cuda")(moe_router_norm_topk)
     ops_hybrid.moe_topk_softmax.register_kernel("cuda")(moe_topk_softmax)
     ops_hybrid.moe_combine.register_kernel("cuda")(moe_combine)
     return True

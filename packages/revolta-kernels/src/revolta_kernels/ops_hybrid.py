@@ -165,6 +165,25 @@ def _(x, residual, weight, norm_weight, eps, zero_centered):
     return x.new_empty((x.shape[0], weight.shape[0])), torch.empty_like(x), torch.empty_like(x)
 
 
+@torch.library.custom_op(f"{LIB}::moe_router_norm_topk", mutates_args=())
+def moe_router_norm_topk(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, norm_weight: torch.Tensor,
+                         eps: float, zero_centered: bool, top_k: int, renormalize: bool,
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(weights, ids, normed, h)``: :func:`moe_router_norm` followed by :func:`moe_topk_softmax` of its logits
+    (float32 weights, int64 ids [T, top_k]) in one op -- the routing of a decode step's MoE block from its input
+    and residual, with no launch between the router and the experts."""
+    logits, normed, h = ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
+    weights, ids = ref_moe.moe_topk_softmax(logits, top_k, renormalize)
+    return weights, ids, normed, h
+
+
+@moe_router_norm_topk.register_fake
+def _(x, residual, weight, norm_weight, eps, zero_centered, top_k, renormalize):
+    shape = (x.shape[0], top_k)
+    return (x.new_empty(shape, dtype=torch.float32), x.new_empty(shape, dtype=torch.int64), torch.empty_like(x),
+            torch.empty_like(x))
+
+
 @torch.library.custom_op(f"{LIB}::moe_block", mutates_args=())
 def moe_block(x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, top_k: int,
               renormalize: bool, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None,

@@ -27,6 +27,9 @@ MOE_FUSED_MAX_TOKENS = 256
 # REVOLTA_MOE_ROUTER_NORM=0 turns it off (A/B)
 FUSED_ROUTER_NORM = os.environ.get("REVOLTA_MOE_ROUTER_NORM", "1") != "0"
 MOE_ROUTER_NORM_MAX_TOKENS = 1
+# on the quantized experts' decode path the router kernel's last block also picks the experts
+# (revolta::moe_router_norm_topk: no routing launch); REVOLTA_MOE_ROUTER_TOPK=0 routes with a launch of its own
+FUSED_ROUTER_TOPK = os.environ.get("REVOLTA_MOE_ROUTER_TOPK", "0") != "0"
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -144,11 +147,18 @@ class SparseMoeBlock(nn.Module):
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """The block on ``norm(h)``, and ``h``: on the fused and quantized-grouped decode paths the residual add +
         norm runs inside the router kernel (``moe_router_norm``: no separate norm kernel), else through
-        :meth:`AddNorm.run`."""
+        :meth:`AddNorm.run`. On the quantized path that kernel also routes (``moe_router_norm_topk``) with
+        ``FUSED_ROUTER_TOPK``."""
         if (FUSED_ROUTER_NORM and inp.residual is not None and self.gate.bias is None
                 and inp.x.shape[0] <= MOE_ROUTER_NORM_MAX_TOKENS and inp.norm.weight.dtype == inp.x.dtype):
-            block = (self._fused_block if self._fused_ok(inp.x)
-                     else self._quant_block if self._quant_grouped_ok(inp.x) else None)
+            fused = self._fused_ok(inp.x)
+            quant = not fused and self._quant_grouped_ok(inp.x)
+            if quant and FUSED_ROUTER_TOPK:
+                weights, ids, x, residual = ops_hybrid.moe_router_norm_topk(
+                    inp.x, inp.residual, self.gate.weight, inp.norm.weight, inp.norm.eps, inp.norm.zero_centered,
+                    self.top_k, self.renormalize)
+                return self._summed(self._quant_routed(x, weights, ids)), residual
+            block = self._fused_block if fused else self._quant_block if quant else None
             if block is not None:
                 logits, x, residual = ops_hybrid.moe_router_norm(inp.x, inp.residual, self.gate.weight,
                                                                  inp.norm.weight, inp.norm.eps, inp.norm.zero_centered)
@@ -170,8 +180,13 @@ class SparseMoeBlock(nn.Module):
     def _quant_block(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """Routing, the quantized experts' rows and the weighted sum with the gated shared expert as ops over the
         whole batch (the same arithmetic as :meth:`forward`'s general path; no host sync)."""
-        assert isinstance(self.experts, QuantizedExperts)
         weights, ids = ops_hybrid.moe_topk_softmax(logits, self.top_k, self.renormalize)
+        return self._quant_routed(x, weights, ids)
+
+    def _quant_routed(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The quantized experts' rows of each token's chosen experts and their weighted sum, with the gated
+        shared expert (:meth:`_quant_block` after the routing)."""
+        assert isinstance(self.experts, QuantizedExperts)
         if self.shared_expert is None:
             return self.experts.combined(x, weights, ids)
         if self.experts.shared_id >= 0:  # the shared expert is each token's last row of the experts' kernels
