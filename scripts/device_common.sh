@@ -63,14 +63,15 @@ e2e() {
 }
 
 # hybrid_run LABEL CONFIG [NAME=VALUE...]: hybrid_e2e.py's batch-1 decode of CONFIG (a hybrid or MoE model) under
-# those environment settings (e.g. REVOLTA_NATIVE_LIB=... for an A/B of libraries; at most 100 s), into
-# /tmp/v/hybrid_LABEL.json and .log; prints the rc and tok/s.
+# those environment settings (e.g. REVOLTA_NATIVE_LIB=... for an A/B of libraries; at most 100 s), after a prompt of
+# $HYBRID_PROMPT_LEN tokens (default: the script's), into /tmp/v/hybrid_LABEL.json and .log; prints the rc, tok/s
+# and the CUDA graph's forward time.
 hybrid_run() {
   local label="$1" config="$2"
   shift 2
   env "$@" timeout 100 python3 benchmarks/hybrid_e2e.py --config "$config" --out "/tmp/v/hybrid_$label.json" \
-    >"/tmp/v/hybrid_$label.log" 2>&1
-  echo "[${SECONDS}s] hybrid $label rc=$? $(grep -hoE '"batch1_(decode_tok_s|fraction_of_roofline)": [0-9.]+' \
+    ${HYBRID_PROMPT_LEN:+--prompt-len "$HYBRID_PROMPT_LEN"} >"/tmp/v/hybrid_$label.log" 2>&1
+  echo "[${SECONDS}s] hybrid $label rc=$? $(grep -hoE '"(batch1_decode_tok_s[a-z_]*|batch1_fraction_of_roofline|graph_forward_ms)": [0-9.-]+' \
     "/tmp/v/hybrid_$label.json" 2>/dev/null | tr '\n' ' ')"
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 34, run 1 (one GPU): library m36 = main = session 33's fused quantized MoE down projection + weighted sum
+# (opt-in REVOLTA_QUANT_MOE_FUSED_COMBINE=1) + this session's routing inside the router kernel (moe_router_norm_topk,
+# opt-in REVOLTA_MOE_ROUTER_TOPK=1). Neither kernel has run on a GPU before this.
+# 1. GPU tests: both kernels against the reference and the launches they replace; the router/MoE kernels they touch;
+#    the engine's hybrid and quantized hybrid tests with both on.
+# 2. Qwen3.5-35B-A3B AWQ batch 1 (1024-token prompt), four settings interleaved twice: neither, combine, topk, both.
+# 3. The on-path timeline with both on.
+set -uo pipefail
+ROOT="$(pwd)"
+source "$ROOT/scripts/device_common.sh"
+device_init
+device_libs m36
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+export REVOLTA_NATIVE_LIB=/tmp/libs/m36/librevolta_native.so
+K=packages/revolta-kernels/tests
+gpu_tests combine 120 $K/test_quant_moe_combine_gpu.py
+gpu_tests router_topk 120 $K/test_moe_router_topk_gpu.py $K/test_moe_gpu.py
+REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1 gpu_tests engine_hybrid 150 \
+  packages/revolta-engine/tests/test_gpu_hybrid.py packages/revolta-engine/tests/test_gpu_quant_hybrid.py
+export HYBRID_PROMPT_LEN=1024
+M=benchmarks/configs/qwen3.5-35b-a3b-awq
+for r in 1 2; do
+  hybrid_run "neither_$r" $M REVOLTA_QUANT_MOE_FUSED_COMBINE=0 REVOLTA_MOE_ROUTER_TOPK=0
+  hybrid_run "combine_$r" $M REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=0
+  hybrid_run "topk_$r" $M REVOLTA_QUANT_MOE_FUSED_COMBINE=0 REVOLTA_MOE_ROUTER_TOPK=1
+  hybrid_run "both_$r" $M REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1
+done
+REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1 timeout 120 python3 benchmarks/decode_timeline.py \
+  --config $M --prompt-len 1024 --reps 3 --out /tmp/v/timeline_35b.json > /tmp/v/timeline_35b.log 2>&1
+echo "[${SECONDS}s] timeline rc=$?"; grep -vE "^\s+\+" /tmp/v/timeline_35b.log | tail -16
+python3 scripts/merge_results.py "$OUT/results.json" /tmp/v/*.json
+pack_logs
+echo "[${SECONDS}s] done"
