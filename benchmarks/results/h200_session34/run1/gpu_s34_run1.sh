@@ -5,7 +5,9 @@
 # 1. GPU tests: both kernels against the reference and the launches they replace; the router/MoE kernels they touch;
 #    the engine's hybrid and quantized hybrid tests with both on.
 # 2. Qwen3.5-35B-A3B AWQ batch 1 (1024-token prompt), four settings interleaved twice: neither, combine, topk, both.
-# 3. The on-path timeline with both on.
+# 3. Issue 6's bars (defaults: both fusions off, they touch only MoE models): Llama-3.1-8B fp16 / AWQ / AWQ with int8
+#    activations at batch 1, quant_bench with fp16 and int8 activations.
+# 4. The on-path timeline with both on.
 set -uo pipefail
 ROOT="$(pwd)"
 source "$ROOT/scripts/device_common.sh"
@@ -18,6 +20,14 @@ gpu_tests combine 120 $K/test_quant_moe_combine_gpu.py
 gpu_tests router_topk 120 $K/test_moe_router_topk_gpu.py $K/test_moe_gpu.py
 REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1 gpu_tests engine_hybrid 150 \
   packages/revolta-engine/tests/test_gpu_hybrid.py packages/revolta-engine/tests/test_gpu_quant_hybrid.py
+e2e fp16 benchmarks/configs/llama-3.1-8b
+e2e awq benchmarks/configs/llama-3.1-8b-awq
+e2e awq_int8 benchmarks/configs/llama-3.1-8b-awq REVOLTA_ACTIVATION_QUANT=int8
+timeout 60 python3 benchmarks/quant_bench.py --out /tmp/v/quant_fp16.json > /tmp/v/qb_fp16.log 2>&1
+echo "[${SECONDS}s] quant_bench fp16 rc=$?"; grep -E "copy|M=1" /tmp/v/qb_fp16.log
+REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,22" timeout 60 python3 benchmarks/quant_bench.py \
+  --out /tmp/v/quant_int8.json > /tmp/v/qb_int8.log 2>&1
+echo "[${SECONDS}s] quant_bench int8 rc=$?"; grep -E "copy|M=1" /tmp/v/qb_int8.log
 export HYBRID_PROMPT_LEN=1024
 M=benchmarks/configs/qwen3.5-35b-a3b-awq
 for r in 1 2; do
