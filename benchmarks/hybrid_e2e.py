@@ -2,8 +2,8 @@
 
 Active bytes per token: every weight except the embedding table (one row is read), with the routed experts
 counted at top_k / num_experts of their size (the shared expert in full). The roofline is the copy bandwidth
-measured in the same run over those bytes. Reports the engine's decode rate (``LLM.generate``, CUDA graphs
-and eager), and the parts of a step: the captured forward (graph replay), the LM head, and the rest (host).
+measured in the same run over those bytes. Reports the prompt's time to first token (median of three), the engine's
+decode rate (``LLM.generate``, CUDA graphs and eager), and the parts of a step: the captured forward (graph replay), the LM head, and the rest (host).
 Usage: ``python benchmarks/hybrid_e2e.py --config benchmarks/configs/qwen3.5-35b-a3b --out $OUT/e2e.json``
 (``benchmarks/configs/qwen3.5-27b`` and ``qwen3.5-27b-awq``: the dense 27B, fp16 and AWQ int4 g128).
 """
@@ -14,12 +14,13 @@ import argparse
 import functools
 import json
 import logging
+import statistics
 import time
 from pathlib import Path
 
 import bench_timing
 import torch
-from gpu_e2e import copy_bandwidth, decode_rate, decode_rates
+from gpu_e2e import copy_bandwidth, decode_rate, decode_rates, timed_generate
 
 from revolta_engine import LLM, SamplingParams
 
@@ -96,13 +97,16 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(100, config.vocab_size - 100, (args.prompt_len,), generator=g).tolist()
     llm.generate([{"prompt_token_ids": prompt}], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True))
+    # time to first token of this prompt alone (the prefill forward, its sampling and the request's start and end)
+    ttft_s = statistics.median(timed_generate(llm, [prompt], 1) for _ in range(3))
 
     graphs = engine.runner.graph_runner
     result: dict = {
         "config": args.config, "dtype": args.dtype, "gpu": torch.cuda.get_device_name(),
         "copy_bandwidth_GBps": bw / 1e9, "weights_GB": total / 1e9, "active_weight_GB": active / 1e9,
         "roofline_tok_s": roofline, "build_s": build_s, "cuda_graphs": graphs is not None,
-        "async_scheduling": engine.async_scheduling,
+        "async_scheduling": engine.async_scheduling, "prompt_len": args.prompt_len,
+        "ttft_ms": ttft_s * 1e3, "prefill_tok_s": args.prompt_len / ttft_s,
     }
     if graphs is not None:
         rates = decode_rates(llm, prompt, args.output_len)

@@ -71,7 +71,7 @@ hybrid_run() {
   shift 2
   env "$@" timeout 100 python3 benchmarks/hybrid_e2e.py --config "$config" --out "/tmp/v/hybrid_$label.json" \
     ${HYBRID_PROMPT_LEN:+--prompt-len "$HYBRID_PROMPT_LEN"} >"/tmp/v/hybrid_$label.log" 2>&1
-  echo "[${SECONDS}s] hybrid $label rc=$? $(grep -hoE '"(batch1_decode_tok_s[a-z_]*|batch1_fraction_of_roofline|graph_forward_ms)": [0-9.-]+' \
+  echo "[${SECONDS}s] hybrid $label rc=$? $(grep -hoE '"(batch1_decode_tok_s[a-z_]*|batch1_fraction_of_roofline|graph_forward_ms|ttft_ms)": [0-9.-]+' \
     "/tmp/v/hybrid_$label.json" 2>/dev/null | tr '\n' ' ')"
 }
 
