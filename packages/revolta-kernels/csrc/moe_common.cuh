@@ -142,6 +142,18 @@ __device__ __forceinline__ float moe_block_reduce(float v, float* scratch) {
   return r;
 }
 
+// The rank of expert e (logit v) among the E logits in lg: how many are larger, ties going to the lower id.
+// lg is 16-byte aligned and holds -inf past E up to a multiple of 4 (E % 4 == 0 is not required).
+__device__ __forceinline__ int moe_expert_rank(const float* lg, int E, int e, float v) {
+  int rank = 0;
+  for (int j = 0; j < E; j += 4) {
+    const float4 l = *reinterpret_cast<const float4*>(lg + j);
+    rank += (l.x > v || (l.x == v && j < e)) + (l.y > v || (l.y == v && j + 1 < e)) +
+            (l.z > v || (l.z == v && j + 2 < e)) + (l.w > v || (l.w == v && j + 3 < e));
+  }
+  return rank;
+}
+
 // Softmax top-k of one token's router logits by the whole block (E <= 2 * blockDim.x): each expert's rank is
 // the number of experts with a larger logit (ties: the lower id ranks first); ranks < K are the choice.
 // Weights as transformers computes them: softmax probabilities, optionally renormalised over the K, then
@@ -163,12 +175,7 @@ __device__ void moe_route_block(const T* logits, int E, int K, int renormalize, 
     const int e = i == 0 ? e0 : e1;
     const float v = i == 0 ? v0 : v1;
     if (e < E) {
-      int rank = 0;
-      for (int j = 0; j < E; j += 4) {  // E % 4 == 0 is not required: lg past E holds -inf
-        const float4 l = *reinterpret_cast<const float4*>(lg + j);
-        rank += (l.x > v || (l.x == v && j < e)) + (l.y > v || (l.y == v && j + 1 < e)) +
-                (l.z > v || (l.z == v && j + 2 < e)) + (l.w > v || (l.w == v && j + 3 < e));
-      }
+      const int rank = moe_expert_rank(lg, E, e, v);
       if (rank < K) {
         ids[rank] = e;
         wts[rank] = expf(v - mx) / sum;

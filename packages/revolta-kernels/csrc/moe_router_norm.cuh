@@ -27,16 +27,36 @@ struct MoeRouterNormParams {
 
 constexpr int kNormRegsMoe = 8;
 
+// moe_block_reduce by a block of kMoeRouterWarps warps standing in for kMoeWarps: part[j] is the value of the
+// routing block's thread threadIdx.x + j * kMoeRouterWarps * 32, so the warp reductions and the order of the warp
+// results are moe_block_reduce's. All threads get the result.
+template <bool MAX, int V>
+__device__ __forceinline__ float moe_block_reduce_narrow(float (&part)[V], float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[j] = MAX ? warp_max(part[j]) : warp_sum(part[j]);
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) scratch[warp + j * kMoeRouterWarps] = part[j];
+  }
+  __syncthreads();
+  float r = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
 // moe_route_block's choice and fp32 weights (round_weights = false), bit for bit, by a block of kMoeRouterWarps
-// warps: thread tid plays the routing block's threads tid + j * NT (j < V), so each warp sum, the order of the
-// warp sums and every expression match moe_route_block's (and so moe_topk_softmax_kernel's results).
+// warps: thread tid plays the routing block's threads tid + j * NT (j < V), so each expression and reduction
+// order matches moe_route_block's (and so moe_topk_softmax_kernel's results).
 template <typename T>
 __device__ void moe_route_router_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch,
                                        int* ids, float* wts) {
   constexpr int NT = kMoeRouterWarps * 32, RT = kMoeWarps * 32, V = RT / NT;
   static_assert(V * NT == RT, "the routing block is a whole number of router blocks");
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  float v[V][2];
+  const int tid = threadIdx.x, lane = tid & 31;
+  float v[V][2], part[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
 #pragma unroll
@@ -45,46 +65,22 @@ __device__ void moe_route_router_block(const T* logits, int E, int K, int renorm
       v[j][i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;  // L2: other blocks wrote them
       lg[e] = v[j][i];
     }
+    part[j] = fmaxf(v[j][0], v[j][1]);
   }
-  float part[V];
+  const float mx = moe_block_reduce_narrow<true>(part, scratch);
 #pragma unroll
-  for (int j = 0; j < V; ++j) part[j] = warp_max(fmaxf(v[j][0], v[j][1]));
-  __syncthreads();  // scratch and lg: free from the previous token
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) scratch[warp + j * kMoeRouterWarps] = part[j];
-  }
-  __syncthreads();
-  float mx = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMoeWarps; ++w) mx = fmaxf(mx, scratch[w]);
-#pragma unroll
-  for (int j = 0; j < V; ++j) part[j] = warp_sum(expf(v[j][0] - mx) + expf(v[j][1] - mx));
-  __syncthreads();  // every thread has read the maxima
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) scratch[warp + j * kMoeRouterWarps] = part[j];
-  }
-  __syncthreads();
-  float sum = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMoeWarps; ++w) sum += scratch[w];
+  for (int j = 0; j < V; ++j) part[j] = expf(v[j][0] - mx) + expf(v[j][1] - mx);
+  const float sum = moe_block_reduce_narrow<false>(part, scratch);  // barriers: lg visible
 #pragma unroll
   for (int j = 0; j < V; ++j) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int e = tid + j * NT + i * RT;
       if (e < E) {
-        const float val = v[j][i];
-        int rank = 0;
-        for (int c = 0; c < E; c += 4) {  // lg past E holds -inf
-          const float4 l = *reinterpret_cast<const float4*>(lg + c);
-          rank += (l.x > val || (l.x == val && c < e)) + (l.y > val || (l.y == val && c + 1 < e)) +
-                  (l.z > val || (l.z == val && c + 2 < e)) + (l.w > val || (l.w == val && c + 3 < e));
-        }
+        const int rank = moe_expert_rank(lg, E, e, v[j][i]);
         if (rank < K) {
           ids[rank] = e;
-          wts[rank] = expf(val - mx) / sum;
+          wts[rank] = expf(v[j][i] - mx) / sum;
         }
       }
     }
@@ -96,7 +92,7 @@ __device__ void moe_route_router_block(const T* logits, int E, int K, int renorm
     if (lane < K) wts[lane] = renormalize ? w / total : w;
   }
   __syncthreads();
-}  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
+}
 
 // grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats. x, residual, norm_w
 // rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
