@@ -10,6 +10,7 @@
 #include "quant_moe.cuh"
 #include "quant_moe_lean.cuh"
 #include "quant_moe_combine.cuh"
+#include "quant_moe_gemm.cuh"
 
 namespace revolta {
 
@@ -394,6 +395,44 @@ int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* cp, int
   const dim3 block(static_cast<unsigned>(32 * per_token));
   return bits == 4 ? launch(quant_moe_down_combine_kernel<4>, grid, block, static_cast<size_t>(smem), stream, *cp)
                    : launch(quant_moe_down_combine_kernel<8>, grid, block, static_cast<size_t>(smem), stream, *cp);
+}
+
+// out[R, N] = x[R, K] @ W[e] for rows sorted by expert (quant_moe_gemm.cuh): experts' rows offsets[e] ..
+// offsets[e + 1] - 1 (device int64 [E + 1]), weights stacked [E, ...] as one layer each (quant_common.cuh's
+// layout). The shapes as revolta_quant_gemm's (K % 32, N % 8, G | K); 16-byte aligned x and out. A plain launch.
+int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
+                           const long long* offsets, int R, int E, int N, int K, int bits, int group_size,
+                           int zero_offset, cudaStream_t stream) {
+  using namespace revolta;
+  if (bad_shape(R, N, K, bits, group_size) || E <= 0 || offsets == nullptr) return cudaErrorInvalidValue;
+  if (R == 0 || N == 0) return cudaSuccess;
+  const long long tiles = (R + kMoeGemmBM - 1) / kMoeGemmBM + static_cast<long long>(E);
+  if (tiles > 65535) return cudaErrorInvalidValue;
+  const int pack = 32 / bits, groups = K / group_size;
+  QuantMoeGemmParams q{};
+  q.g.x = static_cast<const __half*>(x);
+  q.g.qweight = static_cast<const uint32_t*>(qweight);
+  q.g.scales = static_cast<const __half*>(scales);
+  q.g.qzeros = static_cast<const uint32_t*>(qzeros);
+  q.g.out = static_cast<__half*>(out);
+  q.g.M = R;
+  q.g.N = N;
+  q.g.K = K;
+  q.g.group_size = group_size;
+  q.g.zero_offset = zero_offset;
+  q.offsets = offsets;
+  q.w_stride = static_cast<long long>(K / pack) * N;
+  q.s_stride = static_cast<long long>(groups) * N;
+  q.z_stride = static_cast<long long>(groups) * (N / pack);
+  q.E = E;
+  const dim3 grid((N + kMoeGemmBN - 1) / kMoeGemmBN, static_cast<unsigned>(tiles));
+  const dim3 block(kMoeGemmWM * kMoeGemmWN * 32);
+  if (bits == 4) {
+    quant_moe_gemm_kernel<4><<<grid, block, MoeGemmCfg<4>::SMEM, stream>>>(q);
+  } else {
+    quant_moe_gemm_kernel<8><<<grid, block, MoeGemmCfg<8>::SMEM, stream>>>(q);
+  }
+  return cudaGetLastError();
 }
 
 // The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 1); a negative value

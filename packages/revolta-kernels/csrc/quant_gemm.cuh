@@ -51,8 +51,9 @@ __device__ __forceinline__ void store_halves(__half* dst, const __half2 (&v)[N /
   }
 }
 
+// The block's BM x BN output tile at (m0, n0): the whole K loop and the epilogue (every thread of the block).
 template <int BITS, int BM, int BN, int BK, int WM, int WN>
-__global__ void __launch_bounds__(WM * WN * 32) quant_gemm_kernel(QuantGemmParams p) {
+__device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0, int n0) {
   using namespace nvcuda;
   using C = GemmCfg<BITS, BM, BN, BK, WM, WN>;
   constexpr int PACK = C::PACK, PAIRS = C::PAIRS, WPT = C::WPT;
@@ -61,7 +62,6 @@ __global__ void __launch_bounds__(WM * WN * 32) quant_gemm_kernel(QuantGemmParam
   __half* smem = reinterpret_cast<__half*>(gemm_smem);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int wm = warp / WN, wn = warp % WN;
   const int b_row = tid / C::ROW_THREADS, b_col = (tid % C::ROW_THREADS) * WPT;
   const int b_n = n0 + b_col;
@@ -179,6 +179,11 @@ __global__ void __launch_bounds__(WM * WN * 32) quant_gemm_kernel(QuantGemmParam
       __syncwarp();
     }
   }
+}
+
+template <int BITS, int BM, int BN, int BK, int WM, int WN>
+__global__ void __launch_bounds__(WM * WN * 32) quant_gemm_kernel(QuantGemmParams p) {
+  quant_gemm_tile<BITS, BM, BN, BK, WM, WN>(p, blockIdx.y * BM, blockIdx.x * BN);
 }
 
 }  // namespace revolta

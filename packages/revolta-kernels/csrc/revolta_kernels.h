@@ -103,6 +103,11 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
 /* revolta_quant_moe_gemv (act 1) and revolta_moe_combine in one launch (quant_moe_combine.cuh): out[t] = sum_k
  * w[t, k] * down(silu(gate) * up of row (t, k)) + sigmoid(x[t] . g) * the shared expert's row when shared_id >= 0. */
 int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* p, int bits, cudaStream_t stream);
+/* Tensor-core GEMM of stacked quantized experts over rows sorted by expert (quant_moe_gemm.cuh, a MoE prefill):
+ * out[r] = x[r] @ W[e] for the rows offsets[e] .. offsets[e + 1] - 1 (device int64 [E + 1]). */
+int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
+                           const long long* offsets, int R, int E, int N, int K, int bits, int group_size,
+                           int zero_offset, cudaStream_t stream);
 /* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
 int revolta_quant_moe_set_lean_tokens(int tokens);
 const char* revolta_error_string(int err);

@@ -126,3 +126,29 @@ def test_quant_moe_down_combine_passes_torch_opcheck():
     torch.library.opcheck(ops_quant.quant_moe_down_combine,
                           (torch.randn(2, 3, 128), qweight, s, qzeros, ids, weights, 4, 32, 0, 3, torch.randn(2, 16),
                            torch.randn(16)))
+
+
+@pytest.mark.parametrize(("bits", "group", "offset"), [(4, 32, 0), (4, 64, 1), (8, 32, 1)])
+def test_quant_moe_gemm_matches_float64(bits, group, offset):
+    """Rows sorted by expert: each expert's slice times its own weights; an expert with no rows, and rows past
+    offsets[E] (zeros)."""
+    e, k, n = 5, 64, 24
+    qweight, s, qzeros, q, z = make_experts(e, k, n, bits, group, seed=bits + group)
+    offsets = torch.tensor([0, 3, 3, 7, 8, 12])  # expert 1 has none; rows 12..13 belong to no expert
+    x = torch.randn(14, k, generator=torch.Generator().manual_seed(3))
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, bits, group, offset)
+    ids = torch.zeros(14, 1, dtype=torch.int64)
+    for i in range(e):
+        ids[offsets[i]:offsets[i + 1]] = i
+    ref = float64_rows(x.unsqueeze(1), ids, q, z, s, group, offset)[:, 0]
+    ref[12:] = 0
+    assert got.shape == (14, n) and got.dtype == x.dtype
+    assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+    torch.library.opcheck(ops_quant.quant_moe_gemm, (x, offsets, qweight, s, qzeros, bits, group, offset))
+
+
+@pytest.mark.parametrize("offsets", [[0, 3, 2, 5, 6, 7], [1, 3, 4, 5, 6, 7], [0, 3, 4, 5, 6, 15], [0, 1, 2]])
+def test_quant_moe_gemm_rejects_bad_offsets(offsets):
+    qweight, s, qzeros, _, _ = make_experts(5, 64, 24, 4, 32, seed=1)
+    with pytest.raises(ValueError, match="offsets must be 6 non-decreasing row offsets"):
+        ops_quant.quant_moe_gemm(torch.randn(8, 64), torch.tensor(offsets), qweight, s, qzeros, 4, 32, 0)

@@ -89,10 +89,12 @@ def kernels() -> list[Kernel]:
                              "&revolta::quant_moe_lean_max_smem"))
         ks.append(Kernel(f"quant moe down + combine int{bits}", f"&revolta::quant_moe_down_combine_kernel<{bits}>",
                          False, "&revolta::quant_moe_combine_max_smem"))
+        ks.append(Kernel(f"quant moe gemm int{bits} (prefill)", f"&revolta::quant_moe_gemm_kernel<{bits}>", True,
+                         f"&revolta::quant_moe_gemm_smem_bytes<{bits}>"))
     return ks
 
 
-SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n#include "quant_moe_lean.cuh"\n#include "quant_moe_combine.cuh"\n'
+SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n#include "quant_moe_lean.cuh"\n#include "quant_moe_combine.cuh"\n#include "quant_moe_gemm.cuh"\n'
 
 
 def main() -> int:

@@ -1,6 +1,7 @@
-"""CUDA implementations of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens)
-and ``revolta::quant_moe_down_combine`` through the native library (csrc/quant_moe.cuh; csrc/quant_moe_lean.cuh
-for one token; csrc/quant_moe_combine.cuh: one token's down projections and weighted sum in one kernel).
+"""CUDA implementations of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens),
+``revolta::quant_moe_down_combine`` and ``revolta::quant_moe_gemm`` through the native library (csrc/quant_moe.cuh;
+csrc/quant_moe_lean.cuh for one token; csrc/quant_moe_combine.cuh: one token's down projections and weighted sum in
+one kernel; csrc/quant_moe_gemm.cuh: every expert's rows of a prefill in one tensor-core kernel).
 
 fp16 activations and scales, int4 / int8 weights, K % 8 == 0, K <= 8192, N % 8 == 0, a group size that is a
 multiple of the pack and divides K, at most ``QUANT_MOE_MAX_ROWS`` routed rows: the kernel; anything else runs the
@@ -41,7 +42,8 @@ class QuantMoeCombineParams(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr],
                                 "revolta_quant_moe_down_combine": [ctypes.POINTER(QuantMoeCombineParams), _c_int,
                                                                    _ptr],
-                                "revolta_quant_moe_set_lean_tokens": [_c_int]}
+                                "revolta_quant_moe_set_lean_tokens": [_c_int],
+                                "revolta_quant_moe_gemm": [_ptr] * 6 + [_c_int] * 7 + [_ptr]}
 # One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh), opt-in with
 # REVOLTA_QUANT_MOE_FUSED_COMBINE=1 until its GPU tests have run (written in session 33, which got no GPU for them:
 # benchmarks/results/h200_session33/run3); otherwise the two kernels run.
@@ -131,6 +133,42 @@ def quant_moe_down_combine(h, qweight, scales, qzeros, ids, weights, bits, group
     return out
 
 
+MOE_GEMM_BM = 64  # kMoeGemmBM in csrc/quant_moe_gemm.cuh: rows per tile
+MOE_GEMM_MAX_TILES = 65535  # the grid's y dimension: ceil(R / 64) + E row tiles at most
+
+
+def gemm_supports(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
+                  qzeros: torch.Tensor, bits: int, group_size: int) -> bool:
+    """Whether ``revolta::quant_moe_gemm`` runs the tensor-core kernel (the shapes of revolta_quant_gemm)."""
+    if bits not in (4, 8) or qweight.dim() != 3 or x.dim() != 2 or offsets.dim() != 1:
+        return False
+    pack = 32 // bits
+    e, rows, n = qweight.shape
+    k = rows * pack
+    return (
+        x.is_cuda and x.dtype == torch.float16 and scales.dtype == torch.float16 and x.shape[1] == k
+        and qweight.dtype == torch.int32 and qzeros.dtype == torch.int32 and offsets.dtype == torch.int64
+        and offsets.device == x.device and offsets.shape[0] == e + 1 and e > 0
+        and k % 32 == 0 and n % 8 == 0 and group_size > 0 and group_size % 32 == 0 and k % group_size == 0
+        and tuple(scales.shape) == (e, k // group_size, n) and tuple(qzeros.shape) == (e, k // group_size, n // pack)
+        and -(-x.shape[0] // MOE_GEMM_BM) + e <= MOE_GEMM_MAX_TILES
+        and x.is_contiguous() and qweight.is_contiguous() and scales.is_contiguous() and qzeros.is_contiguous()
+        and offsets.is_contiguous() and x.data_ptr() % 16 == 0 and qweight.data_ptr() % 16 == 0
+        and scales.data_ptr() % 16 == 0 and qzeros.data_ptr() % 16 == 0
+    )
+
+
+def quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset):
+    if not gemm_supports(x, offsets, qweight, scales, qzeros, bits, group_size):
+        return ref_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset)
+    e, rows, n = qweight.shape
+    out = torch.zeros((x.shape[0], n), dtype=x.dtype, device=x.device)  # rows past offsets[E] stay zero
+    check(_lib().revolta_quant_moe_gemm(out.data_ptr(), x.data_ptr(), qweight.data_ptr(), scales.data_ptr(),
+                                        qzeros.data_ptr(), offsets.data_ptr(), x.shape[0], e, n, rows * (32 // bits),
+                                        bits, group_size, zero_offset, _stream(x)))
+    return out
+
+
 def set_lean_tokens(tokens: int) -> int:
     """The most tokens the lean batch-1 kernel (csrc/quant_moe_lean.cuh) takes, for benchmarks' A/B (0: the original
     kernel always; negative: unchanged). Returns the previous value. CUDA graphs keep the kernel they were captured
@@ -144,4 +182,5 @@ def register() -> bool:
         return False
     ops_quant.quant_moe_matmul.register_kernel("cuda")(quant_moe_matmul)
     ops_quant.quant_moe_down_combine.register_kernel("cuda")(quant_moe_down_combine)
+    ops_quant.quant_moe_gemm.register_kernel("cuda")(quant_moe_gemm)
     return True

@@ -1,6 +1,6 @@
 """Quantized-weight GEMM as torch custom ops (``revolta::quant_matmul``, ``revolta::quant_matmul_silu``,
 ``revolta::quant_matmul_add_rms_norm``, ``revolta::quant_qkv_rope_cache``, ``revolta::quant_moe_matmul``,
-``revolta::quant_moe_down_combine``), and the skinny dense linear ``revolta::dense_linear``.
+``revolta::quant_moe_down_combine``, ``revolta::quant_moe_gemm``), and the skinny dense linear ``revolta::dense_linear``.
 
 The default implementation is the reference (dequantize, float32 matmul; the CPU path); the native CUDA
 kernels register themselves for ``cuda`` in :mod:`revolta_kernels.native_quant` when the library is built.
@@ -110,6 +110,21 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
 @quant_moe_matmul.register_fake
 def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, shared_id=-1):
     return x.new_empty((ids.shape[0], ids.shape[1] + (1 if shared_id >= 0 else 0), qweight.shape[-1]))
+
+
+@torch.library.custom_op(f"{LIB}::quant_moe_gemm", mutates_args=())
+def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
+                   qzeros: torch.Tensor, bits: int, group_size: int, zero_offset: int) -> torch.Tensor:
+    """Stacked kernel-layout quantized experts over rows sorted by expert, ``[R, N]``: ``out[r] = x[r] @ W[e]``
+    for ``offsets[e] <= r < offsets[e + 1]`` (int64 ``[E + 1]``, on ``x``'s device), rows past ``offsets[E]``
+    zeros -- a MoE layer's prefill in one call per projection. On a GPU one tensor-core kernel runs every expert
+    (csrc/quant_moe_gemm.cuh) with no host sync. Reference: one matmul per expert."""
+    return ref_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset)
+
+
+@quant_moe_gemm.register_fake
+def _(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset):
+    return x.new_empty((x.shape[0], qweight.shape[-1]))
 
 
 @torch.library.custom_op(f"{LIB}::quant_moe_down_combine", mutates_args=())

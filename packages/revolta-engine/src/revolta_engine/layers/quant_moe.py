@@ -12,7 +12,8 @@ every routed (token, slot) row in two ops, gate/up (``revolta::quant_moe_matmul`
 weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice on the device: no host
 sync, so the decode step is captured in a CUDA graph.
 Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
-once), picked on the host. Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
+once), picked on the host; with ``REVOLTA_QUANT_MOE_SORTED_GEMM=1`` a GPU instead sorts the routed rows by expert and
+runs each projection as one tensor-core GEMM over every expert (``revolta::quant_moe_gemm``, no host sync). Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
 loop.
 
 The grouped path is on by default; ``REVOLTA_QUANT_MOE_GROUPED=0`` turns it off (every step then takes the loop, and
@@ -31,10 +32,13 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
-from revolta_kernels import ops_quant
+from revolta_kernels import ops, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
+# larger steps on a GPU: every expert's rows in one tensor-core GEMM per projection (revolta::quant_moe_gemm),
+# opt-in with REVOLTA_QUANT_MOE_SORTED_GEMM=1 until its GPU tests have run; otherwise one MLP per expert
+SORTED_GEMM = os.environ.get("REVOLTA_QUANT_MOE_SORTED_GEMM", "0") == "1"
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ class QuantizedExperts(nn.ModuleList):
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` for each token ``t`` (``weights`` in ``x``'s dtype)."""
         if self.runs_grouped(x):
             return self.grouped(x, weights, ids)
+        if SORTED_GEMM and self.can_run_grouped and x.is_cuda and revolta_kernels.native_available():
+            return self.sorted_gemm(x, weights, ids)
         # rows sorted by expert, so each expert's rows are one slice; one host sync (the counts) for the layer
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)
@@ -140,6 +146,25 @@ class QuantizedExperts(nn.ModuleList):
                 start += count
         out = torch.zeros_like(x)
         return out.index_add_(0, tokens, torch.cat(parts)) if parts else out
+
+    def sorted_gemm(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``forward`` for many tokens with no host sync: the routed rows sorted by expert, each projection one
+        ``revolta::quant_moe_gemm`` over the stacks, then the rows weighted and added back to their tokens."""
+        if self.stacked is None:
+            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        gate_up, down = self.stacked
+        experts = gate_up.qweight.shape[0]
+        flat = ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        tokens = order // ids.shape[1]
+        offsets = torch.zeros(experts + 1, dtype=torch.int64, device=x.device)
+        # ids past the stacks (none from the router) count nowhere: their rows sort last and stay zero
+        torch.cumsum(torch.bincount(flat, minlength=experts)[:experts], 0, out=offsets[1:])
+        h = ops_quant.quant_moe_gemm(x[tokens], offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros,
+                                     gate_up.bits, gate_up.group_size, gate_up.zero_offset)
+        y = ops_quant.quant_moe_gemm(ops.silu_and_mul(h), offsets, down.qweight, down.scales, down.qzeros, down.bits,
+                                     down.group_size, down.zero_offset)
+        return torch.zeros_like(x).index_add_(0, tokens, y * weights.reshape(-1)[order].unsqueeze(-1))
 
     def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul

@@ -73,6 +73,26 @@ def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, q
     return (x.float() @ w).to(x.dtype)
 
 
+def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
+                   qzeros: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0) -> torch.Tensor:
+    """Stacked quantized experts over rows sorted by expert (a MoE prefill): ``out[r] = x[r] @ W[e]`` for
+    ``offsets[e] <= r < offsets[e + 1]``, ``[R, N]`` in ``x``'s dtype; rows past ``offsets[E]`` are zeros. One
+    float32 matmul per expert (:func:`quant_matmul`). ``offsets``: int64 ``[E + 1]``, from 0, non-decreasing, at
+    most ``R``."""
+    experts = qweight.shape[0]
+    bounds = offsets.tolist()
+    if (offsets.dim() != 1 or len(bounds) != experts + 1 or bounds[0] != 0 or bounds[-1] > x.shape[0]
+            or any(a > b for a, b in zip(bounds, bounds[1:], strict=False))):
+        raise ValueError(f"offsets must be {experts + 1} non-decreasing row offsets from 0 to at most {x.shape[0]}, "
+                         f"got {bounds if len(bounds) <= 16 else tuple(offsets.shape)}")
+    out = torch.zeros(x.shape[0], qweight.shape[-1], dtype=x.dtype, device=x.device)
+    for e in range(experts):
+        lo, hi = bounds[e], bounds[e + 1]
+        if hi > lo:
+            out[lo:hi] = quant_matmul(x[lo:hi], qweight[e], scales[e], qzeros[e], bits, group_size, zero_offset)
+    return out
+
+
 def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
                      ids: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0, act: int = 0,
                      shared_id: int = -1) -> torch.Tensor:

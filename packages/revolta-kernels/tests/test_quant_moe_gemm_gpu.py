@@ -1,0 +1,129 @@
+"""Native grouped GEMM of stacked quantized experts over rows sorted by expert (csrc/quant_moe_gemm.cuh, a MoE
+prefill) against the reference on the GPU, with test_quant_moe_gpu.py's bound: |native - reference| <= 2e-3 *
+(|x| @ |W|) + 2e-3 * |reference| elementwise, relative L2 error <= 5e-3. Shapes: the experts of Qwen3-30B-A3B and
+Qwen3.5-35B-A3B (gate/up and down, one shared expert stacked last), a 2-rank split, int4 g128 / g64 / g32 and int8;
+skewed routing (experts with no rows, experts over several 64-row tiles), rows past the last offset, offsets that
+point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernels_cases import poison_allocator
+
+import revolta_kernels
+from revolta_kernels import ops_quant
+from revolta_kernels.reference import quant as rq
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
+]
+
+
+def make_experts(e: int, k: int, n: int, bits: int, group: int, gen: torch.Generator):
+    qweight = torch.randint(-(2**31), 2**31 - 1, (e, k * bits // 32, n), dtype=torch.int32, device="cuda",
+                            generator=gen)
+    qzeros = torch.randint(-(2**31), 2**31 - 1, (e, k // group, n * bits // 32), dtype=torch.int32, device="cuda",
+                           generator=gen)
+    scales = (torch.rand(e, k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    return qweight, scales, qzeros
+
+
+def skewed_offsets(e: int, rows: int, gen: torch.Generator) -> torch.Tensor:
+    """Row offsets of ``rows`` routed rows over ``e`` experts: a third of the experts get none, one gets a fifth of
+    them (several 64-row tiles), the rest spread at random."""
+    weights = torch.rand(e, generator=gen, device="cuda")
+    weights[torch.randperm(e, generator=gen, device="cuda")[: e // 3]] = 0
+    weights[int(torch.randint(0, e, (1,), generator=gen, device="cuda"))] = weights.sum() / 4
+    ids = torch.multinomial(weights, rows, replacement=True, generator=gen)
+    counts = torch.bincount(ids, minlength=e)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+def assert_close(got, x, offsets, qweight, scales, qzeros, bits, group, offset):
+    ref = torch.zeros(x.shape[0], qweight.shape[-1], device="cuda")
+    bound = torch.zeros_like(ref)
+    bounds = offsets.tolist()
+    for e in range(qweight.shape[0]):
+        lo, hi = max(0, min(bounds[e], x.shape[0])), max(0, min(bounds[e + 1], x.shape[0]))
+        if hi > lo:
+            w = rq.dequantize(qweight[e], scales[e], qzeros[e], bits, group, offset)
+            ref[lo:hi] = x[lo:hi].float() @ w
+            bound[lo:hi] = 2e-3 * (x[lo:hi].float().abs() @ w.abs())
+    bound += 2e-3 * ref.abs()
+    assert got.shape == ref.shape and got.dtype == torch.float16
+    assert not torch.isnan(got).any()
+    err = (got.float() - ref).abs()
+    assert bool((err <= bound + 1e-6).all()), f"max excess {float((err - bound).max()):.3g}"
+    assert float(err.norm() / ref.norm().clamp_min(1e-12)) < 5e-3
+
+
+@pytest.mark.parametrize(("e", "k", "n"), [
+    (257, 2048, 1024),  # Qwen3.5-35B-A3B gate/up (256 experts + the shared one)
+    (257, 512, 2048),  # ... down
+    (128, 2048, 1536),  # Qwen3-30B-A3B gate/up
+    (128, 768, 2048),  # ... down
+    (128, 2048, 768),  # Qwen3-30B-A3B gate/up over 2 ranks
+])
+@pytest.mark.parametrize("rows", [300, 8192])
+def test_sorted_gemm_matches_reference(e, k, n, rows):
+    gen = torch.Generator(device="cuda").manual_seed(e + k + n + rows)
+    qweight, scales, qzeros = make_experts(e, k, n, 4, 128, gen)
+    offsets = skewed_offsets(e - 1, rows, gen)  # the last (shared) expert gets no rows, as in the engine
+    offsets = torch.cat([offsets, offsets[-1:]])
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 128, 0)
+    assert_close(got, x, offsets, qweight, scales, qzeros, 4, 128, 0)
+
+
+@pytest.mark.parametrize(("bits", "group", "offset"), [(4, 64, 0), (4, 32, 1), (8, 128, 0), (8, 32, 1)])
+def test_sorted_gemm_settings(bits, group, offset):
+    gen = torch.Generator(device="cuda").manual_seed(bits * 1000 + group)
+    e, k, n, rows = 64, 1024, 512, 1000
+    qweight, scales, qzeros = make_experts(e, k, n, bits, group, gen)
+    offsets = skewed_offsets(e, rows - 37, gen)  # 37 rows past the last offset: zeros
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group, offset)
+    assert_close(got, x, offsets, qweight, scales, qzeros, bits, group, offset)
+    assert bool((got[rows - 37:] == 0).all())
+
+
+def test_sorted_gemm_equals_per_expert_gemm():
+    """The per-expert tensor-core GEMM (revolta::quant_matmul, M > 8) that the engine's prefill loop ran: the same
+    values within the fp16 output rounding (same K order, other tile shapes)."""
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    e, k, n = 16, 2048, 1024
+    qweight, scales, qzeros = make_experts(e, k, n, 4, 128, gen)
+    offsets = skewed_offsets(e, 2000, gen)
+    x = torch.randn(2000, k, device="cuda", generator=gen).half()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 128, 0)
+    bounds = offsets.tolist()
+    for i in range(e):
+        lo, hi = bounds[i], bounds[i + 1]
+        if hi - lo > 8:
+            want = ops_quant.quant_matmul(x[lo:hi], qweight[i], scales[i], qzeros[i], 4, 128, 0)
+            err = (got[lo:hi].float() - want.float()).abs().max()
+            assert float(err) <= 2e-3 * float(want.float().abs().max()), i
+
+
+def test_sorted_gemm_clamps_offsets_outside_the_rows():
+    """Offsets past the rows or decreasing (a caller's bug; the op cannot check device values without a sync):
+    the kernel clamps each expert's rows to [0, R) and never reads or writes outside x and out."""
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    e, k, n, rows = 8, 256, 128, 100
+    qweight, scales, qzeros = make_experts(e, k, n, 4, 64, gen)
+    offsets = torch.tensor([0, 30, 20, 60, 500, 500, 1000, 1000, 1000], device="cuda")
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 64, 0)
+    torch.cuda.synchronize()
+    want = torch.zeros(rows, n, device="cuda")
+    for i, (lo, hi) in enumerate([(0, 30), (30, 30), (20, 60), (60, 100)]):
+        if hi > lo:
+            want[lo:hi] = x[lo:hi].float() @ rq.dequantize(qweight[i], scales[i], qzeros[i], 4, 64, 0)
+    rows_ok = torch.ones(rows, dtype=torch.bool)
+    rows_ok[20:30] = False  # written by experts 0 and 2 (overlapping): either
+    assert float((got[rows_ok].float() - want[rows_ok]).norm() / want[rows_ok].norm()) < 5e-3
