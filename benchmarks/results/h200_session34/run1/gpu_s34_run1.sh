@@ -6,7 +6,7 @@
 # 1. GPU tests: the kernels against the reference and the launches they replace; the router/MoE kernels they touch;
 #    the engine's hybrid and quantized hybrid tests with all three on.
 # 2. Qwen3.5-35B-A3B AWQ batch 1 (1024-token prompt): neither / both / both + the sorted prefill GEMM (time to first
-#    token against the per-expert loop of the others) / neither / both / combine alone / topk alone.
+#    token against the per-expert loop of the others) / neither / both; after the bars, combine alone / topk alone.
 # 3. Issue 6's bars (defaults: both fusions off, they touch only MoE models): Llama-3.1-8B fp16 / AWQ / AWQ with int8
 #    activations at batch 1, quant_bench with fp16 and int8 activations.
 # 4. The on-path timeline with both on.
@@ -31,8 +31,6 @@ hybrid_run both_1 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1
 hybrid_run sorted $M $ON
 hybrid_run neither_2 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=0 REVOLTA_MOE_ROUTER_TOPK=0
 hybrid_run both_2 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1
-hybrid_run combine_1 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=0
-hybrid_run topk_1 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=0 REVOLTA_MOE_ROUTER_TOPK=1
 e2e fp16 benchmarks/configs/llama-3.1-8b
 e2e awq benchmarks/configs/llama-3.1-8b-awq
 e2e awq_int8 benchmarks/configs/llama-3.1-8b-awq REVOLTA_ACTIVATION_QUANT=int8
@@ -41,6 +39,8 @@ echo "[${SECONDS}s] quant_bench fp16 rc=$?"; grep -E "copy|M=1" /tmp/v/qb_fp16.l
 REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,22" timeout 60 python3 benchmarks/quant_bench.py \
   --out /tmp/v/quant_int8.json > /tmp/v/qb_int8.log 2>&1
 echo "[${SECONDS}s] quant_bench int8 rc=$?"; grep -E "copy|M=1" /tmp/v/qb_int8.log
+hybrid_run combine_1 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=0
+hybrid_run topk_1 $M REVOLTA_QUANT_MOE_FUSED_COMBINE=0 REVOLTA_MOE_ROUTER_TOPK=1
 REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1 timeout 120 python3 benchmarks/decode_timeline.py \
   --config $M --prompt-len 1024 --reps 3 --out /tmp/v/timeline_35b.json > /tmp/v/timeline_35b.log 2>&1
 echo "[${SECONDS}s] timeline rc=$?"; grep -vE "^\s+\+" /tmp/v/timeline_35b.log | tail -16
