@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 export REVOLTA_NATIVE_LIB=/tmp/libs/m37/librevolta_native.so
 K=packages/revolta-kernels/tests
 gpu_tests combine 120 $K/test_quant_moe_combine_gpu.py
-gpu_tests router_topk 120 $K/test_moe_router_topk_gpu.py $K/test_moe_gpu.py
+gpu_tests router_topk 120 $K/test_moe_router_topk_gpu.py $K/test_moe_gpu.py -k router
 gpu_tests sorted_gemm 120 $K/test_quant_moe_gemm_gpu.py
 ON="REVOLTA_QUANT_MOE_FUSED_COMBINE=1 REVOLTA_MOE_ROUTER_TOPK=1 REVOLTA_QUANT_MOE_SORTED_GEMM=1"
 (export $ON; gpu_tests engine_hybrid 150 packages/revolta-engine/tests/test_gpu_hybrid.py \
