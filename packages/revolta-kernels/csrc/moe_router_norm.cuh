@@ -25,7 +25,7 @@ struct MoeRouterNormParams {
   int tokens, H, E, norm_threads, zero_centered, top_k, renormalize;
 };
 
-constexpr int kNormRegsMoe = 8;
+constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
 
 // moe_block_reduce by a block of kMoeRouterWarps warps standing in for kMoeWarps: part[j] is the value of the
 // routing block's thread threadIdx.x + j * kMoeRouterWarps * 32, so the warp reductions and the order of the warp
