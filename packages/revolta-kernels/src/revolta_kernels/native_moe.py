@@ -1,7 +1,6 @@
 """CUDA implementations of the mixture-of-experts ops of :mod:`revolta_kernels.ops_hybrid` (``fused_moe``,
-``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_router_norm_topk``, ``moe_topk_softmax``, ``moe_combine``) for
-few tokens, through
-the native library.
+``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_router_norm_topk``, ``moe_topk_softmax``,
+``moe_combine``) for few tokens, through the native library.
 
 Each implementation checks that the inputs are a case the kernels handle (csrc/moe.cuh) and otherwise runs the
 reference, so an unsupported case is slower but never an error. Launches go to torch's current stream.

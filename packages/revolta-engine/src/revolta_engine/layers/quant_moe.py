@@ -13,8 +13,8 @@ weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the route
 sync, so the decode step is captured in a CUDA graph.
 Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
 once), picked on the host; with ``REVOLTA_QUANT_MOE_SORTED_GEMM=1`` a GPU instead sorts the routed rows by expert and
-runs each projection as one tensor-core GEMM over every expert (``revolta::quant_moe_gemm``, no host sync). Experts whose gate/up projection gathers its input (GPTQ act-order) always take that
-loop.
+runs each projection as one tensor-core GEMM over every expert (``revolta::quant_moe_gemm``, no host sync).
+Experts whose gate/up projection gathers its input (GPTQ act-order) always take that loop.
 
 The grouped path is on by default; ``REVOLTA_QUANT_MOE_GROUPED=0`` turns it off (every step then takes the loop, and
 decode runs without CUDA graphs). Its kernel passed its GPU tests against the reference on an H200 (session 30).
