@@ -142,6 +142,9 @@ def test_quantized_experts_decode_like_the_dequantized_model(sources, tmp_path, 
         weights = torch.rand(6, top_k, generator=gen)
         assert not experts.runs_grouped(x)  # the CPU takes the per-expert loop
         torch.testing.assert_close(experts.grouped(x, weights, ids), experts(x, weights, ids), rtol=1e-5, atol=1e-6)
+        # the GPU prefill's sorted-rows path (one quant_moe_gemm per projection), here through the ops' references
+        torch.testing.assert_close(experts.sorted_gemm(x, weights, ids), experts(x, weights, ids), rtol=1e-5,
+                                   atol=1e-6)
         # the whole block's decode path (routing, routed rows, weighted sum with the gated shared expert as ops);
         # a shared expert (Qwen3.5) is stacked after the experts, its parameters views too
         block = model.model.layers[0].mlp
