@@ -408,7 +408,6 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   if (R == 0 || N == 0) return cudaSuccess;
   const long long tiles = (R + kMoeGemmBM - 1) / kMoeGemmBM + static_cast<long long>(E);
   if (tiles > 65535) return cudaErrorInvalidValue;
-  const int pack = 32 / bits, groups = K / group_size;
   QuantMoeGemmParams q{};
   q.g.x = static_cast<const __half*>(x);
   q.g.qweight = static_cast<const uint32_t*>(qweight);
@@ -421,9 +420,6 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   q.g.group_size = group_size;
   q.g.zero_offset = zero_offset;
   q.offsets = offsets;
-  q.w_stride = static_cast<long long>(K / pack) * N;
-  q.s_stride = static_cast<long long>(groups) * N;
-  q.z_stride = static_cast<long long>(groups) * (N / pack);
   q.E = E;
   const dim3 grid((N + kMoeGemmBN - 1) / kMoeGemmBN, static_cast<unsigned>(tiles));
   const dim3 block(kMoeGemmWM * kMoeGemmWN * 32);

@@ -13,9 +13,8 @@
 namespace revolta {
 
 struct QuantMoeGemmParams {
-  QuantGemmParams g;          // x [R, K] rows sorted by expert, out [R, N]; qweight / scales / qzeros: expert 0's
+  QuantGemmParams g;          // x [R, K] rows sorted by expert, out [R, N]; qweight / scales / qzeros: [E, ...] stacks
   const long long* offsets;   // [E + 1]: expert e's rows are offsets[e] .. offsets[e + 1] - 1 (offsets[0] = 0)
-  long long w_stride, s_stride, z_stride;  // elements from one expert's qweight / scales / qzeros to the next's
   int E;
 };
 
@@ -70,9 +69,11 @@ __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_k
   p.x += rows.x * p.K;
   p.out += rows.x * p.N;
   p.M = static_cast<int>(rows.y - rows.x);
-  p.qweight += e * q.w_stride;
-  p.scales += e * q.s_stride;
-  p.qzeros += e * q.z_stride;
+  constexpr int PACK = 32 / BITS;
+  const int groups = p.K / p.group_size;  // expert e's tensors as the other MoE kernels find them
+  p.qweight += static_cast<size_t>(e) * (p.K / PACK) * p.N;
+  p.scales += static_cast<size_t>(e) * groups * p.N;
+  p.qzeros += static_cast<size_t>(e) * groups * (p.N / PACK);
   quant_gemm_tile<BITS, BM, kMoeGemmBN, kMoeGemmBK, kMoeGemmWM, kMoeGemmWN>(p, owner[1], blockIdx.x * kMoeGemmBN);
 }
 

@@ -147,12 +147,16 @@ class QuantizedExperts(nn.ModuleList):
         out = torch.zeros_like(x)
         return out.index_add_(0, tokens, torch.cat(parts)) if parts else out
 
+    def _stacks(self) -> tuple[StackedProjection, StackedProjection]:
+        """The stacked (gate/up, down) projections that the grouped paths read."""
+        if self.stacked is None:
+            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        return self.stacked
+
     def sorted_gemm(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """``forward`` for many tokens with no host sync: the routed rows sorted by expert, each projection one
         ``revolta::quant_moe_gemm`` over the stacks, then the rows weighted and added back to their tokens."""
-        if self.stacked is None:
-            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
-        gate_up, down = self.stacked
+        gate_up, down = self._stacks()
         experts = gate_up.qweight.shape[0]
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)
@@ -170,12 +174,10 @@ class QuantizedExperts(nn.ModuleList):
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul
         + down (needs the stacks: see :meth:`finish_loading`). ``with_shared`` (needs :attr:`shared_id` >= 0): the
         stacked shared expert's output as one more row per token, ``[T, top_k + 1, hidden]``."""
-        if self.stacked is None:
-            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        gate_up, down = self._stacks()
         if with_shared and self.shared_id < 0:
             raise RuntimeError("no shared expert is stacked with these experts")
         shared_id = self.shared_id if with_shared else -1
-        gate_up, down = self.stacked
         return down.apply(gate_up.apply(x, ids, 0, shared_id), ids, 1, shared_id)
 
     def grouped(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -189,12 +191,10 @@ class QuantizedExperts(nn.ModuleList):
         ``REVOLTA_QUANT_MOE_FUSED_COMBINE=1``, else two).
         ``shared_gate`` (needs :attr:`shared_id` >= 0): the stacked shared expert's row is added, gated by
         ``sigmoid(x @ shared_gate)``."""
-        if self.stacked is None:
-            raise RuntimeError("the experts are not stacked (act-order or mixed settings): use forward")
+        gate_up, down = self._stacks()
         if shared_gate is not None and self.shared_id < 0:
             raise RuntimeError("no shared expert is stacked with these experts")
         shared_id = self.shared_id if shared_gate is not None else -1
-        gate_up, down = self.stacked
         h = gate_up.apply(x, ids, 0, shared_id)
         return ops_quant.quant_moe_down_combine(h, down.qweight, down.scales, down.qzeros, ids.contiguous(),
                                                 weights.contiguous(), down.bits, down.group_size, down.zero_offset,
