@@ -26,7 +26,7 @@ pytestmark = [
 
 @pytest.fixture(autouse=True)
 def fused_on(monkeypatch):
-    """The fused kernel is opt-in (native_quant_moe.FUSED_COMBINE) until these tests have passed on a GPU."""
+    """The fused kernel, whatever REVOLTA_QUANT_MOE_FUSED_COMBINE says (native_quant_moe.FUSED_COMBINE)."""
     monkeypatch.setattr(native_quant_moe, "FUSED_COMBINE", True)
 
 
