@@ -11,9 +11,9 @@ stacks, so nothing is held twice). On a GPU, a step of at most ``GROUPED_MAX_TOK
 every routed (token, slot) row in two ops, gate/up (``revolta::quant_moe_matmul``) and SiLU-and-mul + down + the
 weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice on the device: no host
 sync, so the decode step is captured in a CUDA graph.
-Larger steps (prefill) and the CPU run one MLP per expert that got tokens (the tensor-core GEMM reads each expert
-once), picked on the host; with ``REVOLTA_QUANT_MOE_SORTED_GEMM=1`` a GPU instead sorts the routed rows by expert and
-runs each projection as one tensor-core GEMM over every expert (``revolta::quant_moe_gemm``, no host sync).
+Larger steps (prefill) on a GPU sort the routed rows by expert and run each projection as one tensor-core GEMM over
+every expert (``revolta::quant_moe_gemm``, no host sync); the CPU (and ``REVOLTA_QUANT_MOE_SORTED_GEMM=0``) runs one
+MLP per expert that got tokens (the tensor-core GEMM reads each expert once), picked on the host.
 Experts whose gate/up projection gathers its input (GPTQ act-order) always take that loop.
 
 The grouped path is on by default; ``REVOLTA_QUANT_MOE_GROUPED=0`` turns it off (every step then takes the loop, and
@@ -36,9 +36,11 @@ from revolta_kernels import ops, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
-# larger steps on a GPU: every expert's rows in one tensor-core GEMM per projection (revolta::quant_moe_gemm),
-# opt-in with REVOLTA_QUANT_MOE_SORTED_GEMM=1 until its GPU tests have run; otherwise one MLP per expert
-SORTED_GEMM = os.environ.get("REVOLTA_QUANT_MOE_SORTED_GEMM", "0") == "1"
+# larger steps on a GPU: every expert's rows in one tensor-core GEMM per projection (revolta::quant_moe_gemm); on by
+# default since its GPU tests passed (Qwen3.5-35B-A3B AWQ, 1024-token prompt on an H100: 82 ms to the first token
+# against 1380-1440 ms for one MLP per expert, benchmarks/results/h200_session35); REVOLTA_QUANT_MOE_SORTED_GEMM=0
+# runs one MLP per expert (A/B)
+SORTED_GEMM = os.environ.get("REVOLTA_QUANT_MOE_SORTED_GEMM", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -161,9 +163,12 @@ class QuantizedExperts(nn.ModuleList):
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)
         tokens = order // ids.shape[1]
+        # counted by index_add_, not bincount, whose CUDA kernel reads the largest id back to the host; ids past the
+        # stacks (none from the router) count in the extra slot, so their rows sort last and stay zero
+        counts = torch.zeros(experts + 1, dtype=torch.int64, device=x.device)
+        counts.index_add_(0, flat.clamp(max=experts), torch.ones_like(flat))
         offsets = torch.zeros(experts + 1, dtype=torch.int64, device=x.device)
-        # ids past the stacks (none from the router) count nowhere: their rows sort last and stay zero
-        torch.cumsum(torch.bincount(flat, minlength=experts)[:experts], 0, out=offsets[1:])
+        torch.cumsum(counts[:experts], 0, out=offsets[1:])
         h = ops_quant.quant_moe_gemm(x[tokens], offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros,
                                      gate_up.bits, gate_up.group_size, gate_up.zero_offset)
         y = ops_quant.quant_moe_gemm(ops.silu_and_mul(h), offsets, down.qweight, down.scales, down.qzeros, down.bits,
@@ -187,8 +192,8 @@ class QuantizedExperts(nn.ModuleList):
     def combined(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
                  shared_gate: torch.Tensor | None = None) -> torch.Tensor:
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` (``weights`` float32) in two ops: gate/up, then
-        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token where
-        ``REVOLTA_QUANT_MOE_FUSED_COMBINE=1``, else two).
+        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token unless
+        ``REVOLTA_QUANT_MOE_FUSED_COMBINE=0``, else two).
         ``shared_gate`` (needs :attr:`shared_id` >= 0): the stacked shared expert's row is added, gated by
         ``sigmoid(x @ shared_gate)``."""
         gate_up, down = self._stacks()
