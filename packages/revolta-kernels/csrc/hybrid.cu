@@ -382,7 +382,9 @@ int revolta_moe_router_norm(const MoeRouterNormParams* p, int dtype, cudaStream_
                                 p->top_k < 1 || p->top_k > kMoeMaxTopK || p->top_k > p->E))
     return cudaErrorInvalidValue;
   const dim3 grid((p->E + kMoeRouterWarps - 1) / kMoeRouterWarps);
-  const size_t smem = static_cast<size_t>(p->H) * sizeof(float);
+  // the routing tail reuses the normed row's buffer for its 2 E candidates
+  const int smem_floats = p->ids_out != nullptr && 2 * p->E > p->H ? 2 * p->E : p->H;
+  const size_t smem = static_cast<size_t>(smem_floats) * sizeof(float);
   REVOLTA_HYBRID_DISPATCH(dtype, return launch(moe_router_norm_kernel<T>, grid, dim3(kMoeRouterWarps * 32), smem,
                                                stream, *p))
   return cudaSuccess;

@@ -192,4 +192,106 @@ __device__ void moe_route_block(const T* logits, int E, int K, int renormalize, 
   __syncthreads();
 }
 
+// moe_block_reduce by a block of kMoeWarps / V warps standing in for the kMoeWarps-warp routing block: part[j] is
+// the value of the routing block's thread threadIdx.x + j * blockDim.x, so the warp reductions and the order of the
+// warp results are moe_block_reduce's (V = 1: the same reduction). All threads get the result.
+template <bool MAX, int V>
+__device__ __forceinline__ float moe_block_reduce_narrow(float (&part)[V], float* scratch) {
+  constexpr int NW = kMoeWarps / V;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[j] = MAX ? warp_max(part[j]) : warp_sum(part[j]);
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) scratch[warp + j * NW] = part[j];
+  }
+  __syncthreads();
+  float r = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
+// moe_route_block's choice and weights, bit for bit, with the rank count over candidates only: the kMoeWarps
+// routing warps' maxima are distinct experts, so when K <= kMoeWarps the K-th largest logit is >= their minimum
+// tau and only experts with a logit >= tau can be chosen; an expert's rank only counts experts that beat it, which
+// are candidates too. So each candidate is ranked against the candidates (typically ~10-30 of E) instead of every
+// thread scanning all E logits (~1.3K instructions per thread, most of the routing kernel's time).
+// The block has kMoeWarps * 32 / V threads; thread tid plays the routing block's threads tid + j * blockDim.x
+// (j < V), so every expression and reduction order is the V = 1 block's. round_weights: as moe_route_block's.
+// The logits are read through L2 (they may come from other blocks of the same kernel). `cand` holds E ints,
+// `candv` E floats, `ncand` one int, `scratch` kMoeWarps floats (shared memory).
+template <typename T, int V = 1>
+__device__ void moe_route_block_cand(const T* logits, int E, int K, int renormalize, float* scratch, int* ids,
+                                     float* wts, int* cand, float* candv, int* ncand, bool round_weights = true) {
+  constexpr int RT = kMoeWarps * 32, NT = RT / V, NW = NT / 32;
+  static_assert(V * NT == RT && NT % 32 == 0, "the routing block is a whole number of these blocks");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float v[V][2], part[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = tid + j * NT + i * RT;
+      v[j][i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;
+    }
+    part[j] = warp_max(fmaxf(v[j][0], v[j][1]));
+  }
+  if (tid == 0) *ncand = 0;
+  if (tid < K) ids[tid] = 0;  // in range whatever the logits (NaN)
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) scratch[warp + j * NW] = part[j];
+  }
+  __syncthreads();
+  float mx = scratch[0], tau = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMoeWarps; ++w) {
+    mx = fmaxf(mx, scratch[w]);
+    tau = fminf(tau, scratch[w]);
+  }
+  if (K > kMoeWarps) tau = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < V; ++j) part[j] = expf(v[j][0] - mx) + expf(v[j][1] - mx);
+  const float sum = moe_block_reduce_narrow<false>(part, scratch);  // barriers: ncand = 0 seen
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = tid + j * NT + i * RT;
+      if (e < E && v[j][i] >= tau) {
+        const int slot = atomicAdd(ncand, 1);
+        cand[slot] = e;
+        candv[slot] = v[j][i];
+      }
+    }
+  }
+  __syncthreads();
+  const int C = *ncand;
+  for (int c = tid; c < C; c += NT) {
+    const int e = cand[c];
+    const float ve = candv[c];
+    int rank = 0;
+#pragma unroll 4
+    for (int k = 0; k < C; ++k) {
+      const float l = candv[k];
+      rank += (l > ve || (l == ve && cand[k] < e));
+    }
+    if (rank < K) {
+      ids[rank] = e;
+      wts[rank] = expf(ve - mx) / sum;
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    float w = lane < K ? wts[lane] : 0.f;
+    const float total = warp_sum(w);
+    const float r = renormalize ? w / total : w;
+    if (lane < K) wts[lane] = round_weights ? to_float(from_float<T>(r)) : r;
+  }
+  __syncthreads();
+}
+
 }  // namespace revolta

@@ -27,75 +27,8 @@ struct MoeRouterNormParams {
 
 constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
 
-// moe_block_reduce by a block of kMoeRouterWarps warps standing in for kMoeWarps: part[j] is the value of the
-// routing block's thread threadIdx.x + j * kMoeRouterWarps * 32, so the warp reductions and the order of the warp
-// results are moe_block_reduce's. All threads get the result.
-template <bool MAX, int V>
-__device__ __forceinline__ float moe_block_reduce_narrow(float (&part)[V], float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int j = 0; j < V; ++j) part[j] = MAX ? warp_max(part[j]) : warp_sum(part[j]);
-  __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) scratch[warp + j * kMoeRouterWarps] = part[j];
-  }
-  __syncthreads();
-  float r = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
-  return r;
-}
-
-// moe_route_block's choice and fp32 weights (round_weights = false), bit for bit, by a block of kMoeRouterWarps
-// warps: thread tid plays the routing block's threads tid + j * NT (j < V), so each expression and reduction
-// order matches moe_route_block's (and so moe_topk_softmax_kernel's results).
-template <typename T>
-__device__ void moe_route_router_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch,
-                                       int* ids, float* wts) {
-  constexpr int NT = kMoeRouterWarps * 32, RT = kMoeWarps * 32, V = RT / NT;
-  static_assert(V * NT == RT, "the routing block is a whole number of router blocks");
-  const int tid = threadIdx.x, lane = tid & 31;
-  float v[V][2], part[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int e = tid + j * NT + i * RT;
-      v[j][i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;  // L2: other blocks wrote them
-      lg[e] = v[j][i];
-    }
-    part[j] = fmaxf(v[j][0], v[j][1]);
-  }
-  const float mx = moe_block_reduce_narrow<true>(part, scratch);
-#pragma unroll
-  for (int j = 0; j < V; ++j) part[j] = expf(v[j][0] - mx) + expf(v[j][1] - mx);
-  const float sum = moe_block_reduce_narrow<false>(part, scratch);  // barriers: lg visible
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int e = tid + j * NT + i * RT;
-      if (e < E) {
-        const int rank = moe_expert_rank(lg, E, e, v[j][i]);
-        if (rank < K) {
-          ids[rank] = e;
-          wts[rank] = expf(v[j][i] - mx) / sum;
-        }
-      }
-    }
-  }
-  __syncthreads();
-  if (tid < 32) {
-    const float w = lane < K ? wts[lane] : 0.f;
-    const float total = warp_sum(w);
-    if (lane < K) wts[lane] = renormalize ? w / total : w;
-  }
-  __syncthreads();
-}
-
-// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats. x, residual, norm_w
-// rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
+// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats (with ids_out: at least 2 E).
+// x, residual, norm_w rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
 template <typename T>
 __global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(MoeRouterNormParams p) {
   constexpr int RL = MoeLoads<T>::router;
@@ -207,17 +140,20 @@ __global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(M
   if (p.ids_out == nullptr) return;
   // The routing, by the last block to finish: the barrier above orders this block's logit stores (lane 0 of each
   // warp) before thread 0's release-acquire arrival, after which the last block may read every block's logits.
-  __shared__ __align__(16) float lg[kMoeMaxExperts];
+  int* cand = reinterpret_cast<int*>(hs);  // hs is free now (the launch gives it >= 2 E floats)
+  float* candv = hs + E;
   __shared__ float scratch[kMoeWarps];
   __shared__ int ids[kMoeMaxTopK];
   __shared__ float wts[kMoeMaxTopK];
+  __shared__ int ncand;
   __shared__ int is_last;
   if (threadIdx.x == 0) is_last = split_arrive(p.counter) == static_cast<int>(gridDim.x) - 1;
   __syncthreads();
   if (!is_last) return;
   for (int t = 0; t < p.tokens; ++t) {
-    moe_route_router_block<T>(static_cast<const T*>(p.logits) + static_cast<size_t>(t) * E, E, p.top_k,
-                              p.renormalize, lg, scratch, ids, wts);
+    moe_route_block_cand<T, kMoeWarps / kMoeRouterWarps>(static_cast<const T*>(p.logits) + static_cast<size_t>(t) * E,
+                                                         E, p.top_k, p.renormalize, scratch, ids, wts, cand, candv,
+                                                         &ncand, false);
     if (threadIdx.x < p.top_k) {
       p.ids_out[static_cast<size_t>(t) * p.top_k + threadIdx.x] = ids[threadIdx.x];
       p.weights_out[static_cast<size_t>(t) * p.top_k + threadIdx.x] = wts[threadIdx.x];

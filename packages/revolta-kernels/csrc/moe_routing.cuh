@@ -1,8 +1,8 @@
 // The routing and the combination around a mixture-of-experts layer whose experts run elsewhere (the quantized
 // experts: revolta::quant_moe_matmul), for few tokens, so such a decode step needs neither torch's top-k / sort
 // kernels nor its chain of elementwise ops:
-//   * moe_topk_softmax_kernel: one block per token, softmax top-k of its router logits (moe_route_block: ties go to
-//     the lower expert id), optionally renormalised; fp32 weights and int64 ids, as revolta::moe_topk_softmax;
+//   * moe_topk_softmax_kernel: one block per token, softmax top-k of its router logits (moe_route_block_cand:
+//     ties go to the lower expert id), optionally renormalised; fp32 weights and int64 ids, as revolta::moe_topk_softmax;
 //   * moe_combine_kernel: out[t] = sum_k w16[t, k] * y[t, k] (each product rounded to the storage type, the sum in
 //     fp32, as torch's (y * w.to(T)).float().sum(1).to(T)), plus, with a shared expert, sigmoid(x[t] . g) * s[t]
 //     with the roundings of torch's fp16 ops (the gate logit, its sigmoid, the product, the sum). Each block
@@ -34,14 +34,16 @@ template <typename T>
 __global__ void __launch_bounds__(kMoeWarps * 32) moe_topk_softmax_kernel(const T* logits, long long logits_stride,
                                                                           int E, int K, int renormalize,
                                                                           long long* ids_out, float* weights_out) {
-  __shared__ __align__(16) float lg[kMoeMaxExperts];
+  __shared__ float candv[kMoeMaxExperts];
+  __shared__ int cand[kMoeMaxExperts];
   __shared__ float scratch[kMoeWarps];
   __shared__ int ids[kMoeMaxTopK];
   __shared__ float wts[kMoeMaxTopK];
+  __shared__ int ncand;
   pdl_wait();  // the logits come from the kernel just before
   pdl_trigger();
   const int t = blockIdx.x;
-  moe_route_block<T>(logits + t * logits_stride, E, K, renormalize, lg, scratch, ids, wts, false);
+  moe_route_block_cand<T>(logits + t * logits_stride, E, K, renormalize, scratch, ids, wts, cand, candv, &ncand, false);
   if (threadIdx.x < K) {
     ids_out[static_cast<size_t>(t) * K + threadIdx.x] = ids[threadIdx.x];
     weights_out[static_cast<size_t>(t) * K + threadIdx.x] = wts[threadIdx.x];

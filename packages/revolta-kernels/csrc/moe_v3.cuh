@@ -39,68 +39,6 @@ __device__ __forceinline__ void moe_prefetch_down(const MoeParams& p, const int*
   }
 }
 
-// moe_route_block with the same choice and weights (bit for bit), but the rank count over candidates only: the
-// kMoeWarps warp maxima are distinct experts, so when K <= kMoeWarps the K-th largest logit is >= their
-// minimum tau and only experts with a logit >= tau can be chosen; an expert's rank only counts experts that beat
-// it, which are candidates too. So each candidate is ranked against the candidates (typically ~10-30 of E)
-// instead of every thread scanning all E logits (v1: ~1.3K instructions per thread before any row load).
-// `cand` holds E ints, `candv` E floats, `ncand` one int (shared memory).
-template <typename T>
-__device__ void moe_route_block_cand(const T* logits, int E, int K, int renormalize, float* scratch, int* ids,
-                                     float* wts, int* cand, float* candv, int* ncand) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int e0 = tid, e1 = tid + kMoeWarps * 32;
-  const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
-  const float v1 = e1 < E ? to_float(logits[e1]) : -INFINITY;
-  if (tid == 0) *ncand = 0;
-  if (tid < K) ids[tid] = 0;  // in range whatever the logits (NaN)
-  const float wm = warp_max(fmaxf(v0, v1));
-  __syncthreads();
-  if (lane == 0) scratch[warp] = wm;
-  __syncthreads();
-  float mx = scratch[0], tau = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMoeWarps; ++w) {
-    mx = fmaxf(mx, scratch[w]);
-    tau = fminf(tau, scratch[w]);
-  }
-  if (K > kMoeWarps) tau = -INFINITY;
-  const float sum = moe_block_reduce<false>(expf(v0 - mx) + expf(v1 - mx), scratch);  // barriers: ncand = 0 seen
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int e = i == 0 ? e0 : e1;
-    const float v = i == 0 ? v0 : v1;
-    if (e < E && v >= tau) {
-      const int slot = atomicAdd(ncand, 1);
-      cand[slot] = e;
-      candv[slot] = v;
-    }
-  }
-  __syncthreads();
-  const int C = *ncand;
-  for (int c = tid; c < C; c += kMoeWarps * 32) {
-    const int e = cand[c];
-    const float v = candv[c];
-    int rank = 0;
-#pragma unroll 4
-    for (int j = 0; j < C; ++j) {
-      const float l = candv[j];
-      rank += (l > v || (l == v && cand[j] < e));
-    }
-    if (rank < K) {
-      ids[rank] = e;
-      wts[rank] = expf(v - mx) / sum;
-    }
-  }
-  __syncthreads();
-  if (tid < 32) {
-    float w = lane < K ? wts[lane] : 0.f;
-    const float total = warp_sum(w);
-    if (lane < K) wts[lane] = to_float(from_float<T>(renormalize ? w / total : w));
-  }
-  __syncthreads();
-}
-
 // blocks per SM the v3 up/down kernels are built for (fp16/bf16: 3, i.e. <= 85 registers, without spills;
 // fp32's 32-byte packs need more registers: 2)
 template <typename T> constexpr int kMoe3BlocksPerSm = sizeof(T) == 4 ? 2 : 3;
