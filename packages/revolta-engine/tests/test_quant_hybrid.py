@@ -140,7 +140,7 @@ def test_quantized_experts_decode_like_the_dequantized_model(sources, tmp_path, 
         top_k = model.config.num_experts_per_tok
         ids = torch.stack([torch.randperm(len(experts), generator=gen)[:top_k] for _ in range(6)])
         weights = torch.rand(6, top_k, generator=gen)
-        assert not experts.runs_grouped(x)  # the CPU takes the per-expert loop
+        assert not experts.runs_grouped(x, top_k) and not experts.runs_sorted(x, top_k)  # the CPU: the loop
         torch.testing.assert_close(experts.grouped(x, weights, ids), experts(x, weights, ids), rtol=1e-5, atol=1e-6)
         # the GPU prefill's sorted-rows path (one quant_moe_gemm per projection), here through the ops' references
         torch.testing.assert_close(experts.sorted_gemm(x, weights, ids), experts(x, weights, ids), rtol=1e-5,

@@ -140,7 +140,7 @@ class SparseMoeBlock(nn.Module):
     def _quant_grouped_ok(self, x: torch.Tensor) -> bool:
         """Quantized experts on their grouped decode path, with a dense router (and shared expert gate): routing
         and the weighted sum then run as our ops too (:meth:`_quant_block`), no torch top-k or elementwise chain."""
-        return (isinstance(self.experts, QuantizedExperts) and self.experts.runs_grouped(x)
+        return (isinstance(self.experts, QuantizedExperts) and self.experts.runs_grouped(x, self.top_k)
                 and self.gate.quant is None and self.gate.bias is None
                 and (self.shared_expert is None or self._shared_gate_dense()))
 

@@ -7,13 +7,15 @@ over tensor-parallel ranks exactly as a dense model's MLP does. The experts stay
 quantized MoE model fit is the 4-bit experts.
 
 Once loaded, the experts' packed tensors are stacked (``[E, ...]``; each expert's parameters become views of the
-stacks, so nothing is held twice). On a GPU, a step of at most ``GROUPED_MAX_TOKENS`` tokens (decode) then runs
-every routed (token, slot) row in two ops, gate/up (``revolta::quant_moe_matmul``) and SiLU-and-mul + down + the
-weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice on the device: no host
-sync, so the decode step is captured in a CUDA graph.
-Larger steps (prefill) on a GPU sort the routed rows by expert and run each projection as one tensor-core GEMM over
-every expert (``revolta::quant_moe_gemm``, no host sync); the CPU (and ``REVOLTA_QUANT_MOE_SORTED_GEMM=0``) runs one
-MLP per expert that got tokens (the tensor-core GEMM reads each expert once), picked on the host.
+stacks, so nothing is held twice). On a GPU, a step of at most ``GROUPED_MAX_TOKENS`` tokens with few routed rows per
+expert (decode) then runs every routed (token, slot) row in two ops, gate/up (``revolta::quant_moe_matmul``) and
+SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``), whose kernels read the router's choice
+on the device: no host sync, so the decode step is captured in a CUDA graph.
+Larger steps (prefill, and decode steps with at least ``SORTED_MIN_ROWS_PER_EXPERT`` routed rows per expert) on a
+GPU sort the routed rows by expert and run each projection as one tensor-core GEMM over every expert
+(``revolta::quant_moe_gemm``, no host sync, so such decode steps are captured in CUDA graphs too); the CPU (and
+``REVOLTA_QUANT_MOE_SORTED_GEMM=0``) runs one MLP per expert that got tokens (the tensor-core GEMM reads each expert
+once), picked on the host.
 Experts whose gate/up projection gathers its input (GPTQ act-order) always take that loop.
 
 The grouped path is on by default; ``REVOLTA_QUANT_MOE_GROUPED=0`` turns it off (every step then takes the loop, and
@@ -41,6 +43,12 @@ GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the mod
 # against 1380-1440 ms for one MLP per expert, benchmarks/results/h200_session35); REVOLTA_QUANT_MOE_SORTED_GEMM=0
 # runs one MLP per expert (A/B)
 SORTED_GEMM = os.environ.get("REVOLTA_QUANT_MOE_SORTED_GEMM", "1") != "0"
+# a decode step whose routed rows average at least this many per expert takes the sorted GEMM too (it reads each
+# expert's weights once per 64-row tile, the grouped kernels once per row): on an H200 it measured 1.31x / 1.35x
+# faster at 4 rows per expert (Qwen3-30B-A3B at 64 tokens / Qwen3.5-35B-A3B at 128) and 0.72x / 0.78x at 2
+# (benchmarks/quant_moe_sorted_bench.py, benchmarks/results/h200_session35/run2); REVOLTA_QUANT_MOE_SORTED_MIN_ROWS
+# moves the threshold (A/B)
+SORTED_MIN_ROWS_PER_EXPERT = float(os.environ.get("REVOLTA_QUANT_MOE_SORTED_MIN_ROWS", "4"))
 
 
 @dataclass(frozen=True)
@@ -124,16 +132,24 @@ class QuantizedExperts(nn.ModuleList):
         """Whether decode steps take the graph-capturable grouped path (stacked, and the path switched on)."""
         return GROUPED and self.stacked is not None
 
-    def runs_grouped(self, x: torch.Tensor) -> bool:
-        """Whether ``forward`` takes the graph-capturable grouped path for ``x``."""
+    def runs_sorted(self, x: torch.Tensor, top_k: int) -> bool:
+        """Whether ``forward`` takes the sorted-rows GEMM path (graph-capturable too) for ``x`` routed to ``top_k``
+        experts per token: on a GPU, steps past the grouped kernels' limit or with enough rows per expert."""
+        if not (SORTED_GEMM and self.can_run_grouped and x.is_cuda and revolta_kernels.native_available()):
+            return False
+        return x.shape[0] > GROUPED_MAX_TOKENS or x.shape[0] * top_k >= SORTED_MIN_ROWS_PER_EXPERT * len(self)
+
+    def runs_grouped(self, x: torch.Tensor, top_k: int) -> bool:
+        """Whether ``forward`` takes the graph-capturable grouped path for ``x`` routed to ``top_k`` experts per
+        token (decode steps with few rows per expert)."""
         return (self.can_run_grouped and x.is_cuda and x.shape[0] <= GROUPED_MAX_TOKENS
-                and revolta_kernels.native_available())
+                and revolta_kernels.native_available() and not self.runs_sorted(x, top_k))
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` for each token ``t`` (``weights`` in ``x``'s dtype)."""
-        if self.runs_grouped(x):
+        if self.runs_grouped(x, ids.shape[1]):
             return self.grouped(x, weights, ids)
-        if SORTED_GEMM and self.can_run_grouped and x.is_cuda and revolta_kernels.native_available():
+        if self.runs_sorted(x, ids.shape[1]):
             return self.sorted_gemm(x, weights, ids)
         # rows sorted by expert, so each expert's rows are one slice; one host sync (the counts) for the layer
         flat = ids.reshape(-1)
