@@ -27,8 +27,10 @@ MOE_FUSED_MAX_TOKENS = 256
 # REVOLTA_MOE_ROUTER_NORM=0 turns it off (A/B)
 FUSED_ROUTER_NORM = os.environ.get("REVOLTA_MOE_ROUTER_NORM", "1") != "0"
 MOE_ROUTER_NORM_MAX_TOKENS = 1
-# on the quantized experts' decode path the router kernel's last block also picks the experts
-# (revolta::moe_router_norm_topk: no routing launch); REVOLTA_MOE_ROUTER_TOPK=0 routes with a launch of its own
+# opt-in (REVOLTA_MOE_ROUTER_TOPK=1): on the quantized experts' decode path the router kernel's last block also picks
+# the experts (revolta::moe_router_norm_topk: no routing launch). Its GPU tests pass, but it measured slower than the
+# routing launch (Qwen3.5-35B-A3B AWQ batch 1, H200: graph forward 2.130 against 2.095 ms; the last block's routing
+# waits for every router block, then runs alone; benchmarks/results/h200_session35/run2)
 FUSED_ROUTER_TOPK = os.environ.get("REVOLTA_MOE_ROUTER_TOPK", "0") != "0"
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
