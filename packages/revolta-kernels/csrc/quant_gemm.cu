@@ -27,15 +27,6 @@ int& quant_moe_lean_tokens() {
   return tokens;
 }
 
-// The sorted-rows MoE GEMM's tile (revolta_quant_moe_set_gemm_tile): 1 (deep) by default.
-int& quant_moe_gemm_tile() {
-  static int tile = [] {
-    const char* e = std::getenv("REVOLTA_QUANT_MOE_GEMM_TILE");
-    return e != nullptr && *e != '\0' ? std::atoi(e) : 1;
-  }();
-  return tile;
-}
-
 }  // namespace revolta
 
 namespace {
@@ -430,31 +421,14 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   q.g.zero_offset = zero_offset;
   q.offsets = offsets;
   q.E = E;
+  const dim3 grid((N + kMoeGemmBN - 1) / kMoeGemmBN, static_cast<unsigned>(tiles));
   const dim3 block(kMoeGemmWM * kMoeGemmWN * 32);
-  auto run = [&](auto tile) {
-    using Tile = decltype(tile);
-    const dim3 grid((N + Tile::BN - 1) / Tile::BN, static_cast<unsigned>(tiles));
-    if (bits == 4) {
-      quant_moe_gemm_kernel<4, Tile><<<grid, block, MoeGemmCfg<4, Tile>::SMEM, stream>>>(q);
-    } else {
-      quant_moe_gemm_kernel<8, Tile><<<grid, block, MoeGemmCfg<8, Tile>::SMEM, stream>>>(q);
-    }
-  };
-  if (quant_moe_gemm_tile() == 1 && K % MoeGemmDeep::BK == 0) {
-    run(MoeGemmDeep{});
+  if (bits == 4) {
+    quant_moe_gemm_kernel<4><<<grid, block, MoeGemmCfg<4>::SMEM, stream>>>(q);
   } else {
-    run(MoeGemmWide{});
+    quant_moe_gemm_kernel<8><<<grid, block, MoeGemmCfg<8>::SMEM, stream>>>(q);
   }
   return cudaGetLastError();
-}
-
-// The sorted-rows MoE GEMM's tile (0: wide, 1: deep where K allows; REVOLTA_QUANT_MOE_GEMM_TILE at the first call,
-// else 1); a negative value leaves it. Returns the old value. For A/B benchmarks and tests of both tiles.
-int revolta_quant_moe_set_gemm_tile(int tile) {
-  int& v = revolta::quant_moe_gemm_tile();
-  const int old = v;
-  if (tile >= 0) v = tile;
-  return old;
 }
 
 // The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 1); a negative value

@@ -18,25 +18,14 @@ struct QuantMoeGemmParams {
   int E;
 };
 
-// The kernel's tiles: 64 rows (prefill spreads a few tens of rows over each expert), 8 warps (2 x 4), and
-//   * wide: 128 columns, K steps of 32 (the dense prefill GEMM's step);
-//   * deep: 64 columns, K steps of 64 (K % 64 == 0): half the K steps per tile and twice the tiles. An expert's
-//     tile reads its weights from DRAM once (no other row tile shares them), so each K step waits about a memory
-//     latency: fewer, larger steps and more blocks in flight hide more of it.
-constexpr int kMoeGemmBM = 64, kMoeGemmWM = 2, kMoeGemmWN = 4;
+// The grouped kernel's tile: 64 rows (prefill spreads a few tens of rows over each expert) x 128 columns, 8 warps.
+constexpr int kMoeGemmBM = 64, kMoeGemmBN = 128, kMoeGemmBK = 32, kMoeGemmWM = 2, kMoeGemmWN = 4;
 
-template <int BN_, int BK_>
-struct MoeGemmTile {
-  static constexpr int BN = BN_, BK = BK_;
-};
-using MoeGemmWide = MoeGemmTile<128, 32>;
-using MoeGemmDeep = MoeGemmTile<64, 64>;
+template <int BITS>
+using MoeGemmCfg = GemmCfg<BITS, kMoeGemmBM, kMoeGemmBN, kMoeGemmBK, kMoeGemmWM, kMoeGemmWN>;
 
-template <int BITS, class Tile>
-using MoeGemmCfg = GemmCfg<BITS, kMoeGemmBM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN>;
-
-template <int BITS, class Tile>
-__device__ const int quant_moe_gemm_smem_bytes = MoeGemmCfg<BITS, Tile>::SMEM;
+template <int BITS>
+__device__ const int quant_moe_gemm_smem_bytes = MoeGemmCfg<BITS>::SMEM;
 
 // Expert e's rows [x, y), clamped to the R rows so that no offsets can take a block outside x and out.
 __device__ __forceinline__ longlong2 moe_gemm_rows(const QuantMoeGemmParams& q, int e) {
@@ -45,7 +34,7 @@ __device__ __forceinline__ longlong2 moe_gemm_rows(const QuantMoeGemmParams& q, 
   return make_longlong2(lo, min(max(q.offsets[e + 1], lo), R));
 }
 
-template <int BITS, class Tile>
+template <int BITS>
 __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_kernel(QuantMoeGemmParams q) {
   constexpr int BM = kMoeGemmBM;
   __shared__ int owner[2];  // the block's expert (-1: no tile) and its first row within that expert
@@ -85,7 +74,7 @@ __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_k
   p.qweight += static_cast<size_t>(e) * (p.K / PACK) * p.N;
   p.scales += static_cast<size_t>(e) * groups * p.N;
   p.qzeros += static_cast<size_t>(e) * groups * (p.N / PACK);
-  quant_gemm_tile<BITS, BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN>(p, owner[1], blockIdx.x * Tile::BN);
+  quant_gemm_tile<BITS, BM, kMoeGemmBN, kMoeGemmBK, kMoeGemmWM, kMoeGemmWN>(p, owner[1], blockIdx.x * kMoeGemmBN);
 }
 
 }  // namespace revolta
