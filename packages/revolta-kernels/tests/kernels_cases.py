@@ -166,3 +166,15 @@ def poison_allocator(mib: int = 512) -> None:
     blocks = [torch.empty(mib * 2**20 // 4 // 8, dtype=torch.float32, device="cuda").fill_(float("nan"))
               for _ in range(8)]
     del blocks
+
+
+def random_expert_stacks(e: int, k: int, n: int, bits: int, group: int,
+                         gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random stacked quantized experts on the GPU in the kernels' layout: qweight [e, k / pack, n] and qzeros
+    [e, k / group, n / pack] of random bits, fp16 scales [e, k / group, n] in [1e-3, 1.1e-2) (drawn in that order)."""
+    qweight = torch.randint(-(2**31), 2**31 - 1, (e, k * bits // 32, n), dtype=torch.int32, device="cuda",
+                            generator=gen)
+    qzeros = torch.randint(-(2**31), 2**31 - 1, (e, k // group, n * bits // 32), dtype=torch.int32, device="cuda",
+                           generator=gen)
+    scales = (torch.rand(e, k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    return qweight, scales, qzeros

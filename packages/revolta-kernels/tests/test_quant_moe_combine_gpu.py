@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import random_expert_stacks
 
 import revolta_kernels
 from revolta_kernels import native_quant_moe, ops_hybrid, ops_quant
@@ -36,11 +37,7 @@ def make_layer(tokens: int, e: int, hidden: int, inter: int, top_k: int, bits: i
     stacked down projections [E, inter / pack, hidden] (the last expert the shared one when ``shared``), routing
     (ids, float32 weights) and the shared gate's x [T, hidden] and row [hidden]."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (e, inter * bits // 32, hidden), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (e, inter // group, hidden * bits // 32), dtype=torch.int32,
-                           device="cuda", generator=gen)
-    scales = (torch.rand(e, inter // group, hidden, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_expert_stacks(e, inter, hidden, bits, group, gen)
     routed = e - 1 if shared else e
     ids = torch.stack([torch.randperm(routed, device="cuda", generator=gen)[:top_k] for _ in range(tokens)])
     h = torch.randn(tokens, top_k + (1 if shared else 0), 2 * inter, device="cuda", generator=gen).half()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import poison_allocator
+from kernels_cases import poison_allocator, random_expert_stacks
 
 import revolta_kernels
 from revolta_kernels import ops_quant
@@ -20,15 +20,6 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
 ]
-
-
-def make_experts(e: int, k: int, n: int, bits: int, group: int, gen: torch.Generator):
-    qweight = torch.randint(-(2**31), 2**31 - 1, (e, k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (e, k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(e, k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
-    return qweight, scales, qzeros
 
 
 def skewed_offsets(e: int, rows: int, gen: torch.Generator) -> torch.Tensor:
@@ -70,7 +61,7 @@ def assert_close(got, x, offsets, qweight, scales, qzeros, bits, group, offset):
 @pytest.mark.parametrize("rows", [300, 8192])
 def test_sorted_gemm_matches_reference(e, k, n, rows):
     gen = torch.Generator(device="cuda").manual_seed(e + k + n + rows)
-    qweight, scales, qzeros = make_experts(e, k, n, 4, 128, gen)
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 128, gen)
     offsets = skewed_offsets(e - 1, rows, gen)  # the last (shared) expert gets no rows, as in the engine
     offsets = torch.cat([offsets, offsets[-1:]])
     x = torch.randn(rows, k, device="cuda", generator=gen).half()
@@ -83,7 +74,7 @@ def test_sorted_gemm_matches_reference(e, k, n, rows):
 def test_sorted_gemm_settings(bits, group, offset):
     gen = torch.Generator(device="cuda").manual_seed(bits * 1000 + group)
     e, k, n, rows = 64, 1024, 512, 1000
-    qweight, scales, qzeros = make_experts(e, k, n, bits, group, gen)
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, bits, group, gen)
     offsets = skewed_offsets(e, rows - 37, gen)  # 37 rows past the last offset: zeros
     x = torch.randn(rows, k, device="cuda", generator=gen).half()
     poison_allocator()
@@ -97,7 +88,7 @@ def test_sorted_gemm_equals_per_expert_gemm():
     values within the fp16 output rounding (same K order, other tile shapes)."""
     gen = torch.Generator(device="cuda").manual_seed(7)
     e, k, n = 16, 2048, 1024
-    qweight, scales, qzeros = make_experts(e, k, n, 4, 128, gen)
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 128, gen)
     offsets = skewed_offsets(e, 2000, gen)
     x = torch.randn(2000, k, device="cuda", generator=gen).half()
     got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 128, 0)
@@ -115,7 +106,7 @@ def test_sorted_gemm_clamps_offsets_outside_the_rows():
     the kernel clamps each expert's rows to [0, R) and never reads or writes outside x and out."""
     gen = torch.Generator(device="cuda").manual_seed(11)
     e, k, n, rows = 8, 256, 128, 100
-    qweight, scales, qzeros = make_experts(e, k, n, 4, 64, gen)
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 64, gen)
     offsets = torch.tensor([0, 30, 20, 60, 500, 500, 1000, 1000, 1000], device="cuda")
     x = torch.randn(rows, k, device="cuda", generator=gen).half()
     got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 64, 0)

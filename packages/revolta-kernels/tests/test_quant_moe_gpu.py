@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import random_expert_stacks
 
 import revolta_kernels
 from revolta_kernels import native_quant_moe, ops_quant
@@ -26,11 +27,7 @@ pytestmark = [
 
 def make_case(tokens: int, e: int, k: int, n: int, top_k: int, bits: int, group: int, act: int, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (e, k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (e, k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(e, k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, bits, group, gen)
     shape = (tokens, k) if act == 0 else (tokens, top_k, 2 * k)
     x = torch.randn(*shape, device="cuda", generator=gen).half()
     ids = torch.stack([torch.randperm(e, device="cuda", generator=gen)[:top_k] for _ in range(tokens)])
