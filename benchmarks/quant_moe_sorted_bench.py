@@ -9,6 +9,9 @@ microseconds per layer for each path, the sorted path's speed-up, and the relati
 The engine takes the grouped path up to ``quant_moe.GROUPED_MAX_TOKENS`` tokens; this measures where that limit
 should sit.
 
+``--tile`` picks the sorted GEMM's tile (csrc/quant_moe_gemm.cuh: 0 wide, 1 short; default: the library's) and
+``--sorted-only`` skips the grouped path (an A/B of the tiles).
+
 Usage (on a GPU machine): python benchmarks/quant_moe_sorted_bench.py --out $OUT/quant_moe_sorted_bench.json
 """
 
@@ -25,6 +28,7 @@ from quant_moe_bench import GROUP, MODELS, expert_bytes, stack
 
 from revolta_engine.layers.quant import QuantConfig
 from revolta_engine.layers.quant_moe import GROUPED_MAX_TOKENS, QuantizedExperts, StackedProjection
+from revolta_kernels import native_quant_moe
 
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=3)
@@ -36,7 +40,7 @@ def stacks(e: int, hidden: int, inter: int) -> tuple[StackedProjection, StackedP
             StackedProjection(*stack(e, inter, hidden), 4, GROUP, 0))
 
 
-def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int) -> dict:
+def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int, grouped: bool = True) -> dict:
     gen = torch.Generator(device="cuda").manual_seed(tokens)
     x = torch.randn(tokens, hidden, device="cuda", generator=gen).half()
     ids = torch.stack([torch.randperm(e, device="cuda", generator=gen)[:top_k] for _ in range(tokens)])
@@ -59,7 +63,7 @@ def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int) -
     got_sorted = sorted_path(layers[0]).float()
     row["sorted_us"] = time_ms(bench_timing.capture([functools.partial(sorted_path, lay) for lay in layers]).replay) \
         * 1e3 / copies
-    if tokens <= GROUPED_MAX_TOKENS:
+    if grouped and tokens <= GROUPED_MAX_TOKENS:
         got_grouped = grouped_path(layers[0]).float()
         row["rel_diff"] = float(torch.linalg.norm(got_sorted - got_grouped) / torch.linalg.norm(got_grouped))
         row["grouped_us"] = time_ms(
@@ -72,13 +76,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="quant_moe_sorted_bench.json")
     ap.add_argument("--models", default="Qwen3.5-35B-A3B,Qwen3-30B-A3B", help="comma-separated names from MODELS")
+    ap.add_argument("--tile", type=int, default=-1, help="the sorted GEMM's tile (0 wide, 1 short; -1: default)")
+    ap.add_argument("--sorted-only", action="store_true", help="time the sorted path only")
     args = ap.parse_args()
+    native_quant_moe.set_gemm_tile(args.tile)
+    tile = native_quant_moe.set_gemm_tile(-1)
     wanted = args.models.split(",")
     rows = []
-    print(torch.cuda.get_device_name(), flush=True)
+    print(f"{torch.cuda.get_device_name()}, sorted GEMM tile {tile}", flush=True)
     for model in (m for m in MODELS if m[0] in wanted):
         for tokens in TOKENS:
-            r = layer(*model, tokens)
+            r = layer(*model, tokens, grouped=not args.sorted_only)
+            r["tile"] = tile
             rows.append(r)
             grouped = (f"grouped {r['grouped_us']:8.1f} us  sorted x{r['sorted_speedup']:5.2f}  rel diff "
                        f"{r['rel_diff']:.1e}" if "grouped_us" in r else "")

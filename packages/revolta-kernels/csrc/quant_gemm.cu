@@ -27,6 +27,15 @@ int& quant_moe_lean_tokens() {
   return tokens;
 }
 
+// The sorted-rows MoE GEMM's tile (revolta_quant_moe_set_gemm_tile): 0 (wide) by default.
+int& quant_moe_gemm_tile() {
+  static int tile = [] {
+    const char* e = std::getenv("REVOLTA_QUANT_MOE_GEMM_TILE");
+    return e != nullptr && *e != '\0' ? std::atoi(e) : 0;
+  }();
+  return tile;
+}
+
 }  // namespace revolta
 
 namespace {
@@ -406,8 +415,9 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   using namespace revolta;
   if (bad_shape(R, N, K, bits, group_size) || E <= 0 || offsets == nullptr) return cudaErrorInvalidValue;
   if (R == 0 || N == 0) return cudaSuccess;
-  const long long tiles = (R + kMoeGemmBM - 1) / kMoeGemmBM + static_cast<long long>(E);
-  if (tiles > 65535) return cudaErrorInvalidValue;
+  // the grid's row tiles: an upper bound, ceil(R / BM) + E (the counts live on the device)
+  auto row_tiles = [&](int bm) { return (R + bm - 1) / bm + static_cast<long long>(E); };
+  if (row_tiles(MoeGemmWide::BM) > 65535) return cudaErrorInvalidValue;
   QuantMoeGemmParams q{};
   q.g.x = static_cast<const __half*>(x);
   q.g.qweight = static_cast<const uint32_t*>(qweight);
@@ -421,14 +431,31 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   q.g.zero_offset = zero_offset;
   q.offsets = offsets;
   q.E = E;
-  const dim3 grid((N + kMoeGemmBN - 1) / kMoeGemmBN, static_cast<unsigned>(tiles));
   const dim3 block(kMoeGemmWM * kMoeGemmWN * 32);
-  if (bits == 4) {
-    quant_moe_gemm_kernel<4><<<grid, block, MoeGemmCfg<4>::SMEM, stream>>>(q);
+  auto run = [&](auto tile) {
+    using Tile = decltype(tile);
+    const dim3 grid((N + Tile::BN - 1) / Tile::BN, static_cast<unsigned>(row_tiles(Tile::BM)));
+    if (bits == 4) {
+      quant_moe_gemm_kernel<4, Tile><<<grid, block, MoeGemmCfg<4, Tile>::SMEM, stream>>>(q);
+    } else {
+      quant_moe_gemm_kernel<8, Tile><<<grid, block, MoeGemmCfg<8, Tile>::SMEM, stream>>>(q);
+    }
+  };
+  if (quant_moe_gemm_tile() == 1 && K % MoeGemmShort::BK == 0 && row_tiles(MoeGemmShort::BM) <= 65535) {
+    run(MoeGemmShort{});
   } else {
-    quant_moe_gemm_kernel<8><<<grid, block, MoeGemmCfg<8>::SMEM, stream>>>(q);
+    run(MoeGemmWide{});
   }
   return cudaGetLastError();
+}
+
+// The sorted-rows MoE GEMM's tile (0: wide, 1: short where K allows; REVOLTA_QUANT_MOE_GEMM_TILE at the first call,
+// else 0); a negative value leaves it. Returns the old value. For A/B benchmarks and tests of both tiles.
+int revolta_quant_moe_set_gemm_tile(int tile) {
+  int& v = revolta::quant_moe_gemm_tile();
+  const int old = v;
+  if (tile >= 0) v = tile;
+  return old;
 }
 
 // The most tokens the lean kernel takes (REVOLTA_QUANT_MOE_LEAN_TOKENS at the first call, else 1); a negative value

@@ -18,14 +18,28 @@ struct QuantMoeGemmParams {
   int E;
 };
 
-// The grouped kernel's tile: 64 rows (prefill spreads a few tens of rows over each expert) x 128 columns, 8 warps.
-constexpr int kMoeGemmBM = 64, kMoeGemmBN = 128, kMoeGemmBK = 32, kMoeGemmWM = 2, kMoeGemmWN = 4;
+// The kernel's tiles, 8 warps (2 x 4) each:
+//   * wide: 64 rows x 128 columns, K steps of 32 (the dense prefill GEMM's tile; the default);
+//   * short: 32 rows x 128 columns, K steps of 64 (K % 64 == 0; opt-in, REVOLTA_QUANT_MOE_GEMM_TILE=1, until a GPU
+//     has measured it). An expert's tile reads its weights from DRAM once (no other row tile shares them), so each
+//     K step waits about a memory latency, and the time goes with the block-steps (blocks x K steps) in flight:
+//     a 1024-token Qwen3.5-35B-A3B prefill gives each expert ~32 rows, one half-empty wide tile; the short tile
+//     fills it and halves the K steps, so half the block-steps. (Session 35's deep tile, 64 x 64 x 64, halved the
+//     steps but doubled the blocks, and measured slower.)
+constexpr int kMoeGemmWM = 2, kMoeGemmWN = 4;
 
-template <int BITS>
-using MoeGemmCfg = GemmCfg<BITS, kMoeGemmBM, kMoeGemmBN, kMoeGemmBK, kMoeGemmWM, kMoeGemmWN>;
+template <int BM_, int BN_, int BK_>
+struct MoeGemmTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_;
+};
+using MoeGemmWide = MoeGemmTile<64, 128, 32>;
+using MoeGemmShort = MoeGemmTile<32, 128, 64>;
 
-template <int BITS>
-__device__ const int quant_moe_gemm_smem_bytes = MoeGemmCfg<BITS>::SMEM;
+template <int BITS, class Tile>
+using MoeGemmCfg = GemmCfg<BITS, Tile::BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN>;
+
+template <int BITS, class Tile>
+__device__ const int quant_moe_gemm_smem_bytes = MoeGemmCfg<BITS, Tile>::SMEM;
 
 // Expert e's rows [x, y), clamped to the R rows so that no offsets can take a block outside x and out.
 __device__ __forceinline__ longlong2 moe_gemm_rows(const QuantMoeGemmParams& q, int e) {
@@ -34,9 +48,9 @@ __device__ __forceinline__ longlong2 moe_gemm_rows(const QuantMoeGemmParams& q, 
   return make_longlong2(lo, min(max(q.offsets[e + 1], lo), R));
 }
 
-template <int BITS>
+template <int BITS, class Tile>
 __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_kernel(QuantMoeGemmParams q) {
-  constexpr int BM = kMoeGemmBM;
+  constexpr int BM = Tile::BM;
   __shared__ int owner[2];  // the block's expert (-1: no tile) and its first row within that expert
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x, tile = blockIdx.y;
@@ -74,7 +88,7 @@ __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_k
   p.qweight += static_cast<size_t>(e) * (p.K / PACK) * p.N;
   p.scales += static_cast<size_t>(e) * groups * p.N;
   p.qzeros += static_cast<size_t>(e) * groups * (p.N / PACK);
-  quant_gemm_tile<BITS, BM, kMoeGemmBN, kMoeGemmBK, kMoeGemmWM, kMoeGemmWN>(p, owner[1], blockIdx.x * kMoeGemmBN);
+  quant_gemm_tile<BITS, BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN>(p, owner[1], blockIdx.x * Tile::BN);
 }
 
 }  // namespace revolta

@@ -3,7 +3,8 @@ prefill) against the reference on the GPU, with test_quant_moe_gpu.py's bound: |
 (|x| @ |W|) + 2e-3 * |reference| elementwise, relative L2 error <= 5e-3. Shapes: the experts of Qwen3-30B-A3B and
 Qwen3.5-35B-A3B (gate/up and down, one shared expert stacked last), a 2-rank split, int4 g128 / g64 / g32 and int8;
 skewed routing (experts with no rows, experts over several 64-row tiles), rows past the last offset, offsets that
-point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces."""
+point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces; every test on both
+tiles (wide, short), and K not a multiple of the short tile's step."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from kernels_cases import poison_allocator, random_expert_stacks
 
 import revolta_kernels
-from revolta_kernels import ops_quant
+from revolta_kernels import native_quant_moe, ops_quant
 from revolta_kernels.reference import quant as rq
 
 pytestmark = [
@@ -20,6 +21,15 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
 ]
+
+
+@pytest.fixture(autouse=True, params=[0, 1], ids=["wide", "short"])
+def gemm_tile(request):
+    """Every test on both tiles (csrc/quant_moe_gemm.cuh: wide 64 rows x 128 columns x K steps of 32, short 32 x 128
+    x 64)."""
+    old = native_quant_moe.set_gemm_tile(request.param)
+    yield request.param
+    native_quant_moe.set_gemm_tile(old)
 
 
 def skewed_offsets(e: int, rows: int, gen: torch.Generator) -> torch.Tensor:
@@ -81,6 +91,18 @@ def test_sorted_gemm_settings(bits, group, offset):
     got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group, offset)
     assert_close(got, x, offsets, qweight, scales, qzeros, bits, group, offset)
     assert bool((got[rows - 37:] == 0).all())
+
+
+def test_sorted_gemm_k_not_a_multiple_of_64():
+    """K = 96 (a multiple of 32, not of 64): the short tile does not apply, the wide one runs instead."""
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    e, k, n, rows = 8, 96, 256, 200
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 32, gen)
+    offsets = skewed_offsets(e, rows, gen)
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 32, 0)
+    assert_close(got, x, offsets, qweight, scales, qzeros, 4, 32, 0)
 
 
 def test_sorted_gemm_equals_per_expert_gemm():

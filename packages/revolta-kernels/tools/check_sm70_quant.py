@@ -89,8 +89,10 @@ def kernels() -> list[Kernel]:
                              "&revolta::quant_moe_lean_max_smem"))
         ks.append(Kernel(f"quant moe down + combine int{bits}", f"&revolta::quant_moe_down_combine_kernel<{bits}>",
                          False, "&revolta::quant_moe_combine_max_smem"))
-        ks.append(Kernel(f"quant moe gemm int{bits} (prefill)", f"&revolta::quant_moe_gemm_kernel<{bits}>", True,
-                         f"&revolta::quant_moe_gemm_smem_bytes<{bits}>"))
+        for tile in ("Wide", "Short"):
+            ks.append(Kernel(f"quant moe gemm {tile.lower()} int{bits} (prefill)",
+                             f"&revolta::quant_moe_gemm_kernel<{bits}, revolta::MoeGemm{tile}>", True,
+                             f"&revolta::quant_moe_gemm_smem_bytes<{bits}, revolta::MoeGemm{tile}>"))
     return ks
 
 

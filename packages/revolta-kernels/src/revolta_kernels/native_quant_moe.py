@@ -43,6 +43,7 @@ _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantM
                                 "revolta_quant_moe_down_combine": [ctypes.POINTER(QuantMoeCombineParams), _c_int,
                                                                    _ptr],
                                 "revolta_quant_moe_set_lean_tokens": [_c_int],
+                                "revolta_quant_moe_set_gemm_tile": [_c_int],
                                 "revolta_quant_moe_gemm": [_ptr] * 6 + [_c_int] * 7 + [_ptr]}
 # One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh); on by default since its
 # GPU tests passed and it measured faster (Qwen3.5-35B-A3B AWQ batch 1 on an H100: graph forward 2.205 against
@@ -133,7 +134,7 @@ def quant_moe_down_combine(h, qweight, scales, qzeros, ids, weights, bits, group
     return out
 
 
-MOE_GEMM_BM = 64  # kMoeGemmBM in csrc/quant_moe_gemm.cuh: rows per tile
+MOE_GEMM_BM = 64  # MoeGemmWide::BM in csrc/quant_moe_gemm.cuh: rows per tile (the short tile falls back to it)
 MOE_GEMM_MAX_TILES = 65535  # the grid's y dimension: ceil(R / 64) + E row tiles at most
 
 
@@ -174,6 +175,13 @@ def set_lean_tokens(tokens: int) -> int:
     kernel always; negative: unchanged). Returns the previous value. CUDA graphs keep the kernel they were captured
     with."""
     return int(_lib().revolta_quant_moe_set_lean_tokens(tokens))
+
+
+def set_gemm_tile(tile: int) -> int:
+    """The sorted-rows GEMM's tile (csrc/quant_moe_gemm.cuh), for benchmarks' A/B and tests: 0 wide (64 rows x 128
+    columns, K steps of 32; the default), 1 short (32 rows x 128 columns, K steps of 64, where K % 64 == 0);
+    negative: unchanged. Returns the previous value. CUDA graphs keep the kernel they were captured with."""
+    return int(_lib().revolta_quant_moe_set_gemm_tile(tile))
 
 
 def register() -> bool:
