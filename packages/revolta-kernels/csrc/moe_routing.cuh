@@ -2,7 +2,8 @@
 // experts: revolta::quant_moe_matmul), for few tokens, so such a decode step needs neither torch's top-k / sort
 // kernels nor its chain of elementwise ops:
 //   * moe_topk_softmax_kernel: one block per token, softmax top-k of its router logits (moe_route_block_cand:
-//     ties go to the lower expert id), optionally renormalised; fp32 weights and int64 ids, as revolta::moe_topk_softmax;
+//     ties go to the lower expert id), optionally renormalised; fp32 weights and int64 ids, as
+//     revolta::moe_topk_softmax;
 //   * moe_combine_kernel: out[t] = sum_k w16[t, k] * y[t, k] (each product rounded to the storage type, the sum in
 //     fp32, as torch's (y * w.to(T)).float().sum(1).to(T)), plus, with a shared expert, sigmoid(x[t] . g) * s[t]
 //     with the roundings of torch's fp16 ops (the gate logit, its sigmoid, the product, the sum). Each block

@@ -132,18 +132,26 @@ class QuantizedExperts(nn.ModuleList):
         """Whether decode steps take the graph-capturable grouped path (stacked, and the path switched on)."""
         return GROUPED and self.stacked is not None
 
+    def _stacked_kernels(self, x: torch.Tensor) -> bool:
+        """Whether ``x`` can go through the stacked experts' kernels (the grouped or the sorted path)."""
+        return self.can_run_grouped and x.is_cuda and revolta_kernels.native_available()
+
+    def _sorted_step(self, x: torch.Tensor, top_k: int) -> bool:
+        """Whether a step of ``x`` routed to ``top_k`` experts per token is for the sorted GEMM: past the grouped
+        kernels' limit, or with enough rows per expert."""
+        return SORTED_GEMM and (x.shape[0] > GROUPED_MAX_TOKENS
+                                or x.shape[0] * top_k >= SORTED_MIN_ROWS_PER_EXPERT * len(self))
+
     def runs_sorted(self, x: torch.Tensor, top_k: int) -> bool:
         """Whether ``forward`` takes the sorted-rows GEMM path (graph-capturable too) for ``x`` routed to ``top_k``
         experts per token: on a GPU, steps past the grouped kernels' limit or with enough rows per expert."""
-        if not (SORTED_GEMM and self.can_run_grouped and x.is_cuda and revolta_kernels.native_available()):
-            return False
-        return x.shape[0] > GROUPED_MAX_TOKENS or x.shape[0] * top_k >= SORTED_MIN_ROWS_PER_EXPERT * len(self)
+        return self._stacked_kernels(x) and self._sorted_step(x, top_k)
 
     def runs_grouped(self, x: torch.Tensor, top_k: int) -> bool:
         """Whether ``forward`` takes the graph-capturable grouped path for ``x`` routed to ``top_k`` experts per
         token (decode steps with few rows per expert)."""
-        return (self.can_run_grouped and x.is_cuda and x.shape[0] <= GROUPED_MAX_TOKENS
-                and revolta_kernels.native_available() and not self.runs_sorted(x, top_k))
+        return (self._stacked_kernels(x) and x.shape[0] <= GROUPED_MAX_TOKENS
+                and not self._sorted_step(x, top_k))
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` for each token ``t`` (``weights`` in ``x``'s dtype)."""
