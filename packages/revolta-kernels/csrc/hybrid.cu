@@ -408,7 +408,7 @@ int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* 
 // moe_routing.cuh). H % 8 == 0, 16-byte aligned rows. A plain launch (moe_routing.cuh says why).
 int revolta_moe_combine(const MoeCombineParams* p, int dtype, cudaStream_t stream) {
   if (p->T == 0 || p->H == 0) return cudaSuccess;
-  if (p->H % 8 || p->H < 0 || p->K < 1 || p->K > kMoeMaxTopK || p->y_stride % 8 ||
+  if (p->H % 8 || p->H < 0 || p->T > 65535 || p->K < 1 || p->K > kMoeMaxTopK || p->y_stride % 8 ||
       p->y_stride < static_cast<long long>(p->K) * p->H ||
       (p->shared != nullptr && (p->x_stride % 8 || p->x_stride < p->H || p->shared_stride % 8 ||
                                 p->shared_stride < p->H)))

@@ -27,13 +27,21 @@ int& quant_moe_lean_tokens() {
   return tokens;
 }
 
-// The sorted-rows MoE GEMM's tile (revolta_quant_moe_set_gemm_tile): 0 (wide) by default.
+// The sorted-rows MoE GEMM's tile (revolta_quant_moe_set_gemm_tile): 2 (chosen per call) by default.
 int& quant_moe_gemm_tile() {
   static int tile = [] {
     const char* e = std::getenv("REVOLTA_QUANT_MOE_GEMM_TILE");
-    return e != nullptr && *e != '\0' ? std::atoi(e) : 0;
+    return e != nullptr && *e != '\0' ? std::atoi(e) : kMoeGemmTileAuto;
   }();
   return tile;
+}
+
+// Whether a sorted-rows MoE GEMM of R rows over E experts with depth K takes the short tile (quant_moe_gemm.cuh).
+bool use_short_moe_gemm_tile(long long R, int E, int K) {
+  if (K % MoeGemmShort::BK != 0) return false;
+  const int tile = quant_moe_gemm_tile();
+  if (tile == kMoeGemmTileAuto) return R <= static_cast<long long>(kMoeGemmShortMaxRowsPerExpert) * E;
+  return tile == 1;
 }
 
 }  // namespace revolta
@@ -441,7 +449,7 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
       quant_moe_gemm_kernel<8, Tile><<<grid, block, MoeGemmCfg<8, Tile>::SMEM, stream>>>(q);
     }
   };
-  if (quant_moe_gemm_tile() == 1 && K % MoeGemmShort::BK == 0 && row_tiles(MoeGemmShort::BM) <= 65535) {
+  if (use_short_moe_gemm_tile(R, E, K) && row_tiles(MoeGemmShort::BM) <= 65535) {
     run(MoeGemmShort{});
   } else {
     run(MoeGemmWide{});
@@ -449,8 +457,8 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   return cudaGetLastError();
 }
 
-// The sorted-rows MoE GEMM's tile (0: wide, 1: short where K allows; REVOLTA_QUANT_MOE_GEMM_TILE at the first call,
-// else 0); a negative value leaves it. Returns the old value. For A/B benchmarks and tests of both tiles.
+// The sorted-rows MoE GEMM's tile (0: wide, 1: short where K allows, 2: chosen per call by the rows per expert;
+// REVOLTA_QUANT_MOE_GEMM_TILE at the first call, else 2); a negative value leaves it. Returns the old value. For A/B benchmarks and tests of both tiles.
 int revolta_quant_moe_set_gemm_tile(int tile) {
   int& v = revolta::quant_moe_gemm_tile();
   const int old = v;

@@ -4,7 +4,8 @@ prefill) against the reference on the GPU, with test_quant_moe_gpu.py's bound: |
 Qwen3.5-35B-A3B (gate/up and down, one shared expert stacked last), a 2-rank split, int4 g128 / g64 / g32 and int8;
 skewed routing (experts with no rows, experts over several 64-row tiles), rows past the last offset, offsets that
 point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces; every test on both
-tiles (wide, short), and K not a multiple of the short tile's step."""
+tiles (wide, short) and the per-call choice (auto); K not a multiple of the short tile's step, and K loops of 1 to 10
+steps."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(autouse=True, params=[0, 1], ids=["wide", "short"])
+@pytest.fixture(autouse=True, params=[0, 1, 2], ids=["wide", "short", "auto"])
 def gemm_tile(request):
     """Every test on both tiles (csrc/quant_moe_gemm.cuh: wide 64 rows x 128 columns x K steps of 32, short 32 x 128
-    x 64)."""
+    x 64) and with the tile chosen per call by the rows per expert (the default)."""
     old = native_quant_moe.set_gemm_tile(request.param)
     yield request.param
     native_quant_moe.set_gemm_tile(old)
@@ -103,6 +104,21 @@ def test_sorted_gemm_k_not_a_multiple_of_64():
     poison_allocator()
     got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 32, 0)
     assert_close(got, x, offsets, qweight, scales, qzeros, 4, 32, 0)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("k", [32, 64, 96, 128, 192, 320])
+def test_sorted_gemm_short_and_odd_k_loops(k, bits):
+    """K loops of 1 to 10 steps, odd and even counts (K = 32 and 96 are not multiples of the short tile's step: the
+    wide tile runs)."""
+    gen = torch.Generator(device="cuda").manual_seed(100 + k + bits)
+    e, n, rows = 12, 384, 150
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, bits, 32, gen)
+    offsets = skewed_offsets(e, rows, gen)
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, 32, 0)
+    assert_close(got, x, offsets, qweight, scales, qzeros, bits, 32, 0)
 
 
 def test_sorted_gemm_equals_per_expert_gemm():

@@ -58,6 +58,7 @@ class MoeCombineParams(ctypes.Structure):
 
 MOE_MAX_EXPERTS = 512  # kMoeMaxExperts in csrc/moe_common.cuh (two per thread of the routing block)
 MOE_MAX_TOP_K = 16  # kMoeMaxTopK
+MAX_GRID_Y = 65535  # CUDA grid y limit: moe_combine launches one block row per token
 
 _SIGNATURES: dict[str, list] = {
     "revolta_moe_topk_softmax": [_ptr, _c_ll, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
@@ -251,7 +252,7 @@ def moe_combine(y, weights, shared, x, shared_gate):
     ok = (
         _DTYPE.get(y.dtype) is not None and y.dim() == 3 and h % 8 == 0 and _rows_ok(y)
         and weights.dtype == torch.float32 and tuple(weights.shape) == tuple(y.shape[:2]) and weights.is_contiguous()
-        and 1 <= y.shape[1] <= MOE_MAX_TOP_K
+        and 1 <= y.shape[1] <= MOE_MAX_TOP_K and y.shape[0] <= MAX_GRID_Y  # one block row per token
         and (shared is None or (
             x is not None and shared_gate is not None and shared.dtype == y.dtype and x.dtype == y.dtype
             and shared_gate.dtype == y.dtype and shared.dim() == 2 and tuple(shared.shape) == (y.shape[0], h)

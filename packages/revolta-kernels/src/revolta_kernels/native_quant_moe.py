@@ -179,8 +179,9 @@ def set_lean_tokens(tokens: int) -> int:
 
 def set_gemm_tile(tile: int) -> int:
     """The sorted-rows GEMM's tile (csrc/quant_moe_gemm.cuh), for benchmarks' A/B and tests: 0 wide (64 rows x 128
-    columns, K steps of 32; the default), 1 short (32 rows x 128 columns, K steps of 64, where K % 64 == 0);
-    negative: unchanged. Returns the previous value. CUDA graphs keep the kernel they were captured with."""
+    columns, K steps of 32), 1 short (32 rows x 128 columns, K steps of 64, where K % 64 == 0), 2 chosen per call
+    (short up to 48 rows per expert on average; the default); negative: unchanged. Returns the previous value. CUDA
+    graphs keep the kernel they were captured with."""
     return int(_lib().revolta_quant_moe_set_gemm_tile(tile))
 
 

@@ -34,7 +34,7 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
-from revolta_kernels import ops, ops_quant
+from revolta_kernels import ops, ops_hybrid, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
@@ -44,11 +44,12 @@ GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the mod
 # runs one MLP per expert (A/B)
 SORTED_GEMM = os.environ.get("REVOLTA_QUANT_MOE_SORTED_GEMM", "1") != "0"
 # a decode step whose routed rows average at least this many per expert takes the sorted GEMM too (it reads each
-# expert's weights once per 64-row tile, the grouped kernels once per row): on an H200 it measured 1.31x / 1.35x
-# faster at 4 rows per expert (Qwen3-30B-A3B at 64 tokens / Qwen3.5-35B-A3B at 128) and 0.72x / 0.78x at 2
-# (benchmarks/quant_moe_sorted_bench.py, benchmarks/results/h200_session35/run2); REVOLTA_QUANT_MOE_SORTED_MIN_ROWS
-# moves the threshold (A/B)
-SORTED_MIN_ROWS_PER_EXPERT = float(os.environ.get("REVOLTA_QUANT_MOE_SORTED_MIN_ROWS", "4"))
+# expert's weights once per row tile, the grouped kernels once per row): with the short tile and the sort below it
+# measured 1.11x / 1.18x faster than the grouped kernels at 2 rows per expert (Qwen3-30B-A3B at 32 tokens /
+# Qwen3.5-35B-A3B at 64) and 0.81x / 0.76x at 1 (H100, benchmarks/quant_moe_sorted_bench.py,
+# benchmarks/results/h200_session36/run2; 64 concurrent Qwen3.5-35B-A3B requests 1987.9 output tok/s at 2 against
+# 1615.3 at 4); REVOLTA_QUANT_MOE_SORTED_MIN_ROWS moves the threshold (A/B)
+SORTED_MIN_ROWS_PER_EXPERT = float(os.environ.get("REVOLTA_QUANT_MOE_SORTED_MIN_ROWS", "2"))
 
 
 @dataclass(frozen=True)
@@ -181,23 +182,23 @@ class QuantizedExperts(nn.ModuleList):
 
     def sorted_gemm(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """``forward`` for many tokens with no host sync: the routed rows sorted by expert, each projection one
-        ``revolta::quant_moe_gemm`` over the stacks, then the rows weighted and added back to their tokens."""
+        ``revolta::quant_moe_gemm`` over the stacks, then each token's rows weighted and summed in float32
+        (``revolta::moe_combine``, in a fixed order)."""
         gate_up, down = self._stacks()
         experts = gate_up.qweight.shape[0]
-        flat = ids.reshape(-1)
-        order = torch.argsort(flat, stable=True)
-        tokens = order // ids.shape[1]
-        # counted by index_add_, not bincount, whose CUDA kernel reads the largest id back to the host; ids past the
-        # stacks (none from the router) count in the extra slot, so their rows sort last and stay zero
-        counts = torch.zeros(experts + 1, dtype=torch.int64, device=x.device)
-        counts.index_add_(0, flat.clamp(max=experts), torch.ones_like(flat))
-        offsets = torch.zeros(experts + 1, dtype=torch.int64, device=x.device)
-        torch.cumsum(counts[:experts], 0, out=offsets[1:])
-        h = ops_quant.quant_moe_gemm(x[tokens], offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros,
+        tokens, top_k = ids.shape
+        sorted_ids, order = torch.sort(ids.reshape(-1), stable=True)
+        # expert e's rows start at the first sorted id >= e (searchsorted: no host sync, unlike bincount's CUDA
+        # kernel, which reads the largest id back); ids past the stacks (none from the router) sort last, outside
+        # every expert's rows, so the GEMMs leave them zero
+        edges = torch.arange(experts + 1, device=x.device, dtype=sorted_ids.dtype)
+        offsets = torch.searchsorted(sorted_ids, edges)
+        h = ops_quant.quant_moe_gemm(x[order // top_k], offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros,
                                      gate_up.bits, gate_up.group_size, gate_up.zero_offset)
         y = ops_quant.quant_moe_gemm(ops.silu_and_mul(h), offsets, down.qweight, down.scales, down.qzeros, down.bits,
                                      down.group_size, down.zero_offset)
-        return torch.zeros_like(x).index_add_(0, tokens, y * weights.reshape(-1)[order].unsqueeze(-1))
+        by_token = torch.empty_like(y).index_copy_(0, order, y)  # row t * top_k + j back in its place
+        return ops_hybrid.moe_combine(by_token.view(tokens, top_k, -1), weights.float(), None, None, None)
 
     def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul
