@@ -458,7 +458,8 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
 }
 
 // The sorted-rows MoE GEMM's tile (0: wide, 1: short where K allows, 2: chosen per call by the rows per expert;
-// REVOLTA_QUANT_MOE_GEMM_TILE at the first call, else 2); a negative value leaves it. Returns the old value. For A/B benchmarks and tests of both tiles.
+// REVOLTA_QUANT_MOE_GEMM_TILE at the first call, else 2); a negative value leaves it. Returns the old value. For
+// A/B benchmarks and tests of both tiles.
 int revolta_quant_moe_set_gemm_tile(int tile) {
   int& v = revolta::quant_moe_gemm_tile();
   const int old = v;

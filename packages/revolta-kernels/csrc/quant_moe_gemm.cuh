@@ -19,12 +19,12 @@ struct QuantMoeGemmParams {
 };
 
 // The kernel's tiles, 8 warps (2 x 4) each:
-//   * wide: 64 rows x 128 columns, K steps of 32 (the dense prefill GEMM's tile; the default);
-//   * short: 32 rows x 128 columns, K steps of 64 (K % 64 == 0). An expert's tile reads its weights from DRAM once
-//     (no other row tile shares them), so each K step waits about a memory latency, and the time goes with the
-//     block-steps (blocks x K steps) in flight: a 1024-token Qwen3.5-35B-A3B prefill gives each expert ~32 rows,
-//     one half-empty wide tile; the short tile fills it and halves the K steps, so half the block-steps. (Session
-//     35's deep tile, 64 x 64 x 64, halved the steps but doubled the blocks, and measured slower.)
+//   * wide: 64 rows x 128 columns, K steps of 32 (the dense prefill GEMM's tile);
+//   * short: 32 rows x 128 columns, K steps of 64 (K % 64 == 0). A 1024-token Qwen3.5-35B-A3B prefill gives each
+//     expert ~32 rows, one half-empty wide tile; the short tile fills it and halves the K steps, so half the
+//     block-steps (blocks x K steps) for the same rows. (Session 35's deep tile, 64 x 64 x 64, halved the steps but
+//     doubled the blocks, and measured slower; session 36's two-steps-ahead K loop bought 2-3% at the cost of
+//     spills: the loop is issue-bound at 3 blocks per SM, not waiting on its loads. The kernels NOTES have both.)
 // The default (kMoeGemmTileAuto) takes the short tile up to kMoeGemmShortMaxRowsPerExpert rows per expert on
 // average, where it measured 1.1-1.5x faster on an H100 (1 to 1024 tokens of Qwen3-30B-A3B / Qwen3.5-35B-A3B,
 // benchmarks/results/h200_session35/run5); at 64 rows per expert the two tiles measured equal, and past that the

@@ -188,7 +188,7 @@ class QuantizedExperts(nn.ModuleList):
         experts = gate_up.qweight.shape[0]
         tokens, top_k = ids.shape
         # 16-bit keys where the ids fit: the radix sort makes two passes over them instead of eight over int64
-        # (80 -> ~20 us at 8192 rows on an H100, benchmarks/results/h200_session36/run3)
+        # (80 -> 30 us at 8192 rows on an H100, benchmarks/results/h200_session36/run3..4)
         key_type = torch.int16 if experts < 2**15 else torch.int32
         sorted_ids, order = torch.sort(ids.reshape(-1).to(key_type), stable=True)
         # expert e's rows start at the first sorted id >= e (searchsorted: no host sync, unlike bincount's CUDA
