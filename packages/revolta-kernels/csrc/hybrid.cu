@@ -1,6 +1,7 @@
 // C ABI of the hybrid-model kernels (gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode):
 // checks that need no device access, dtype dispatch, launch on the caller's stream.
 #include "revolta_kernels.h"
+#include "env_setting.h"
 #include "conv1d.cuh"
 #include "gated_delta.cuh"
 #include "gdn_decode.cuh"
@@ -156,10 +157,6 @@ struct MoeConfig {
   int v3, pf_down, down;
 };
 constexpr int kMoePfDownMaxTokens = 2;
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e != nullptr && *e != '\0' ? std::atoi(e) : fallback;
-}
 MoeConfig& moe_config() {
   static MoeConfig c = {env_int("REVOLTA_MOE_V3", 1), env_int("REVOLTA_MOE_PF_DOWN", 0), env_int("REVOLTA_MOE_DOWN", 1)};
   return c;

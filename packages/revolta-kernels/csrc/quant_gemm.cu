@@ -3,8 +3,7 @@
 // caller's stream.
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-
+#include "env_setting.h"
 #include "quant_gemm.cuh"
 #include "quant_gemv_plan.cuh"
 #include "quant_moe.cuh"
@@ -20,19 +19,13 @@ namespace revolta {
 // 376.9 / 375.8 to 390.2 / 387.8 tok/s (run 3); at two tokens its first version was slower for 122B-A10B (60.8
 // against 54.7 us, run 1), where more rows share the SMs.
 int& quant_moe_lean_tokens() {
-  static int tokens = [] {
-    const char* e = std::getenv("REVOLTA_QUANT_MOE_LEAN_TOKENS");
-    return e != nullptr && *e != '\0' ? std::atoi(e) : 1;
-  }();
+  static int tokens = env_int("REVOLTA_QUANT_MOE_LEAN_TOKENS", 1);
   return tokens;
 }
 
 // The sorted-rows MoE GEMM's tile (revolta_quant_moe_set_gemm_tile): 2 (chosen per call) by default.
 int& quant_moe_gemm_tile() {
-  static int tile = [] {
-    const char* e = std::getenv("REVOLTA_QUANT_MOE_GEMM_TILE");
-    return e != nullptr && *e != '\0' ? std::atoi(e) : kMoeGemmTileAuto;
-  }();
+  static int tile = env_int("REVOLTA_QUANT_MOE_GEMM_TILE", kMoeGemmTileAuto);
   return tile;
 }
 

@@ -111,7 +111,8 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
 /* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
 int revolta_quant_moe_set_lean_tokens(int tokens);
 /* The sorted-rows MoE GEMM's tile: 0 wide (64 rows x 128 columns, K steps of 32), 1 short (32 rows x 128 columns, K
-   steps of 64, where K % 64 == 0); negative leaves it. Returns the old value. */
+   steps of 64, where K % 64 == 0), 2 chosen per call by the rows per expert (the default); negative leaves it.
+   Returns the old value. */
 int revolta_quant_moe_set_gemm_tile(int tile);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
