@@ -407,14 +407,18 @@ int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* cp, int
                    : launch(quant_moe_down_combine_kernel<8>, grid, block, static_cast<size_t>(smem), stream, *cp);
 }
 
-// out[R, N] = x[R, K] @ W[e] for rows sorted by expert (quant_moe_gemm.cuh): experts' rows offsets[e] ..
-// offsets[e + 1] - 1 (device int64 [E + 1]), weights stacked [E, ...] as one layer each (quant_common.cuh's
-// layout). The shapes as revolta_quant_gemm's (K % 32, N % 8, G | K); 16-byte aligned x and out. A plain launch.
-int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
-                           const long long* offsets, int R, int E, int N, int K, int bits, int group_size,
-                           int zero_offset, cudaStream_t stream) {
+// out = x @ W[e] over R rows sorted by expert (quant_moe_gemm.cuh): sorted row r belongs to expert e for offsets[e]
+// <= r < offsets[e + 1] (device int64 [E + 1], non-decreasing); weights stacked [E, ...] as one layer each
+// (quant_common.cuh's layout). Its A row is x row x_rows[r] / x_row_div (x_rows null: r) of the x_limit rows of x;
+// its result goes to out row out_rows[r] (null: r) of out's R rows. Rows outside every expert's rows get zeros. An index out of range reads zeros or is not
+// written. The shapes as revolta_quant_gemm's (K % 32, N % 8, G | K); 16-byte aligned x and out. A plain launch.
+int revolta_quant_moe_gemm_rows(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
+                                const long long* offsets, const long long* x_rows, const long long* out_rows,
+                                long long x_limit, int R, int E, int N, int K, int bits, int group_size,
+                                int zero_offset, int x_row_div, cudaStream_t stream) {
   using namespace revolta;
-  if (bad_shape(R, N, K, bits, group_size) || E <= 0 || offsets == nullptr) return cudaErrorInvalidValue;
+  if (bad_shape(R, N, K, bits, group_size) || E <= 0 || offsets == nullptr || x_limit < 0 || x_row_div <= 0)
+    return cudaErrorInvalidValue;
   if (R == 0 || N == 0) return cudaSuccess;
   // the grid's row tiles: an upper bound, ceil(R / BM) + E (the counts live on the device)
   auto row_tiles = [&](int bm) { return (R + bm - 1) / bm + static_cast<long long>(E); };
@@ -431,6 +435,11 @@ int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const 
   q.g.group_size = group_size;
   q.g.zero_offset = zero_offset;
   q.offsets = offsets;
+  q.map.x_rows = x_rows;
+  q.map.out_rows = out_rows;
+  q.map.x_limit = x_limit;
+  q.map.out_limit = R;
+  q.map.x_row_div = x_row_div;
   q.E = E;
   const dim3 block(kMoeGemmWM * kMoeGemmWN * 32);
   auto run = [&](auto tile) {

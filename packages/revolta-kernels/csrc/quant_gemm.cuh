@@ -51,9 +51,29 @@ __device__ __forceinline__ void store_halves(__half* dst, const __half2 (&v)[N /
   }
 }
 
+// Where a mapped tile (quant_gemm_tile<..., true>: the sorted-rows MoE GEMM, quant_moe_gemm.cuh) finds its rows.
+// The tile's local row r is sorted row `row0 + r` of the call. Its A row is x row x_rows[row0 + r] / x_row_div
+// (a gather; row0 + r without x_rows), each row K halves. Its result goes to out row out_rows[row0 + r] (a scatter;
+// row0 + r without out_rows). An index outside x (x_limit rows) reads zeros, one outside out (out_limit
+// rows) is not written, so no index takes the kernel outside its tensors.
+struct GemmRowMap {
+  const long long* x_rows;
+  const long long* out_rows;
+  long long row0, x_limit, out_limit;
+  int x_row_div;
+};
+
+// Sorted row g's output row under `map` (-1: outside out).
+__device__ __forceinline__ long long mapped_out_row(const GemmRowMap& map, long long g) {
+  const long long r = map.out_rows != nullptr ? map.out_rows[g] : g;
+  return r >= 0 && r < map.out_limit ? r : -1;
+}
+
 // The block's BM x BN output tile at (m0, n0): the whole K loop and the epilogue (every thread of the block).
-template <int BITS, int BM, int BN, int BK, int WM, int WN>
-__device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0, int n0) {
+// MAPPED: rows through `map` (above), with p.x and p.out the whole tensors; otherwise x[m0 + r] and out[m0 + r].
+template <int BITS, int BM, int BN, int BK, int WM, int WN, bool MAPPED = false>
+__device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0, int n0,
+                                                const GemmRowMap& map = GemmRowMap{}) {
   using namespace nvcuda;
   using C = GemmCfg<BITS, BM, BN, BK, WM, WN>;
   constexpr int PACK = C::PACK, PAIRS = C::PAIRS, WPT = C::WPT;
@@ -69,6 +89,21 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
   const int ktiles = p.K / BK;
 
   uint4 a_reg[C::A_CHUNKS];
+  // MAPPED: each A chunk's source row (null: zeros), fixed over the K loop.
+  const __half* a_src[MAPPED ? C::A_CHUNKS : 1];
+  if constexpr (MAPPED) {
+#pragma unroll
+    for (int i = 0; i < C::A_CHUNKS; ++i) {
+      const int row = (tid + i * C::THREADS) / (BK / 8);
+      a_src[i] = nullptr;
+      if (m0 + row < p.M) {
+        const long long g = map.row0 + m0 + row;
+        const long long raw = map.x_rows != nullptr ? map.x_rows[g] : g;
+        const long long src = raw >= 0 ? raw / map.x_row_div : -1;  // (C's division truncates -1 / 2 to row 0)
+        if (src >= 0 && src < map.x_limit) a_src[i] = p.x + src * p.K;
+      }
+    }
+  }
   uint32_t b_reg[WPT];
   typename HalfVec<WPT>::type s_reg;
   uint32_t z_reg[ZWORDS];
@@ -78,9 +113,14 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
 #pragma unroll
     for (int i = 0; i < C::A_CHUNKS; ++i) {
       const int chunk = tid + i * C::THREADS, row = chunk / (BK / 8), kc = (chunk % (BK / 8)) * 8;
-      a_reg[i] = m0 + row < p.M
-                     ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m0 + row) * p.K + k0 + kc))
-                     : make_uint4(0, 0, 0, 0);
+      if constexpr (MAPPED) {
+        a_reg[i] = a_src[i] != nullptr ? __ldg(reinterpret_cast<const uint4*>(a_src[i] + k0 + kc))
+                                       : make_uint4(0, 0, 0, 0);
+      } else {
+        a_reg[i] = m0 + row < p.M
+                       ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(m0 + row) * p.K + k0 + kc))
+                       : make_uint4(0, 0, 0, 0);
+      }
     }
     if (b_ok) {
       const int r = k0 / PACK + b_row;
@@ -174,7 +214,13 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
         __align__(16) __half h[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(cs[r * 16 + c + e]);
-        *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row) * p.N + col) = *reinterpret_cast<uint4*>(h);
+        if constexpr (MAPPED) {
+          const long long orow = mapped_out_row(map, map.row0 + row);
+          if (orow >= 0)
+            *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(orow) * p.N + col) = *reinterpret_cast<uint4*>(h);
+        } else {
+          *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row) * p.N + col) = *reinterpret_cast<uint4*>(h);
+        }
       }
       __syncwarp();
     }

@@ -4,8 +4,16 @@
 // the way into shared memory); this kernel only finds which expert and which of its row tiles a block owns.
 //
 // Grid (ceil(N / BN), tiles): an expert with c rows owns ceil(c / BM) consecutive row tiles, experts in order.
-// The grid's tile count is an upper bound (ceil(R / BM) + E) since the counts live on the device; blocks past
-// the last tile return at once. Warp 0 finds the block's tile with a warp scan over the experts' tile counts.
+// The grid's tile count is an upper bound (ceil(R / BM) + E) since the counts live on the device. Warp 0 finds
+// the block's tile with a warp scan over the experts' tile counts. The blocks past the last tile (there is at
+// least one whenever a row lies outside every expert's rows) write zeros to those rows' outputs, so the caller
+// needs no zero fill.
+//
+// Row maps (GemmRowMap, quant_gemm.cuh), which spare a MoE layer two passes over its rows: the gate/up call gathers
+// each sorted row's token from the unsorted x (x_rows = the sort's order, x_row_div = top_k), the down call writes
+// each result to its routed (token, slot) row (out_rows = the sort's order), ready for the weighted sum. (SiLU-and-mul
+// while staging the down call's rows was measured and dropped: each of the N / 128 column blocks recomputes it, and
+// the loop is issue-bound - 490 against 225 + 22 us for Qwen3.5-35B-A3B at 1024 tokens on an H100, session 37.)
 #pragma once
 
 #include "quant_gemm.cuh"
@@ -13,8 +21,9 @@
 namespace revolta {
 
 struct QuantMoeGemmParams {
-  QuantGemmParams g;          // x [R, K] rows sorted by expert, out [R, N]; qweight / scales / qzeros: [E, ...] stacks
-  const long long* offsets;   // [E + 1]: expert e's rows are offsets[e] .. offsets[e + 1] - 1 (offsets[0] = 0)
+  QuantGemmParams g;          // M = R sorted rows; x and out through `map`; qweight / scales / qzeros: [E, ...] stacks
+  const long long* offsets;   // [E + 1]: expert e's rows are offsets[e] .. offsets[e + 1] - 1, non-decreasing
+  GemmRowMap map;             // row0 = 0; x_limit / out_limit: rows of x and out
   int E;
 };
 
@@ -53,10 +62,33 @@ __device__ __forceinline__ longlong2 moe_gemm_rows(const QuantMoeGemmParams& q, 
   return make_longlong2(lo, min(max(q.offsets[e + 1], lo), R));
 }
 
+// The spare block `spare` of `spares` zeros its share of the rows outside every expert's rows, [0, offsets[0]) and
+// [offsets[E], R) (non-decreasing offsets), in its BN columns at n0: BM-row chunks, strided over the spare blocks.
+template <class Tile>
+__device__ __forceinline__ void moe_gemm_zero_rows(const QuantMoeGemmParams& q, int spare, int spares, int n0) {
+  constexpr int BM = Tile::BM, BN = Tile::BN, VEC = 8;  // 16-byte stores
+  const long long head = moe_gemm_rows(q, 0).x, tail = moe_gemm_rows(q, q.E - 1).y, R = q.g.M;
+  const long long outside = head + (R - tail);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (long long u0 = static_cast<long long>(spare) * BM; u0 < outside; u0 += static_cast<long long>(spares) * BM) {
+    for (int i = threadIdx.x; i < BM * (BN / VEC); i += blockDim.x) {
+      const long long u = u0 + i / (BN / VEC);
+      const int col = n0 + (i % (BN / VEC)) * VEC;
+      if (u >= outside || col >= q.g.N) continue;
+      const long long orow = mapped_out_row(q.map, u < head ? u : tail + (u - head));
+      if (orow >= 0) *reinterpret_cast<uint4*>(q.g.out + static_cast<size_t>(orow) * q.g.N + col) = zero;
+    }
+  }
+}
+
+// (No minimum of resident blocks in the launch bounds: a minimum of 1 let ptxas take 88 instead of 76 registers for
+// the short int4 tile on sm_90, 2 blocks per SM instead of 3 and 12-22% slower, session 37.)
 template <int BITS, class Tile>
 __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_kernel(QuantMoeGemmParams q) {
   constexpr int BM = Tile::BM;
-  __shared__ int owner[2];  // the block's expert (-1: no tile) and its first row within that expert
+  // owner: the block's expert (-1: no tile) and its first row within that expert, or (-1, its index among the
+  // spare blocks past the last tile)
+  __shared__ int owner[2];
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x, tile = blockIdx.y;
     int base = 0;  // row tiles of the experts before this chunk of 32
@@ -79,21 +111,27 @@ __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_k
       base += __shfl_sync(0xffffffffu, incl, 31);
       if (base > tile) break;  // uniform across the warp
     }
+    // past the last tile, base is every expert's tiles
+    if (lane == 0 && base <= tile) owner[1] = tile - base;
   }
   __syncthreads();
   const int e = owner[0];
-  if (e < 0) return;
+  if (e < 0) {  // a spare block: owner[1] = blockIdx.y - (every expert's tiles)
+    const int spare = owner[1], used = static_cast<int>(blockIdx.y) - spare;
+    moe_gemm_zero_rows<Tile>(q, spare, static_cast<int>(gridDim.y) - used, blockIdx.x * Tile::BN);
+    return;
+  }
   QuantGemmParams p = q.g;
   const longlong2 rows = moe_gemm_rows(q, e);
-  p.x += rows.x * p.K;
-  p.out += rows.x * p.N;
+  GemmRowMap map = q.map;
+  map.row0 = rows.x;
   p.M = static_cast<int>(rows.y - rows.x);
   constexpr int PACK = 32 / BITS;
   const int groups = p.K / p.group_size;  // expert e's tensors as the other MoE kernels find them
   p.qweight += static_cast<size_t>(e) * (p.K / PACK) * p.N;
   p.scales += static_cast<size_t>(e) * groups * p.N;
   p.qzeros += static_cast<size_t>(e) * groups * (p.N / PACK);
-  quant_gemm_tile<BITS, BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN>(p, owner[1], blockIdx.x * Tile::BN);
+  quant_gemm_tile<BITS, BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN, true>(p, owner[1], blockIdx.x * Tile::BN, map);
 }
 
 }  // namespace revolta

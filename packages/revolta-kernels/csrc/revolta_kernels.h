@@ -103,11 +103,14 @@ int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStrea
 /* revolta_quant_moe_gemv (act 1) and revolta_moe_combine in one launch (quant_moe_combine.cuh): out[t] = sum_k
  * w[t, k] * down(silu(gate) * up of row (t, k)) + sigmoid(x[t] . g) * the shared expert's row when shared_id >= 0. */
 int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* p, int bits, cudaStream_t stream);
-/* Tensor-core GEMM of stacked quantized experts over rows sorted by expert (quant_moe_gemm.cuh, a MoE prefill):
- * out[r] = x[r] @ W[e] for the rows offsets[e] .. offsets[e + 1] - 1 (device int64 [E + 1]). */
-int revolta_quant_moe_gemm(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
-                           const long long* offsets, int R, int E, int N, int K, int bits, int group_size,
-                           int zero_offset, cudaStream_t stream);
+/* Tensor-core GEMM of stacked quantized experts over R rows sorted by expert (quant_moe_gemm.cuh, a MoE prefill):
+ * sorted row r is expert e's for offsets[e] <= r < offsets[e + 1] (device int64 [E + 1]); its input is x row
+ * x_rows[r] / x_row_div (x_rows null: r), its output goes to out row out_rows[r] (null: r); rows outside every
+ * expert's get zeros. */
+int revolta_quant_moe_gemm_rows(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
+                                const long long* offsets, const long long* x_rows, const long long* out_rows,
+                                long long x_limit, int R, int E, int N, int K, int bits, int group_size,
+                                int zero_offset, int x_row_div, cudaStream_t stream);
 /* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
 int revolta_quant_moe_set_lean_tokens(int tokens);
 /* The sorted-rows MoE GEMM's tile: 0 wide (64 rows x 128 columns, K steps of 32), 1 short (32 rows x 128 columns, K

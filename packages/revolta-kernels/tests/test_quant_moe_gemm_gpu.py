@@ -5,7 +5,8 @@ Qwen3.5-35B-A3B (gate/up and down, one shared expert stacked last), a 2-rank spl
 skewed routing (experts with no rows, experts over several 64-row tiles), rows past the last offset, offsets that
 point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces; every test on both
 tiles (wide, short) and the per-call choice (auto); K not a multiple of the short tile's step, and K loops of 1 to 10
-steps."""
+steps. The row maps: each sorted row's token gathered from the unsorted x, results scattered to the routed order, zeros (not a caller's fill) for rows outside every expert's, and indices out of range
+neither read nor written."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kernels_cases import poison_allocator, random_expert_stacks
 
 import revolta_kernels
 from revolta_kernels import native_quant_moe, ops_quant
+from revolta_kernels.ops import silu_and_mul
 from revolta_kernels.reference import quant as rq
 
 pytestmark = [
@@ -156,3 +158,105 @@ def test_sorted_gemm_clamps_offsets_outside_the_rows():
     rows_ok = torch.ones(rows, dtype=torch.bool)
     rows_ok[20:30] = False  # written by experts 0 and 2 (overlapping): either
     assert float((got[rows_ok].float() - want[rows_ok]).norm() / want[rows_ok].norm()) < 5e-3
+
+
+def routed_sort(tokens: int, top_k: int, e: int, gen: torch.Generator, past: int = 0):
+    """The engine's sort of a routing (QuantizedExperts.sorted_gemm): ``order`` of the flat (token, slot) rows by
+    expert id and the experts' row ``offsets``; ``past`` rows get the id ``e`` (past the stacks: sorted last, outside
+    every expert's rows)."""
+    ids = torch.randint(0, e, (tokens, top_k), generator=gen, device="cuda")
+    ids.view(-1)[torch.randperm(ids.numel(), generator=gen, device="cuda")[:past]] = e
+    sorted_ids, order = torch.sort(ids.reshape(-1).to(torch.int16), stable=True)
+    offsets = torch.searchsorted(sorted_ids, torch.arange(e + 1, device="cuda", dtype=torch.int16))
+    return order, offsets
+
+
+@pytest.mark.parametrize(("bits", "tokens", "past"), [(4, 40, 0), (4, 700, 13), (8, 300, 5)])
+def test_sorted_gemm_gathers_each_rows_token(bits, tokens, past):
+    """x_rows = the sort's order, x_row_div = top_k: sorted row r multiplies token order[r] // top_k of the unsorted
+    x, as the gathered x[order // top_k] did; the rows routed past the stacks are zeros."""
+    gen = torch.Generator(device="cuda").manual_seed(bits + tokens)
+    e, k, n, top_k = 24, 512, 384, 6
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, bits, 64, gen)
+    order, offsets = routed_sort(tokens, top_k, e, gen, past)
+    x = torch.randn(tokens, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, 64, 0, x_rows=order, x_row_div=top_k)
+    assert_close(got, x[order // top_k], offsets, qweight, scales, qzeros, bits, 64, 0)
+    assert bool((got[order.numel() - past:] == 0).all())
+
+
+@pytest.mark.parametrize(("e", "k", "n"), [(257, 512, 2048), (128, 768, 2048), (16, 96, 256)])
+def test_sorted_gemm_scatters_to_the_routed_order(e, k, n):
+    """The down projection's call (out_rows = the sort's order): row r's result at row order[r] - the routed (token,
+    slot) order the weighted sum reads - with zeros at the rows routed past the stacks. Qwen3.5-35B-A3B's and
+    Qwen3-30B-A3B's down shapes, and K = 96 (the wide tile only)."""
+    gen = torch.Generator(device="cuda").manual_seed(e + k)
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 32, gen)
+    tokens, top_k, past = 300, 8, 9
+    order, offsets = routed_sort(tokens, top_k, e, gen, past)
+    a = torch.randn(order.numel(), k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(a, offsets, qweight, scales, qzeros, 4, 32, 0, out_rows=order)
+    assert got.shape == (order.numel(), n)
+    assert_close(got[order], a, offsets, qweight, scales, qzeros, 4, 32, 0)
+    assert bool((got[order[order.numel() - past:]] == 0).all())
+
+
+def test_sorted_gemm_the_engines_two_calls():
+    """gate/up with the gather, then down with the scatter, against the chain they replace (gather, GEMM,
+    silu_and_mul, GEMM, putting the rows back): bit for bit."""
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    e, hidden, inter, tokens, top_k = 64, 1024, 256, 500, 8
+    gu = random_expert_stacks(e, hidden, 2 * inter, 4, 128, gen)
+    dn = random_expert_stacks(e, inter, hidden, 4, 128, gen)
+    order, offsets = routed_sort(tokens, top_k, e, gen)
+    x = torch.randn(tokens, hidden, device="cuda", generator=gen).half()
+    h = ops_quant.quant_moe_gemm(x, offsets, *gu, 4, 128, 0, x_rows=order, x_row_div=top_k)
+    y = ops_quant.quant_moe_gemm(silu_and_mul(h), offsets, *dn, 4, 128, 0, out_rows=order)
+    h0 = ops_quant.quant_moe_gemm(x[order // top_k], offsets, *gu, 4, 128, 0)
+    torch.testing.assert_close(h, h0, rtol=0, atol=0)  # same tiles, same K order: bit for bit
+    y0 = ops_quant.quant_moe_gemm(silu_and_mul(h0), offsets, *dn, 4, 128, 0)
+    want = torch.empty_like(y0)
+    want[order] = y0
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
+def test_sorted_gemm_zeros_rows_before_the_first_offset():
+    """Rows before offsets[0] (ids below 0 sort first) belong to no expert: zeros, like the rows past offsets[E]."""
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    e, k, n, rows = 8, 256, 256, 400
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 64, gen)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64, device="cuda"), skewed_offsets(e, rows - 90, gen)[1:]]) + 70
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 64, 0)
+    assert bool((got[:70] == 0).all()) and bool((got[rows - 20:] == 0).all())
+    assert_close(got[70:rows - 20], x[70:rows - 20], offsets - 70, qweight, scales, qzeros, 4, 64, 0)
+
+
+def test_sorted_gemm_indices_out_of_range():
+    """A gather index outside x reads a zero row and a scatter index outside out is not written (a caller's bug the
+    op cannot see without a host sync): no read or write outside the tensors, the other rows exact."""
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    e, k, n, tokens, top_k = 8, 256, 128, 50, 2
+    qweight, scales, qzeros = random_expert_stacks(e, k, n, 4, 64, gen)
+    order, offsets = routed_sort(tokens, top_k, e, gen)
+    x = torch.randn(tokens, k, device="cuda", generator=gen).half()
+    bad_in = order.clone()
+    bad_in[3], bad_in[40] = 10**9, -1  # -1 // 2 must not become row 0
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 64, 0, x_rows=bad_in, x_row_div=top_k)
+    torch.cuda.synchronize()
+    want = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, 4, 64, 0, x_rows=order, x_row_div=top_k)
+    keep = torch.ones(order.numel(), dtype=torch.bool, device="cuda")
+    keep[[3, 40]] = False
+    assert bool((got[~keep] == 0).all())
+    torch.testing.assert_close(got[keep], want[keep], rtol=0, atol=0)
+    bad_out = torch.arange(order.numel(), device="cuda")
+    bad_out[7] = order.numel()
+    out = ops_quant.quant_moe_gemm(x[order // top_k], offsets, qweight, scales, qzeros, 4, 64, 0, out_rows=bad_out)
+    torch.cuda.synchronize()
+    keep = torch.ones(order.numel(), dtype=torch.bool, device="cuda")
+    keep[7] = False
+    plain = ops_quant.quant_moe_gemm(x[order // top_k], offsets, qweight, scales, qzeros, 4, 64, 0)
+    torch.testing.assert_close(out[keep], plain[keep], rtol=0, atol=0)

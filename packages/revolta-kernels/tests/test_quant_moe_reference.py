@@ -152,3 +152,39 @@ def test_quant_moe_gemm_rejects_bad_offsets(offsets):
     qweight, s, qzeros, _, _ = make_experts(5, 64, 24, 4, 32, seed=1)
     with pytest.raises(ValueError, match="offsets must be 6 non-decreasing row offsets"):
         ops_quant.quant_moe_gemm(torch.randn(8, 64), torch.tensor(offsets), qweight, s, qzeros, 4, 32, 0)
+
+
+def test_quant_moe_gemm_row_maps_match_float64():
+    """The row maps of a MoE layer's two calls: sorted row r multiplies token x_rows[r] // x_row_div of x and its
+    result lands at row out_rows[r]."""
+    e, k, n, tokens, top_k = 4, 64, 16, 5, 2
+    qweight, s, qzeros, q, z = make_experts(e, k, n, 4, 32, seed=7)
+    gen = torch.Generator().manual_seed(8)
+    ids = torch.randint(0, e, (tokens, top_k), generator=gen)
+    ids[2, 1] = e  # routed past the stacks: sorted last, zeros
+    order = torch.argsort(ids.reshape(-1), stable=True)
+    offsets = torch.searchsorted(ids.reshape(-1)[order], torch.arange(e + 1))
+    x = torch.randn(tokens, k, generator=gen)
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, 4, 32, 0, x_rows=order, x_row_div=top_k,
+                                   out_rows=order)
+    # out_rows = order puts every sorted row back in routed (token, slot) order: row t * top_k + j is expert
+    # ids[t, j] applied to token t
+    ref = float64_rows(x.unsqueeze(1).expand(tokens, top_k, k), ids.clamp_max(e - 1), q, z, s, 32, 0)
+    ref[2, 1] = 0
+    assert got.shape == (tokens * top_k, n)
+    assert torch.allclose(got.double(), ref.reshape(-1, n), rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+    torch.library.opcheck(ops_quant.quant_moe_gemm, (x, offsets, qweight, s, qzeros, 4, 32, 0),
+                          {"x_rows": order, "x_row_div": top_k, "out_rows": order})
+
+
+def test_quant_moe_gemm_rejects_bad_row_maps():
+    qweight, s, qzeros, _, _ = make_experts(2, 64, 8, 4, 32, seed=2)
+    x, offsets = torch.randn(3, 64), torch.tensor([0, 2, 6])
+    with pytest.raises(ValueError, match=r"x_rows // 2 must index x's 3 rows, got 0 .. 3"):
+        ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, 4, 32, 0, x_rows=torch.tensor([0, 1, 2, 3, 4, 7]),
+                                 x_row_div=2)
+    with pytest.raises(ValueError, match=r"out_rows must be a permutation of 0 .. 5"):
+        ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, 4, 32, 0, x_rows=torch.arange(6), x_row_div=2,
+                                 out_rows=torch.tensor([0, 1, 2, 3, 4, 4]))
+    with pytest.raises(ValueError, match="x_row_div must be at least 1"):
+        ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, 4, 32, 0, x_rows=torch.arange(6), x_row_div=0)

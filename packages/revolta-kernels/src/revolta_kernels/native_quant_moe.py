@@ -17,7 +17,7 @@ import torch
 
 from revolta_kernels import native, ops_hybrid, ops_quant
 from revolta_kernels.native import check
-from revolta_kernels.native_hybrid import _lib, _stream
+from revolta_kernels.native_hybrid import _lib, _ptr_of, _stream
 from revolta_kernels.native_moe import MOE_MAX_TOP_K
 from revolta_kernels.reference import quant as ref_quant
 
@@ -44,7 +44,7 @@ _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantM
                                                                    _ptr],
                                 "revolta_quant_moe_set_lean_tokens": [_c_int],
                                 "revolta_quant_moe_set_gemm_tile": [_c_int],
-                                "revolta_quant_moe_gemm": [_ptr] * 6 + [_c_int] * 7 + [_ptr]}
+                                "revolta_quant_moe_gemm_rows": [_ptr] * 8 + [ctypes.c_longlong] + [_c_int] * 8 + [_ptr]}
 # One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh); on by default since its
 # GPU tests passed and it measured faster (Qwen3.5-35B-A3B AWQ batch 1 on an H100: graph forward 2.205 against
 # 2.246 ms, benchmarks/results/h200_session35); REVOLTA_QUANT_MOE_FUSED_COMBINE=0 runs the two kernels (A/B)
@@ -139,34 +139,44 @@ MOE_GEMM_MAX_TILES = 65535  # the grid's y dimension: ceil(R / 64) + E row tiles
 
 
 def gemm_supports(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
-                  qzeros: torch.Tensor, bits: int, group_size: int) -> bool:
+                  qzeros: torch.Tensor, bits: int, group_size: int, x_rows: torch.Tensor | None = None,
+                  out_rows: torch.Tensor | None = None) -> bool:
     """Whether ``revolta::quant_moe_gemm`` runs the tensor-core kernel (the shapes of revolta_quant_gemm)."""
     if bits not in (4, 8) or qweight.dim() != 3 or x.dim() != 2 or offsets.dim() != 1:
         return False
     pack = 32 // bits
     e, rows, n = qweight.shape
     k = rows * pack
+    r = x.shape[0] if x_rows is None else x_rows.numel()
+    index_ok = all(t is None or (t.dtype == torch.int64 and t.device == x.device and t.dim() == 1
+                                 and t.numel() == r and t.is_contiguous()) for t in (x_rows, out_rows))
     return (
-        x.is_cuda and x.dtype == torch.float16 and scales.dtype == torch.float16 and x.shape[1] == k
+        index_ok and x.is_cuda and x.dtype == torch.float16 and scales.dtype == torch.float16
+        and x.shape[1] == k and 0 < r < 2**31
         and qweight.dtype == torch.int32 and qzeros.dtype == torch.int32 and offsets.dtype == torch.int64
         and offsets.device == x.device and offsets.shape[0] == e + 1 and e > 0
         and k % 32 == 0 and n % 8 == 0 and group_size > 0 and group_size % 32 == 0 and k % group_size == 0
         and tuple(scales.shape) == (e, k // group_size, n) and tuple(qzeros.shape) == (e, k // group_size, n // pack)
-        and -(-x.shape[0] // MOE_GEMM_BM) + e <= MOE_GEMM_MAX_TILES
+        and -(-r // MOE_GEMM_BM) + e <= MOE_GEMM_MAX_TILES
         and x.is_contiguous() and qweight.is_contiguous() and scales.is_contiguous() and qzeros.is_contiguous()
         and offsets.is_contiguous() and x.data_ptr() % 16 == 0 and qweight.data_ptr() % 16 == 0
         and scales.data_ptr() % 16 == 0 and qzeros.data_ptr() % 16 == 0
     )
 
 
-def quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset):
-    if not gemm_supports(x, offsets, qweight, scales, qzeros, bits, group_size):
-        return ref_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset)
+def quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows=None, x_row_div=1,
+                   out_rows=None):
+    if x_row_div < 1 or not gemm_supports(x, offsets, qweight, scales, qzeros, bits, group_size, x_rows, out_rows):
+        return ref_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows,
+                                        x_row_div, out_rows)
     e, rows, n = qweight.shape
-    out = torch.zeros((x.shape[0], n), dtype=x.dtype, device=x.device)  # rows past offsets[E] stay zero
-    check(_lib().revolta_quant_moe_gemm(out.data_ptr(), x.data_ptr(), qweight.data_ptr(), scales.data_ptr(),
-                                        qzeros.data_ptr(), offsets.data_ptr(), x.shape[0], e, n, rows * (32 // bits),
-                                        bits, group_size, zero_offset, _stream(x)))
+    r = x.shape[0] if x_rows is None else x_rows.numel()
+    # the kernel writes every row: the experts' rows and, from its spare blocks, zeros for the rest
+    out = torch.empty((r, n), dtype=x.dtype, device=x.device)
+    check(_lib().revolta_quant_moe_gemm_rows(
+        out.data_ptr(), x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), offsets.data_ptr(),
+        _ptr_of(x_rows), _ptr_of(out_rows),
+        x.shape[0], r, e, n, rows * (32 // bits), bits, group_size, zero_offset, x_row_div, _stream(x)))
     return out
 
 

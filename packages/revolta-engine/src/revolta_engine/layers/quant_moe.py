@@ -183,7 +183,9 @@ class QuantizedExperts(nn.ModuleList):
     def sorted_gemm(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """``forward`` for many tokens with no host sync: the routed rows sorted by expert, each projection one
         ``revolta::quant_moe_gemm`` over the stacks, then each token's rows weighted and summed in float32
-        (``revolta::moe_combine``, in a fixed order)."""
+        (``revolta::moe_combine``, in a fixed order). The gate/up GEMM gathers each sorted row's token from ``x`` and
+        the down GEMM writes its results back in routed order, so no pass over the rows runs around them (SiLU-and-mul
+        inside the down GEMM measured slower: csrc/quant_moe_gemm.cuh)."""
         gate_up, down = self._stacks()
         experts = gate_up.qweight.shape[0]
         tokens, top_k = ids.shape
@@ -193,16 +195,14 @@ class QuantizedExperts(nn.ModuleList):
         sorted_ids, order = torch.sort(ids.reshape(-1).to(key_type), stable=True)
         # expert e's rows start at the first sorted id >= e (searchsorted: no host sync, unlike bincount's CUDA
         # kernel, which reads the largest id back); ids past the stacks (none from the router) sort last, outside
-        # every expert's rows, so the GEMMs leave them zero
+        # every expert's rows, so the GEMMs give them zeros
         edges = torch.arange(experts + 1, device=x.device, dtype=key_type)
         offsets = torch.searchsorted(sorted_ids, edges)
-        h = ops_quant.quant_moe_gemm(x[order // top_k], offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros,
-                                     gate_up.bits, gate_up.group_size, gate_up.zero_offset)
+        h = ops_quant.quant_moe_gemm(x, offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros, gate_up.bits,
+                                     gate_up.group_size, gate_up.zero_offset, x_rows=order, x_row_div=top_k)
         y = ops_quant.quant_moe_gemm(ops.silu_and_mul(h), offsets, down.qweight, down.scales, down.qzeros, down.bits,
-                                     down.group_size, down.zero_offset)
-        # row t * top_k + j back in its place by a gather (torch's index_copy_ scatter took 53 us for 8192 rows)
-        position = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=x.device))
-        return ops_hybrid.moe_combine(y[position].view(tokens, top_k, -1), weights.float(), None, None, None)
+                                     down.group_size, down.zero_offset, out_rows=order)
+        return ops_hybrid.moe_combine(y.view(tokens, top_k, -1), weights.float(), None, None, None)
 
     def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul

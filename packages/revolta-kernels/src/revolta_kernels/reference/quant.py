@@ -74,23 +74,43 @@ def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, q
 
 
 def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
-                   qzeros: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0) -> torch.Tensor:
-    """Stacked quantized experts over rows sorted by expert (a MoE prefill): ``out[r] = x[r] @ W[e]`` for
-    ``offsets[e] <= r < offsets[e + 1]``, ``[R, N]`` in ``x``'s dtype; rows past ``offsets[E]`` are zeros. One
-    float32 matmul per expert (:func:`quant_matmul`). ``offsets``: int64 ``[E + 1]``, from 0, non-decreasing, at
-    most ``R``."""
+                   qzeros: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0,
+                   x_rows: torch.Tensor | None = None, x_row_div: int = 1,
+                   out_rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Stacked quantized experts over ``R`` rows sorted by expert (a MoE prefill), ``[R, N]`` in ``x``'s dtype:
+    sorted row ``r`` is expert ``e``'s for ``offsets[e] <= r < offsets[e + 1]`` and gives ``a[r] @ W[e]``; rows past
+    ``offsets[E]`` give zeros. ``offsets``: int64 ``[E + 1]``, from 0, non-decreasing, at most ``R``.
+
+    ``a[r]`` is ``x[x_rows[r] // x_row_div]`` (a gather: int64 ``x_rows [R]``; without it ``x[r]`` and ``R`` is
+    ``x``'s row count). Row ``r``'s result is row ``out_rows[r]`` of the output (a scatter: ``out_rows`` a
+    permutation of ``0 .. R - 1``; without it row ``r``). One float32 matmul per expert (:func:`quant_matmul`)."""
     experts = qweight.shape[0]
+    rows = x.shape[0] if x_rows is None else x_rows.numel()
     bounds = offsets.tolist()
-    if (offsets.dim() != 1 or len(bounds) != experts + 1 or bounds[0] != 0 or bounds[-1] > x.shape[0]
+    if (offsets.dim() != 1 or len(bounds) != experts + 1 or bounds[0] != 0 or bounds[-1] > rows
             or any(a > b for a, b in zip(bounds, bounds[1:], strict=False))):
-        raise ValueError(f"offsets must be {experts + 1} non-decreasing row offsets from 0 to at most {x.shape[0]}, "
+        raise ValueError(f"offsets must be {experts + 1} non-decreasing row offsets from 0 to at most {rows}, "
                          f"got {bounds if len(bounds) <= 16 else tuple(offsets.shape)}")
-    out = torch.zeros(x.shape[0], qweight.shape[-1], dtype=x.dtype, device=x.device)
+    a = x
+    if x_rows is not None:
+        if x_row_div < 1:
+            raise ValueError(f"x_row_div must be at least 1, got {x_row_div}")
+        src = x_rows.reshape(-1) // x_row_div
+        if rows and (int(src.min()) < 0 or int(src.max()) >= x.shape[0]):
+            raise ValueError(f"x_rows // {x_row_div} must index x's {x.shape[0]} rows, got {int(src.min())} .. "
+                             f"{int(src.max())}")
+        a = x[src]
+    out = torch.zeros(rows, qweight.shape[-1], dtype=x.dtype, device=x.device)
     for e in range(experts):
         lo, hi = bounds[e], bounds[e + 1]
         if hi > lo:
-            out[lo:hi] = quant_matmul(x[lo:hi], qweight[e], scales[e], qzeros[e], bits, group_size, zero_offset)
-    return out
+            out[lo:hi] = quant_matmul(a[lo:hi], qweight[e], scales[e], qzeros[e], bits, group_size, zero_offset)
+    if out_rows is None:
+        return out
+    dst = out_rows.reshape(-1)
+    if dst.numel() != rows or not torch.equal(torch.sort(dst).values, torch.arange(rows, device=dst.device)):
+        raise ValueError(f"out_rows must be a permutation of 0 .. {rows - 1} ({dst.numel()} values given)")
+    return torch.empty_like(out).index_copy_(0, dst, out)
 
 
 def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
