@@ -71,9 +71,14 @@ __device__ __forceinline__ long long mapped_out_row(const GemmRowMap& map, long 
 
 // The block's BM x BN output tile at (m0, n0): the whole K loop and the epilogue (every thread of the block).
 // MAPPED: rows through `map` (above), with p.x and p.out the whole tensors; otherwise x[m0 + r] and out[m0 + r].
-template <int BITS, int BM, int BN, int BK, int WM, int WN, bool MAPPED = false>
+// SILU_OUT (mapped only): W's N columns are [gate (N / 2), up (N / 2)] and the block writes silu(gate) * up, out
+// [R, N / 2], for the BN / 2 output columns at n0 / 2: its first BN / 2 columns of W are those gate columns, the rest
+// the matching up columns. Each output is rounded to fp16 as the GEMM rounds it, then SiLU-and-mul'd as
+// revolta::silu_and_mul does: bit for bit the GEMM followed by that op.
+template <int BITS, int BM, int BN, int BK, int WM, int WN, bool MAPPED = false, bool SILU_OUT = false>
 __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0, int n0,
                                                 const GemmRowMap& map = GemmRowMap{}) {
+  static_assert(MAPPED || !SILU_OUT, "the SiLU-and-mul epilogue is the mapped tile's");
   using namespace nvcuda;
   using C = GemmCfg<BITS, BM, BN, BK, WM, WN>;
   constexpr int PACK = C::PACK, PAIRS = C::PAIRS, WPT = C::WPT;
@@ -84,8 +89,11 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wm = warp / WN, wn = warp % WN;
   const int b_row = tid / C::ROW_THREADS, b_col = (tid % C::ROW_THREADS) * WPT;
-  const int b_n = n0 + b_col;
-  const bool b_ok = b_n < p.N;  // N % 8 == 0 and WPT | 8: a thread's columns are all in or all out
+  constexpr int HALF_BN = BN / 2;
+  const int half_n = p.N / 2, c0 = n0 / 2;  // SILU_OUT: gate columns c0 + j and up columns half_n + c0 + j
+  // N % 8 == 0 (SILU_OUT: N / 2 % 8 == 0) and WPT | 8: a thread's columns are all in or all out
+  const int b_n = SILU_OUT ? (b_col < HALF_BN ? c0 + b_col : half_n + c0 + b_col - HALF_BN) : n0 + b_col;
+  const bool b_ok = SILU_OUT ? c0 + b_col % HALF_BN < half_n : b_n < p.N;
   const int ktiles = p.K / BK;
 
   uint4 a_reg[C::A_CHUNKS];
@@ -202,6 +210,39 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
 
   // Epilogue: one 16x16 fragment at a time through this warp's scratch, 8 consecutive outputs per lane.
   float* cs = reinterpret_cast<float*>(gemm_smem) + warp * 256;
+  if constexpr (SILU_OUT) {  // the rounded tile in shared memory, then each gate / up pair
+    constexpr int LDH = BN + 8;
+    static_assert(C::THREADS / 32 * 256 * 4 + BM * LDH * 2 <= C::SMEM, "the epilogue's tile must fit");
+    __half* hs = reinterpret_cast<__half*>(gemm_smem + C::THREADS / 32 * 256 * 4);
+#pragma unroll
+    for (int i = 0; i < C::FM; ++i) {
+#pragma unroll
+      for (int j = 0; j < C::FN; ++j) {
+        wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);
+        __syncwarp();
+        const int r = lane / 2, c = (lane % 2) * 8;
+        __align__(16) __half h[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(cs[r * 16 + c + e]);
+        *reinterpret_cast<uint4*>(hs + (wm * (BM / WM) + i * 16 + r) * LDH + wn * (BN / WN) + j * 16 + c) =
+            *reinterpret_cast<uint4*>(h);
+        __syncwarp();
+      }
+    }
+    __syncthreads();
+    for (int idx = tid; idx < BM * (HALF_BN / 8); idx += C::THREADS) {
+      const int lr = idx / (HALF_BN / 8), lc = (idx % (HALF_BN / 8)) * 8;
+      const int row = m0 + lr, col = c0 + lc;
+      if (row >= p.M || col >= half_n) continue;
+      const long long orow = mapped_out_row(map, map.row0 + row);
+      if (orow < 0) continue;
+      const uint4 g = *reinterpret_cast<const uint4*>(hs + lr * LDH + lc);
+      const uint4 u = *reinterpret_cast<const uint4*>(hs + lr * LDH + HALF_BN + lc);
+      *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(orow) * half_n + col) =
+          make_uint4(silu_mul_h2(g.x, u.x), silu_mul_h2(g.y, u.y), silu_mul_h2(g.z, u.z), silu_mul_h2(g.w, u.w));
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < C::FM; ++i) {
 #pragma unroll

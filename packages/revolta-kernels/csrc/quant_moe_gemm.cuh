@@ -11,9 +11,11 @@
 //
 // Row maps (GemmRowMap, quant_gemm.cuh), which spare a MoE layer two passes over its rows: the gate/up call gathers
 // each sorted row's token from the unsorted x (x_rows = the sort's order, x_row_div = top_k), the down call writes
-// each result to its routed (token, slot) row (out_rows = the sort's order), ready for the weighted sum. (SiLU-and-mul
-// while staging the down call's rows was measured and dropped: each of the N / 128 column blocks recomputes it, and
-// the loop is issue-bound - 490 against 225 + 22 us for Qwen3.5-35B-A3B at 1024 tokens on an H100, session 37.)
+// each result to its routed (token, slot) row (out_rows = the sort's order), ready for the weighted sum. SILU_OUT: the
+// gate/up call writes silu(gate) * up (quant_gemm_tile's SiLU epilogue: each block holds 64 gate columns and their up
+// columns), half the bytes and no separate pass. (SiLU-and-mul while staging the down call's rows was measured and
+// dropped: each of the N / 128 column blocks recomputes it, and the loop is issue-bound - 490 against 225 + 22 us for
+// Qwen3.5-35B-A3B at 1024 tokens on an H100, session 37.)
 #pragma once
 
 #include "quant_gemm.cuh"
@@ -63,10 +65,12 @@ __device__ __forceinline__ longlong2 moe_gemm_rows(const QuantMoeGemmParams& q, 
 }
 
 // The spare block `spare` of `spares` zeros its share of the rows outside every expert's rows, [0, offsets[0]) and
-// [offsets[E], R) (non-decreasing offsets), in its BN columns at n0: BM-row chunks, strided over the spare blocks.
-template <class Tile>
-__device__ __forceinline__ void moe_gemm_zero_rows(const QuantMoeGemmParams& q, int spare, int spares, int n0) {
-  constexpr int BM = Tile::BM, BN = Tile::BN, VEC = 8;  // 16-byte stores
+// [offsets[E], R) (non-decreasing offsets), in its BN output columns at n0 of out rows `width` wide: BM-row chunks,
+// strided over the spare blocks.
+template <int BM, int BN>
+__device__ __forceinline__ void moe_gemm_zero_rows(const QuantMoeGemmParams& q, int spare, int spares, int n0,
+                                                   int width) {
+  constexpr int VEC = 8;  // 16-byte stores
   const long long head = moe_gemm_rows(q, 0).x, tail = moe_gemm_rows(q, q.E - 1).y, R = q.g.M;
   const long long outside = head + (R - tail);
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -74,16 +78,16 @@ __device__ __forceinline__ void moe_gemm_zero_rows(const QuantMoeGemmParams& q, 
     for (int i = threadIdx.x; i < BM * (BN / VEC); i += blockDim.x) {
       const long long u = u0 + i / (BN / VEC);
       const int col = n0 + (i % (BN / VEC)) * VEC;
-      if (u >= outside || col >= q.g.N) continue;
+      if (u >= outside || col >= width) continue;
       const long long orow = mapped_out_row(q.map, u < head ? u : tail + (u - head));
-      if (orow >= 0) *reinterpret_cast<uint4*>(q.g.out + static_cast<size_t>(orow) * q.g.N + col) = zero;
+      if (orow >= 0) *reinterpret_cast<uint4*>(q.g.out + static_cast<size_t>(orow) * width + col) = zero;
     }
   }
 }
 
 // (No minimum of resident blocks in the launch bounds: a minimum of 1 let ptxas take 88 instead of 76 registers for
 // the short int4 tile on sm_90, 2 blocks per SM instead of 3 and 12-22% slower, session 37.)
-template <int BITS, class Tile>
+template <int BITS, class Tile, bool SILU_OUT>
 __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_kernel(QuantMoeGemmParams q) {
   constexpr int BM = Tile::BM;
   // owner: the block's expert (-1: no tile) and its first row within that expert, or (-1, its index among the
@@ -118,7 +122,11 @@ __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_k
   const int e = owner[0];
   if (e < 0) {  // a spare block: owner[1] = blockIdx.y - (every expert's tiles)
     const int spare = owner[1], used = static_cast<int>(blockIdx.y) - spare;
-    moe_gemm_zero_rows<Tile>(q, spare, static_cast<int>(gridDim.y) - used, blockIdx.x * Tile::BN);
+    if constexpr (SILU_OUT)
+      moe_gemm_zero_rows<BM, Tile::BN / 2>(q, spare, static_cast<int>(gridDim.y) - used, blockIdx.x * (Tile::BN / 2),
+                                           q.g.N / 2);
+    else
+      moe_gemm_zero_rows<BM, Tile::BN>(q, spare, static_cast<int>(gridDim.y) - used, blockIdx.x * Tile::BN, q.g.N);
     return;
   }
   QuantGemmParams p = q.g;
@@ -131,7 +139,8 @@ __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_k
   p.qweight += static_cast<size_t>(e) * (p.K / PACK) * p.N;
   p.scales += static_cast<size_t>(e) * groups * p.N;
   p.qzeros += static_cast<size_t>(e) * groups * (p.N / PACK);
-  quant_gemm_tile<BITS, BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN, true>(p, owner[1], blockIdx.x * Tile::BN, map);
+  quant_gemm_tile<BITS, BM, Tile::BN, Tile::BK, kMoeGemmWM, kMoeGemmWN, true, SILU_OUT>(p, owner[1],
+                                                                                        blockIdx.x * Tile::BN, map);
 }
 
 }  // namespace revolta

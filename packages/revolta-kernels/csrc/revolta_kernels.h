@@ -106,11 +106,11 @@ int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* p, int 
 /* Tensor-core GEMM of stacked quantized experts over R rows sorted by expert (quant_moe_gemm.cuh, a MoE prefill):
  * sorted row r is expert e's for offsets[e] <= r < offsets[e + 1] (device int64 [E + 1]); its input is x row
  * x_rows[r] / x_row_div (x_rows null: r), its output goes to out row out_rows[r] (null: r); rows outside every
- * expert's get zeros. */
+ * expert's get zeros. silu 1: W's columns are [gate, up] and out [R, N / 2] gets silu(gate) * up. */
 int revolta_quant_moe_gemm_rows(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
                                 const long long* offsets, const long long* x_rows, const long long* out_rows,
                                 long long x_limit, int R, int E, int N, int K, int bits, int group_size,
-                                int zero_offset, int x_row_div, cudaStream_t stream);
+                                int zero_offset, int x_row_div, int silu, cudaStream_t stream);
 /* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
 int revolta_quant_moe_set_lean_tokens(int tokens);
 /* The sorted-rows MoE GEMM's tile: 0 wide (64 rows x 128 columns, K steps of 32), 1 short (32 rows x 128 columns, K

@@ -5,7 +5,8 @@ Qwen3.5-35B-A3B (gate/up and down, one shared expert stacked last), a 2-rank spl
 skewed routing (experts with no rows, experts over several 64-row tiles), rows past the last offset, offsets that
 point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces; every test on both
 tiles (wide, short) and the per-call choice (auto); K not a multiple of the short tile's step, and K loops of 1 to 10
-steps. The row maps: each sorted row's token gathered from the unsorted x, results scattered to the routed order, zeros (not a caller's fill) for rows outside every expert's, and indices out of range
+steps. The row maps: each sorted row's token gathered from the unsorted x, results scattered to the routed order, the
+SiLU-and-mul epilogue of the gate/up call, zeros (not a caller's fill) for rows outside every expert's, and indices out of range
 neither read nor written."""
 
 from __future__ import annotations
@@ -204,22 +205,45 @@ def test_sorted_gemm_scatters_to_the_routed_order(e, k, n):
 
 
 def test_sorted_gemm_the_engines_two_calls():
-    """gate/up with the gather, then down with the scatter, against the chain they replace (gather, GEMM,
-    silu_and_mul, GEMM, putting the rows back): bit for bit."""
+    """gate/up with the gather and the SiLU-and-mul epilogue, then down with the scatter, against the chain they
+    replace (gather, GEMM, silu_and_mul, GEMM, putting the rows back): bit for bit."""
     gen = torch.Generator(device="cuda").manual_seed(21)
     e, hidden, inter, tokens, top_k = 64, 1024, 256, 500, 8
     gu = random_expert_stacks(e, hidden, 2 * inter, 4, 128, gen)
     dn = random_expert_stacks(e, inter, hidden, 4, 128, gen)
     order, offsets = routed_sort(tokens, top_k, e, gen)
     x = torch.randn(tokens, hidden, device="cuda", generator=gen).half()
-    h = ops_quant.quant_moe_gemm(x, offsets, *gu, 4, 128, 0, x_rows=order, x_row_div=top_k)
-    y = ops_quant.quant_moe_gemm(silu_and_mul(h), offsets, *dn, 4, 128, 0, out_rows=order)
-    h0 = ops_quant.quant_moe_gemm(x[order // top_k], offsets, *gu, 4, 128, 0)
-    torch.testing.assert_close(h, h0, rtol=0, atol=0)  # same tiles, same K order: bit for bit
-    y0 = ops_quant.quant_moe_gemm(silu_and_mul(h0), offsets, *dn, 4, 128, 0)
+    h = ops_quant.quant_moe_gemm(x, offsets, *gu, 4, 128, 0, x_rows=order, x_row_div=top_k, silu=True)
+    y = ops_quant.quant_moe_gemm(h, offsets, *dn, 4, 128, 0, out_rows=order)
+    h0 = silu_and_mul(ops_quant.quant_moe_gemm(x[order // top_k], offsets, *gu, 4, 128, 0))
+    torch.testing.assert_close(h, h0, rtol=0, atol=0)
+    y0 = ops_quant.quant_moe_gemm(h0, offsets, *dn, 4, 128, 0)
     want = torch.empty_like(y0)
     want[order] = y0
     torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("bits", "e", "k", "inter", "rows", "past"), [
+    (4, 257, 2048, 512, 3000, 17),  # Qwen3.5-35B-A3B gate/up
+    (4, 128, 2048, 768, 700, 0),  # Qwen3-30B-A3B gate/up
+    (4, 16, 256, 200, 400, 5),  # N / 2 = 200: the last block's gate and up halves are partly past the columns
+    (8, 24, 512, 136, 300, 3),  # int8, N / 2 = 136
+    (4, 8, 96, 64, 100, 1),  # K = 96: the wide tile only
+])
+def test_sorted_gemm_silu_epilogue(bits, e, k, inter, rows, past):
+    """silu=True: W's columns are [gate, up] and the kernel writes silu(gate) * up of its fp16-rounded results, [R, N /
+    2] - bit for bit the GEMM followed by revolta::silu_and_mul - with zeros for the rows past the last offset."""
+    gen = torch.Generator(device="cuda").manual_seed(bits + e + k + inter)
+    qweight, scales, qzeros = random_expert_stacks(e, k, 2 * inter, bits, 32, gen)
+    offsets = skewed_offsets(e, rows - past, gen)
+    x = torch.randn(rows, k, device="cuda", generator=gen).half()
+    poison_allocator()
+    got = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, 32, 0, silu=True)
+    plain = ops_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, 32, 0)
+    assert_close(plain, x, offsets, qweight, scales, qzeros, bits, 32, 0)
+    assert got.shape == (rows, inter)
+    torch.testing.assert_close(got, silu_and_mul(plain), rtol=0, atol=0)
+    assert bool((got[rows - past:] == 0).all())
 
 
 def test_sorted_gemm_zeros_rows_before_the_first_offset():

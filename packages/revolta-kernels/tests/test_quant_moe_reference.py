@@ -154,9 +154,10 @@ def test_quant_moe_gemm_rejects_bad_offsets(offsets):
         ops_quant.quant_moe_gemm(torch.randn(8, 64), torch.tensor(offsets), qweight, s, qzeros, 4, 32, 0)
 
 
-def test_quant_moe_gemm_row_maps_match_float64():
+@pytest.mark.parametrize("silu", [False, True])
+def test_quant_moe_gemm_row_maps_match_float64(silu):
     """The row maps of a MoE layer's two calls: sorted row r multiplies token x_rows[r] // x_row_div of x and its
-    result lands at row out_rows[r]."""
+    result lands at row out_rows[r]; with silu the result is SiLU-and-mul of the row's [gate, up] halves."""
     e, k, n, tokens, top_k = 4, 64, 16, 5, 2
     qweight, s, qzeros, q, z = make_experts(e, k, n, 4, 32, seed=7)
     gen = torch.Generator().manual_seed(8)
@@ -166,15 +167,18 @@ def test_quant_moe_gemm_row_maps_match_float64():
     offsets = torch.searchsorted(ids.reshape(-1)[order], torch.arange(e + 1))
     x = torch.randn(tokens, k, generator=gen)
     got = ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, 4, 32, 0, x_rows=order, x_row_div=top_k,
-                                   out_rows=order)
+                                   out_rows=order, silu=silu)
     # out_rows = order puts every sorted row back in routed (token, slot) order: row t * top_k + j is expert
     # ids[t, j] applied to token t
     ref = float64_rows(x.unsqueeze(1).expand(tokens, top_k, k), ids.clamp_max(e - 1), q, z, s, 32, 0)
     ref[2, 1] = 0
-    assert got.shape == (tokens * top_k, n)
-    assert torch.allclose(got.double(), ref.reshape(-1, n), rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+    ref = ref.reshape(-1, n)
+    if silu:
+        ref = torch.nn.functional.silu(ref[:, : n // 2]) * ref[:, n // 2:]
+    assert got.shape == ref.shape
+    assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
     torch.library.opcheck(ops_quant.quant_moe_gemm, (x, offsets, qweight, s, qzeros, 4, 32, 0),
-                          {"x_rows": order, "x_row_div": top_k, "out_rows": order})
+                          {"x_rows": order, "x_row_div": top_k, "out_rows": order, "silu": silu})
 
 
 def test_quant_moe_gemm_rejects_bad_row_maps():

@@ -90,9 +90,10 @@ def kernels() -> list[Kernel]:
         ks.append(Kernel(f"quant moe down + combine int{bits}", f"&revolta::quant_moe_down_combine_kernel<{bits}>",
                          False, "&revolta::quant_moe_combine_max_smem"))
         for tile in ("Wide", "Short"):
-            ks.append(Kernel(f"quant moe gemm {tile.lower()} int{bits} (prefill)",
-                             f"&revolta::quant_moe_gemm_kernel<{bits}, revolta::MoeGemm{tile}>", True,
-                             f"&revolta::quant_moe_gemm_smem_bytes<{bits}, revolta::MoeGemm{tile}>"))
+            for silu in ("false", "true"):  # true: the gate/up call's SiLU-and-mul epilogue
+                ks.append(Kernel(f"quant moe gemm {tile.lower()} int{bits}{' silu' if silu == 'true' else ''}",
+                                 f"&revolta::quant_moe_gemm_kernel<{bits}, revolta::MoeGemm{tile}, {silu}>", True,
+                                 f"&revolta::quant_moe_gemm_smem_bytes<{bits}, revolta::MoeGemm{tile}>"))
     return ks
 
 

@@ -6,7 +6,9 @@ QuantizedExperts.sorted_gemm and is timed by quant_moe_sorted_bench.layer (CUDA-
   scatter        x[order // top_k], silu_and_mul, out_rows = order (no position scatter / y[position] gather)
   gather_scatter both maps, silu_and_mul kept
   all            both maps and SiLU-and-mul in the down GEMM's staging (m45's engine code)
-`python3 variants.py` times them all; `python3 variants.py --profile VARIANT TOKENS` runs one layer for ncu."""
+`python3 variants.py` times them all; `python3 variants.py --profile VARIANT TOKENS` runs one layer for ncu.
+A record of what ran: it needs m45's op, where silu=True meant SiLU-and-mul of the down call's input rows (dropped);
+since run 5 silu=True is the gate/up call's SiLU-and-mul epilogue."""
 
 import argparse
 import sys

@@ -44,7 +44,7 @@ _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantM
                                                                    _ptr],
                                 "revolta_quant_moe_set_lean_tokens": [_c_int],
                                 "revolta_quant_moe_set_gemm_tile": [_c_int],
-                                "revolta_quant_moe_gemm_rows": [_ptr] * 8 + [ctypes.c_longlong] + [_c_int] * 8 + [_ptr]}
+                                "revolta_quant_moe_gemm_rows": [_ptr] * 8 + [ctypes.c_longlong] + [_c_int] * 9 + [_ptr]}
 # One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh); on by default since its
 # GPU tests passed and it measured faster (Qwen3.5-35B-A3B AWQ batch 1 on an H100: graph forward 2.205 against
 # 2.246 ms, benchmarks/results/h200_session35); REVOLTA_QUANT_MOE_FUSED_COMBINE=0 runs the two kernels (A/B)
@@ -140,7 +140,7 @@ MOE_GEMM_MAX_TILES = 65535  # the grid's y dimension: ceil(R / 64) + E row tiles
 
 def gemm_supports(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                   qzeros: torch.Tensor, bits: int, group_size: int, x_rows: torch.Tensor | None = None,
-                  out_rows: torch.Tensor | None = None) -> bool:
+                  out_rows: torch.Tensor | None = None, silu: bool = False) -> bool:
     """Whether ``revolta::quant_moe_gemm`` runs the tensor-core kernel (the shapes of revolta_quant_gemm)."""
     if bits not in (4, 8) or qweight.dim() != 3 or x.dim() != 2 or offsets.dim() != 1:
         return False
@@ -155,7 +155,7 @@ def gemm_supports(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor,
         and x.shape[1] == k and 0 < r < 2**31
         and qweight.dtype == torch.int32 and qzeros.dtype == torch.int32 and offsets.dtype == torch.int64
         and offsets.device == x.device and offsets.shape[0] == e + 1 and e > 0
-        and k % 32 == 0 and n % 8 == 0 and group_size > 0 and group_size % 32 == 0 and k % group_size == 0
+        and k % 32 == 0 and n % (16 if silu else 8) == 0 and group_size > 0 and group_size % 32 == 0 and k % group_size == 0
         and tuple(scales.shape) == (e, k // group_size, n) and tuple(qzeros.shape) == (e, k // group_size, n // pack)
         and -(-r // MOE_GEMM_BM) + e <= MOE_GEMM_MAX_TILES
         and x.is_contiguous() and qweight.is_contiguous() and scales.is_contiguous() and qzeros.is_contiguous()
@@ -165,18 +165,19 @@ def gemm_supports(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor,
 
 
 def quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows=None, x_row_div=1,
-                   out_rows=None):
-    if x_row_div < 1 or not gemm_supports(x, offsets, qweight, scales, qzeros, bits, group_size, x_rows, out_rows):
+                   out_rows=None, silu=False):
+    if x_row_div < 1 or not gemm_supports(x, offsets, qweight, scales, qzeros, bits, group_size, x_rows, out_rows,
+                                          silu):
         return ref_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows,
-                                        x_row_div, out_rows)
+                                        x_row_div, out_rows, silu)
     e, rows, n = qweight.shape
     r = x.shape[0] if x_rows is None else x_rows.numel()
     # the kernel writes every row: the experts' rows and, from its spare blocks, zeros for the rest
-    out = torch.empty((r, n), dtype=x.dtype, device=x.device)
+    out = torch.empty((r, n // 2 if silu else n), dtype=x.dtype, device=x.device)
     check(_lib().revolta_quant_moe_gemm_rows(
         out.data_ptr(), x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), offsets.data_ptr(),
         _ptr_of(x_rows), _ptr_of(out_rows),
-        x.shape[0], r, e, n, rows * (32 // bits), bits, group_size, zero_offset, x_row_div, _stream(x)))
+        x.shape[0], r, e, n, rows * (32 // bits), bits, group_size, zero_offset, x_row_div, int(silu), _stream(x)))
     return out
 
 

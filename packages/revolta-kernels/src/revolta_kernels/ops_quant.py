@@ -115,21 +115,24 @@ def _(x, qweight, scales, qzeros, ids, bits, group_size, zero_offset, act, share
 @torch.library.custom_op(f"{LIB}::quant_moe_gemm", mutates_args=())
 def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                    qzeros: torch.Tensor, bits: int, group_size: int, zero_offset: int,
-                   x_rows: torch.Tensor | None = None, x_row_div: int = 1,
-                   out_rows: torch.Tensor | None = None) -> torch.Tensor:
+                   x_rows: torch.Tensor | None = None, x_row_div: int = 1, out_rows: torch.Tensor | None = None,
+                   silu: bool = False) -> torch.Tensor:
     """Stacked kernel-layout quantized experts over ``R`` rows sorted by expert, ``[R, N]``: sorted row ``r`` gives
     ``a[r] @ W[e]`` for ``offsets[e] <= r < offsets[e + 1]`` (int64 ``[E + 1]``, on ``x``'s device), rows past
     ``offsets[E]`` zeros -- a MoE layer's prefill in one call per projection. ``a[r]`` is ``x[r]``, or
     ``x[x_rows[r] // x_row_div]`` (gather each sorted row's token); ``out_rows`` (a permutation) puts row ``r``'s
-    result at row ``out_rows[r]``. On a GPU one tensor-core kernel runs every expert (csrc/quant_moe_gemm.cuh), gather
-    and scatter included, with no host sync. Reference: one matmul per expert."""
+    result at row ``out_rows[r]``; ``silu`` (columns ``[gate, up]``) returns ``silu_and_mul`` of the rows, ``[R, N /
+    2]``. On a GPU one tensor-core kernel runs every expert (csrc/quant_moe_gemm.cuh), gather, scatter and SiLU
+    included, with no host sync. Reference: one matmul per expert."""
     return ref_quant.quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows,
-                                    x_row_div, out_rows)
+                                    x_row_div, out_rows, silu)
 
 
 @quant_moe_gemm.register_fake
-def _(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows=None, x_row_div=1, out_rows=None):
-    return x.new_empty((x.shape[0] if x_rows is None else x_rows.shape[0], qweight.shape[-1]))
+def _(x, offsets, qweight, scales, qzeros, bits, group_size, zero_offset, x_rows=None, x_row_div=1, out_rows=None,
+      silu=False):
+    n = qweight.shape[-1] // 2 if silu else qweight.shape[-1]
+    return x.new_empty((x.shape[0] if x_rows is None else x_rows.shape[0], n))
 
 
 @torch.library.custom_op(f"{LIB}::quant_moe_down_combine", mutates_args=())

@@ -34,7 +34,7 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
-from revolta_kernels import ops, ops_hybrid, ops_quant
+from revolta_kernels import ops_hybrid, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
 GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
@@ -184,8 +184,8 @@ class QuantizedExperts(nn.ModuleList):
         """``forward`` for many tokens with no host sync: the routed rows sorted by expert, each projection one
         ``revolta::quant_moe_gemm`` over the stacks, then each token's rows weighted and summed in float32
         (``revolta::moe_combine``, in a fixed order). The gate/up GEMM gathers each sorted row's token from ``x`` and
-        the down GEMM writes its results back in routed order, so no pass over the rows runs around them (SiLU-and-mul
-        inside the down GEMM measured slower: csrc/quant_moe_gemm.cuh)."""
+        writes SiLU-and-mul of its rows, the down GEMM writes its results back in routed order, so no pass over the
+        rows runs around them."""
         gate_up, down = self._stacks()
         experts = gate_up.qweight.shape[0]
         tokens, top_k = ids.shape
@@ -199,9 +199,10 @@ class QuantizedExperts(nn.ModuleList):
         edges = torch.arange(experts + 1, device=x.device, dtype=key_type)
         offsets = torch.searchsorted(sorted_ids, edges)
         h = ops_quant.quant_moe_gemm(x, offsets, gate_up.qweight, gate_up.scales, gate_up.qzeros, gate_up.bits,
-                                     gate_up.group_size, gate_up.zero_offset, x_rows=order, x_row_div=top_k)
-        y = ops_quant.quant_moe_gemm(ops.silu_and_mul(h), offsets, down.qweight, down.scales, down.qzeros, down.bits,
-                                     down.group_size, down.zero_offset, out_rows=order)
+                                     gate_up.group_size, gate_up.zero_offset, x_rows=order, x_row_div=top_k,
+                                     silu=True)
+        y = ops_quant.quant_moe_gemm(h, offsets, down.qweight, down.scales, down.qzeros, down.bits, down.group_size,
+                                     down.zero_offset, out_rows=order)
         return ops_hybrid.moe_combine(y.view(tokens, top_k, -1), weights.float(), None, None, None)
 
     def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:

@@ -75,15 +75,17 @@ def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, q
 
 def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor,
                    qzeros: torch.Tensor, bits: int, group_size: int, zero_offset: int = 0,
-                   x_rows: torch.Tensor | None = None, x_row_div: int = 1,
-                   out_rows: torch.Tensor | None = None) -> torch.Tensor:
+                   x_rows: torch.Tensor | None = None, x_row_div: int = 1, out_rows: torch.Tensor | None = None,
+                   silu: bool = False) -> torch.Tensor:
     """Stacked quantized experts over ``R`` rows sorted by expert (a MoE prefill), ``[R, N]`` in ``x``'s dtype:
     sorted row ``r`` is expert ``e``'s for ``offsets[e] <= r < offsets[e + 1]`` and gives ``a[r] @ W[e]``; rows past
     ``offsets[E]`` give zeros. ``offsets``: int64 ``[E + 1]``, from 0, non-decreasing, at most ``R``.
 
     ``a[r]`` is ``x[x_rows[r] // x_row_div]`` (a gather: int64 ``x_rows [R]``; without it ``x[r]`` and ``R`` is
     ``x``'s row count). Row ``r``'s result is row ``out_rows[r]`` of the output (a scatter: ``out_rows`` a
-    permutation of ``0 .. R - 1``; without it row ``r``). One float32 matmul per expert (:func:`quant_matmul`)."""
+    permutation of ``0 .. R - 1``; without it row ``r``). ``silu``: the experts' ``N`` columns are ``[gate, up]``
+    halves and the result is ``silu_and_mul`` of the rows, ``[R, N / 2]``. One float32 matmul per expert
+    (:func:`quant_matmul`)."""
     experts = qweight.shape[0]
     rows = x.shape[0] if x_rows is None else x_rows.numel()
     bounds = offsets.tolist()
@@ -105,6 +107,10 @@ def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor
         lo, hi = bounds[e], bounds[e + 1]
         if hi > lo:
             out[lo:hi] = quant_matmul(a[lo:hi], qweight[e], scales[e], qzeros[e], bits, group_size, zero_offset)
+    if silu:
+        from revolta_kernels.reference.activation import silu_and_mul
+
+        out = silu_and_mul(out)
     if out_rows is None:
         return out
     dst = out_rows.reshape(-1)
