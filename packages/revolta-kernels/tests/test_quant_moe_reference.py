@@ -192,3 +192,6 @@ def test_quant_moe_gemm_rejects_bad_row_maps():
                                  out_rows=torch.tensor([0, 1, 2, 3, 4, 4]))
     with pytest.raises(ValueError, match="x_row_div must be at least 1"):
         ops_quant.quant_moe_gemm(x, offsets, qweight, s, qzeros, 4, 32, 0, x_rows=torch.arange(6), x_row_div=0)
+    with pytest.raises(ValueError, match="silu needs .gate, up. column halves, got 7 columns"):
+        ops_quant.quant_moe_gemm(x, offsets, qweight[..., :7].contiguous(), s[..., :7].contiguous(), qzeros, 4, 32, 0,
+                                 silu=True)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from revolta_kernels.reference.activation import silu_and_mul
+
 SUPPORTED_BITS = (4, 8)
 
 
@@ -88,6 +90,8 @@ def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor
     (:func:`quant_matmul`)."""
     experts = qweight.shape[0]
     rows = x.shape[0] if x_rows is None else x_rows.numel()
+    if silu and qweight.shape[-1] % 2:
+        raise ValueError(f"silu needs [gate, up] column halves, got {qweight.shape[-1]} columns")
     bounds = offsets.tolist()
     if (offsets.dim() != 1 or len(bounds) != experts + 1 or bounds[0] != 0 or bounds[-1] > rows
             or any(a > b for a, b in zip(bounds, bounds[1:], strict=False))):
@@ -108,8 +112,6 @@ def quant_moe_gemm(x: torch.Tensor, offsets: torch.Tensor, qweight: torch.Tensor
         if hi > lo:
             out[lo:hi] = quant_matmul(a[lo:hi], qweight[e], scales[e], qzeros[e], bits, group_size, zero_offset)
     if silu:
-        from revolta_kernels.reference.activation import silu_and_mul
-
         out = silu_and_mul(out)
     if out_rows is None:
         return out
@@ -133,7 +135,6 @@ def quant_moe_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tenso
     ``shared_id >= 0``: every token gets one more row, last, for expert ``shared_id`` (a shared expert stacked with
     the routed ones): ``[T, top_k + 1, N]``, and for act 1 ``x`` has that many slots.
     """
-    from revolta_kernels.reference.activation import silu_and_mul
 
     if act not in (0, 1):
         raise ValueError(f"act must be 0 (x as it is) or 1 (silu_and_mul of x), not {act}")
