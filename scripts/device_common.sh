@@ -98,3 +98,17 @@ device_libs() {
 lib() {
   echo "REVOLTA_NATIVE_LIB=/tmp/libs/$1/librevolta_native.so"
 }
+
+# ncu_durations CSV: the kernels of an `ncu --metrics gpu__time_duration.sum --csv` capture, us each (those over 5 us),
+# and their total (the sessions 36-37 runs wrote this inline).
+ncu_durations() {
+  python3 - "$1" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+ki, vi = rows[0].index("Kernel Name"), rows[0].index("Metric Value")
+vals = [(float(r[vi].replace(",", "")) / 1e3, r[ki][:90]) for r in rows[1:] if r[ki] != "Kernel Name"]
+for v, k in vals:
+    if v > 5: print(f"  {v:8.1f} us  {k}")
+print(f"  {sum(v for v, _ in vals):8.1f} us total ({len(vals)} kernels)")
+PY
+}
