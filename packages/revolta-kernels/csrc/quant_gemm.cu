@@ -411,8 +411,9 @@ int revolta_quant_moe_down_combine(const revolta::QuantMoeCombineParams* cp, int
 // <= r < offsets[e + 1] (device int64 [E + 1], non-decreasing); weights stacked [E, ...] as one layer each
 // (quant_common.cuh's layout). Its A row is x row x_rows[r] / x_row_div (x_rows null: r) of the x_limit rows of x;
 // its result goes to out row out_rows[r] (null: r) of out's R rows. silu: W's columns are [gate (N / 2), up (N / 2)]
-// and out [R, N / 2] receives silu(gate) * up of the fp16-rounded results (N % 16 == 0). Rows outside every expert's rows get zeros. An index out of range reads zeros or is not
-// written. The shapes as revolta_quant_gemm's (K % 32, N % 8, G | K); 16-byte aligned x and out. A plain launch.
+// and out [R, N / 2] receives silu(gate) * up of the fp16-rounded results (N % 16 == 0). Rows outside every expert's
+// rows get zeros. An index out of range reads zeros or is not written. The shapes as revolta_quant_gemm's (K % 32,
+// N % 8, G | K); 16-byte aligned x and out. A plain launch.
 int revolta_quant_moe_gemm_rows(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
                                 const long long* offsets, const long long* x_rows, const long long* out_rows,
                                 long long x_limit, int R, int E, int N, int K, int bits, int group_size,
@@ -447,8 +448,9 @@ int revolta_quant_moe_gemm_rows(void* out, const void* x, const void* qweight, c
   auto run = [&](auto tile) {
     using Tile = decltype(tile);
     const dim3 grid((N + Tile::BN - 1) / Tile::BN, static_cast<unsigned>(row_tiles(Tile::BM)));
-    const auto kernel = bits == 4 ? (silu ? quant_moe_gemm_kernel<4, Tile, true> : quant_moe_gemm_kernel<4, Tile, false>)
-                                  : (silu ? quant_moe_gemm_kernel<8, Tile, true> : quant_moe_gemm_kernel<8, Tile, false>);
+    const auto kernel = bits == 4
+                            ? (silu ? quant_moe_gemm_kernel<4, Tile, true> : quant_moe_gemm_kernel<4, Tile, false>)
+                            : (silu ? quant_moe_gemm_kernel<8, Tile, true> : quant_moe_gemm_kernel<8, Tile, false>);
     kernel<<<grid, block, bits == 4 ? MoeGemmCfg<4, Tile>::SMEM : MoeGemmCfg<8, Tile>::SMEM, stream>>>(q);
   };
   if (use_short_moe_gemm_tile(R, E, K) && row_tiles(MoeGemmShort::BM) <= 65535) {

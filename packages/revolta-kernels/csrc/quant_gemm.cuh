@@ -208,7 +208,7 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
     __syncthreads();
   }
 
-  // Epilogue: one 16x16 fragment at a time through this warp's scratch, 8 consecutive outputs per lane.
+  // Epilogue: the fragments go through this warp's scratch, 16x16 at a time.
   float* cs = reinterpret_cast<float*>(gemm_smem) + warp * 256;
   if constexpr (SILU_OUT) {  // the rounded tile in shared memory, then each gate / up pair
     constexpr int LDH = BN + 8;
@@ -241,29 +241,29 @@ __device__ __forceinline__ void quant_gemm_tile(const QuantGemmParams& p, int m0
       *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(orow) * half_n + col) =
           make_uint4(silu_mul_h2(g.x, u.x), silu_mul_h2(g.y, u.y), silu_mul_h2(g.z, u.z), silu_mul_h2(g.w, u.w));
     }
-    return;
-  }
+  } else {  // each fragment straight out, 8 consecutive outputs per lane
 #pragma unroll
-  for (int i = 0; i < C::FM; ++i) {
+    for (int i = 0; i < C::FM; ++i) {
 #pragma unroll
-    for (int j = 0; j < C::FN; ++j) {
-      wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-      const int r = lane / 2, c = (lane % 2) * 8;
-      const int row = m0 + wm * (BM / WM) + i * 16 + r, col = n0 + wn * (BN / WN) + j * 16 + c;
-      if (row < p.M && col < p.N) {
-        __align__(16) __half h[8];
+      for (int j = 0; j < C::FN; ++j) {
+        wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);
+        __syncwarp();
+        const int r = lane / 2, c = (lane % 2) * 8;
+        const int row = m0 + wm * (BM / WM) + i * 16 + r, col = n0 + wn * (BN / WN) + j * 16 + c;
+        if (row < p.M && col < p.N) {
+          __align__(16) __half h[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(cs[r * 16 + c + e]);
-        if constexpr (MAPPED) {
-          const long long orow = mapped_out_row(map, map.row0 + row);
-          if (orow >= 0)
-            *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(orow) * p.N + col) = *reinterpret_cast<uint4*>(h);
-        } else {
-          *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row) * p.N + col) = *reinterpret_cast<uint4*>(h);
+          for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(cs[r * 16 + c + e]);
+          if constexpr (MAPPED) {
+            const long long orow = mapped_out_row(map, map.row0 + row);
+            if (orow >= 0)
+              *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(orow) * p.N + col) = *reinterpret_cast<uint4*>(h);
+          } else {
+            *reinterpret_cast<uint4*>(p.out + static_cast<size_t>(row) * p.N + col) = *reinterpret_cast<uint4*>(h);
+          }
         }
+        __syncwarp();
       }
-      __syncwarp();
     }
   }
 }
