@@ -87,7 +87,8 @@ def parse_quant_config(hf_config: Any) -> QuantConfig | None:
         return None
     method = str(_get(qc, "quant_method", "")).lower()
     bits = int(_get(qc, "bits", _get(qc, "w_bit", 0)) or 0)
-    group = int(_get(qc, "group_size", _get(qc, "q_group_size", 128)) or 128)
+    raw_group = _get(qc, "group_size", _get(qc, "q_group_size", None))
+    group = 128 if raw_group is None else int(raw_group)  # unset: the quantizers' 128; 0 is refused below
     skip = tuple(_get(qc, "modules_to_not_convert", None) or ())
     if _get(qc, "lm_head", False):
         raise UnsupportedModelError(f"{method or 'this'} checkpoint quantizes lm_head (lm_head: true), which is not "

@@ -56,18 +56,21 @@ class QuantLinearMethod:
 
     param_names: tuple[str, ...] = ("qweight", "qzeros", "scales")
 
-    def __init__(self, config: QuantConfig) -> None:
+    def __init__(self, config: QuantConfig, module_name: str = "") -> None:
         self.config = config
         self.bits = config.bits
         self.pack = 32 // config.bits
+        self.module_name = module_name  # the checkpoint's name of the layer, for error messages
 
     def create_weights(self, layer: Any, in_features: int, out_features: int) -> None:
         """Register ``qweight``, ``scales`` and ``qzeros`` (kernel layout) on ``layer``."""
         group = self.config.group_for(in_features)
         if in_features % group or in_features % self.pack or out_features % self.pack:
+            where = f"{self.module_name}: " if self.module_name else ""
             raise ModelLoadError(
-                f"a {in_features}x{out_features} layer cannot hold {self.config.method} {self.bits}-bit weights "
-                f"with group size {group} (the input size must be a multiple of the group size and of {self.pack})"
+                f"{where}a {in_features}x{out_features} layer cannot hold {self.config.method} {self.bits}-bit "
+                f"weights with group size {group} (the input size must be a multiple of the group size and of "
+                f"{self.pack})"
             )
         layer.group_size = group
         layer.qweight = _int32_param(in_features // self.pack, out_features)
@@ -112,6 +115,8 @@ class QuantLinearMethod:
                              f"got {tuple(tensor.shape)}")
         if name != "scales" and tensor.dtype not in (torch.int32, torch.uint32):
             raise ValueError(f"{name} must be int32, got {tensor.dtype}")
+        if name == "scales" and not tensor.dtype.is_floating_point:  # a copy would cast integers silently
+            raise ValueError(f"scales must be floating point (float16, bfloat16 or float32), got {tensor.dtype}")
         if name == "g_idx":
             self._load_g_idx(layer, tensor)
             return
@@ -321,4 +326,5 @@ def make_linear_method(config: QuantConfig | None, module_name: str,
         chosen = merged
     if chosen is None:
         return None
-    return AWQLinearMethod(chosen) if chosen.method == "awq" else GPTQLinearMethod(chosen)
+    cls = AWQLinearMethod if chosen.method == "awq" else GPTQLinearMethod
+    return cls(chosen, module_name)
