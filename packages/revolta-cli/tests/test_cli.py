@@ -53,6 +53,24 @@ def test_generate_locally_matches_the_offline_engine_and_the_server(tiny_model, 
     assert remote.stdout == expected + "\n"
 
 
+@pytest.mark.parametrize(("method", "bits", "act_order", "load_format"),
+                         [("awq", 4, False, "safetensors"), ("gptq", 8, True, "dummy")])
+def test_generate_locally_with_a_quantized_checkpoint(tiny_model, tmp_path, method, bits, act_order,
+                                                      load_format):
+    """`revolta generate` starts on an AWQ / GPTQ directory (tokenizer copied by the RTN quantizer), with its
+    weights or dummy ones, and prints what the offline engine gives."""
+    from revolta_engine import LLM, SamplingParams
+    from revolta_engine.quantize import quantize_checkpoint
+
+    quant = quantize_checkpoint(tiny_model, tmp_path / method, method, bits, 32, act_order=act_order)
+    kw = dict(max_model_len=64, kv_cache_memory_bytes=8 << 20, load_format=load_format)
+    expected = LLM(str(quant), **kw).generate("Hello world", SamplingParams(temperature=0, max_tokens=6))
+    local = revolta("generate", "Hello world", str(quant), "--max-model-len", "64", "--max-tokens", "6",
+                    "--temperature", "0", "--kv-cache-memory-bytes", str(8 << 20), "--load-format", load_format)
+    assert local.returncode == 0, local.stderr
+    assert local.stdout == expected[0].outputs[0].text + "\n"
+
+
 def test_chat_against_a_url_streams_answers(tiny_server):
     result = revolta("chat", "--url", tiny_server.url, "--max-tokens", "4", "--temperature", "0",
                      stdin="Hello\n/reset\nHow are you?\n/exit\n")
