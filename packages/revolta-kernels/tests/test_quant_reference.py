@@ -68,6 +68,21 @@ def test_inconsistent_shapes_are_rejected():
         rq.dequantize(rq.pack_int32(q, 4, 0), s[:1], rq.pack_int32(z, 4, 1), 4, 32)
 
 
+def test_op_names_the_problem_with_its_inputs():
+    """Bad calls of the op raise ValueError naming what is wrong, not a matmul shape error from inside."""
+    q, z, s = _random_case(64, 16, 4, 32, seed=5)
+    qw, qz = rq.pack_int32(q, 4, 0), rq.pack_int32(z, 4, 1)
+    x = torch.randn(2, 64).half()
+    with pytest.raises(ValueError, match="x has 72 input channels but the 4-bit qweight"):
+        ops_quant.quant_matmul(torch.randn(2, 72).half(), qw, s, qz, 4, 32, 0)
+    with pytest.raises(ValueError, match="bits must be one of"):
+        ops_quant.quant_matmul(x, qw, s, qz, 2, 32, 0)
+    with pytest.raises(ValueError, match="must be int32"):
+        ops_quant.quant_matmul(x, qw.long(), s, qz, 4, 32, 0)
+    with pytest.raises(ValueError, match="must be int32"):
+        ops_quant.quant_dequantize(qw, s, qz.long(), 4, 32, 0)
+
+
 @pytest.mark.parametrize(("bits", "group"), [(4, 32), (8, 64)])
 @pytest.mark.parametrize("m", [1, 3, 8])
 def test_quant_matmul_silu_reference(bits, group, m):

@@ -58,6 +58,9 @@ def pack_int32(values: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
 def dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int, group_size: int,
                zero_offset: int = 0) -> torch.Tensor:
     """The float32 weight ``[K, N]`` of a kernel-layout quantized matrix."""
+    if qweight.dtype != torch.int32 or qzeros.dtype != torch.int32:
+        raise ValueError(f"qweight and qzeros must be int32 (packed {bits}-bit fields), got {qweight.dtype} and "
+                         f"{qzeros.dtype}")
     q = unpack_int32(qweight, bits, 0).float()
     z = unpack_int32(qzeros, bits, 1).float() + zero_offset
     k, n = q.shape
@@ -71,6 +74,11 @@ def dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor
 def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
                  group_size: int, zero_offset: int = 0) -> torch.Tensor:
     """``x @ dequantize(...)`` computed in float32, returned in ``x``'s dtype."""
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"bits must be one of {SUPPORTED_BITS}, not {bits}")
+    if x.shape[-1] != qweight.shape[0] * (32 // bits):
+        raise ValueError(f"x has {x.shape[-1]} input channels but the {bits}-bit qweight {tuple(qweight.shape)} "
+                         f"holds {qweight.shape[0] * (32 // bits)}")
     w = dequantize(qweight, scales, qzeros, bits, group_size, zero_offset)
     return (x.float() @ w).to(x.dtype)
 
