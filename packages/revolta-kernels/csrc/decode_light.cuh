@@ -48,6 +48,29 @@ struct LightKvHalf {
   static constexpr bool value = KEYS;
 };
 
+// Sums each of the V values of a key row's TPK lanes over those lanes (V <= TPK, both powers of two): a
+// reduce-scatter, each level sending the half of the values the partner keeps and keeping the other half, then
+// plain xor levels once one value is left. V - 1 + log2(TPK / V) shuffles instead of V log2(TPK). Lane c of the row
+// returns the sum of value c / (TPK / V); the TPK / V lanes of a value hold the same sum.
+template <int TPK, int V>
+__device__ __forceinline__ float row_reduce_scatter(float (&v)[V], int c) {
+  static_assert(V <= TPK && (V & (V - 1)) == 0, "at most one value per lane, a power of two");
+#pragma unroll
+  for (int n = V, off = TPK / 2; n > 1; n >>= 1, off >>= 1) {
+    const bool upper = (c & off) != 0;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? v[i] : v[i + n / 2];
+      const float keep = upper ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+    }
+  }
+  float r = v[0];
+#pragma unroll
+  for (int off = TPK / V / 2; off > 0; off >>= 1) r += __shfl_xor_sync(0xffffffffu, r, off);
+  return r;
+}
+
 template <int D, int GC, int NT = 128>
 __device__ const int decode_light_smem_bytes = LightDecodeCfg<D, GC, NT>::SMEM_BYTES;
 
@@ -55,6 +78,8 @@ template <int D, int GC, bool ROPE, int NT = 128>
 __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams p, const DecodeRope r) {
   using C = LightDecodeCfg<D, GC, NT>;
   constexpr int TPK = C::TPK, KP = C::KP, U = C::U, KT = C::KT;
+  // Keys per reduce-scatter of the scores: 2 where 2 x GC values fit a key row's lanes, else 1.
+  constexpr int PK = 2 * GC <= TPK ? 2 : 1;
   extern __shared__ __align__(128) unsigned char smem[];  // the alignment decode.cuh declares
   float* sS = reinterpret_cast<float*>(smem);  // [GC][KT] scores, then probabilities
   float* sM = sS + GC * KT;                     // running max (log2 domain), per head
@@ -210,30 +235,36 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
   // the previous tile's P.V is done, so the loads overlap a softmax and a P.V (head_dim 256: 16-key tiles, several
   // per split) instead of waiting at the top of the tile.
   for (int base = kbeg; base < kend; base += KT) {
-    // Scores of this thread's keys, summed over the key row's TPK threads.
+    // Scores of this thread's keys, PK keys x GC heads at a time summed over the key row's TPK threads
+    // (row_reduce_scatter); the first lane of each value's TPK / V writes it.
 #pragma unroll
-    for (int j = 0; j < U; ++j) {
-      const uint32_t w[4] = {kr[j].x, kr[j].y, kr[j].z, kr[j].w};
-      float kf[8];
+    for (int j0 = 0; j0 < U; j0 += PK) {
+      float s[PK * GC];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-        kf[2 * i] = f.x;
-        kf[2 * i + 1] = f.y;
+      for (int jj = 0; jj < PK; ++jj) {
+        const uint4 kw = kr[j0 + jj];
+        const uint32_t w[4] = {kw.x, kw.y, kw.z, kw.w};
+        float kf[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+          kf[2 * i] = f.x;
+          kf[2 * i + 1] = f.y;
+        }
+#pragma unroll
+        for (int g = 0; g < GC; ++g) {
+          float a = 0.f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) a = fmaf(qf[g][e], kf[e], a);
+          s[jj * GC + g] = a;
+        }
       }
-      float s[GC];
-#pragma unroll
-      for (int g = 0; g < GC; ++g) {
-        s[g] = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s[g] = fmaf(qf[g][e], kf[e], s[g]);
-#pragma unroll
-        for (int off = TPK / 2; off > 0; off >>= 1) s[g] += __shfl_xor_sync(0xffffffffu, s[g], off);
-      }
-      const int k = base + kg + j * KP;
-      if (c == 0) {
-#pragma unroll
-        for (int g = 0; g < GC; ++g) sS[g * KT + kg + j * KP] = k < kend ? s[g] * p.scale_log2 : -INFINITY;
+      const float sum = row_reduce_scatter<TPK, PK * GC>(s, c);
+      constexpr int DUP = TPK / (PK * GC);
+      if (c % DUP == 0) {
+        const int idx = c / DUP, j = j0 + idx / GC, g = idx % GC;
+        const int k = base + kg + j * KP;
+        sS[g * KT + kg + j * KP] = k < kend ? sum * p.scale_log2 : -INFINITY;
       }
     }
 #if defined(REVOLTA_ATTN_PROBE_QK)  // probe builds: point 3 when thread 0's first scores (q and K in) are done
