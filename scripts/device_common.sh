@@ -112,3 +112,17 @@ for v, k in vals:
 print(f"  {sum(v for v, _ in vals):8.1f} us total ({len(vals)} kernels)")
 PY
 }
+
+# issue6_bars: issue 6's bars on this machine (the lines sessions 34-38 repeated): Llama-3.1-8B batch 1 fp16 / AWQ /
+# AWQ with int8 activations (gpu_e2e.py), then quant_bench.py with fp16 and int8 activations (the M=1 and M=4096
+# kernel bars), into /tmp/v; prints each figure.
+issue6_bars() {
+  e2e fp16 benchmarks/configs/llama-3.1-8b
+  e2e awq benchmarks/configs/llama-3.1-8b-awq
+  e2e awq_int8 benchmarks/configs/llama-3.1-8b-awq REVOLTA_ACTIVATION_QUANT=int8
+  timeout 60 python3 benchmarks/quant_bench.py --out /tmp/v/quant_fp16.json >/tmp/v/qb_fp16.log 2>&1
+  echo "[${SECONDS}s] quant_bench fp16 rc=$?"; grep -E "copy|M=1" /tmp/v/qb_fp16.log
+  REVOLTA_QUANT_TUNE="0,0,1,-1,-1,-1,0,0,-1,22" timeout 60 python3 benchmarks/quant_bench.py \
+    --out /tmp/v/quant_int8.json >/tmp/v/qb_int8.log 2>&1
+  echo "[${SECONDS}s] quant_bench int8 rc=$?"; grep -E "copy|M=1" /tmp/v/qb_int8.log
+}
