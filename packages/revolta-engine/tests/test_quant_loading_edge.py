@@ -80,9 +80,8 @@ def test_scales_in_another_float_dtype_are_cast(base, tmp_path, method, dtype):
             tensors[key] = tensors[key].to(dtype)
 
     _edit_tensors(tmp_path / "q", cast)
-    assert (
-        _greedy(tmp_path / "q") == want
-    )  # fp16 values are exact in fp32, and these bf16 ones round the same
+    # fp16 values are exact in fp32, and these bf16 ones round the same.
+    assert _greedy(tmp_path / "q") == want
 
 
 def test_group_size_zero_is_refused_and_unset_means_128():
