@@ -74,12 +74,10 @@ def dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor
 def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
                  group_size: int, zero_offset: int = 0) -> torch.Tensor:
     """``x @ dequantize(...)`` computed in float32, returned in ``x``'s dtype."""
-    if bits not in SUPPORTED_BITS:
-        raise ValueError(f"bits must be one of {SUPPORTED_BITS}, not {bits}")
-    if x.shape[-1] != qweight.shape[0] * (32 // bits):
+    w = dequantize(qweight, scales, qzeros, bits, group_size, zero_offset)  # checks bits and the packed shapes
+    if x.shape[-1] != w.shape[0]:
         raise ValueError(f"x has {x.shape[-1]} input channels but the {bits}-bit qweight {tuple(qweight.shape)} "
-                         f"holds {qweight.shape[0] * (32 // bits)}")
-    w = dequantize(qweight, scales, qzeros, bits, group_size, zero_offset)
+                         f"holds {w.shape[0]}")
     return (x.float() @ w).to(x.dtype)
 
 
