@@ -1,0 +1,94 @@
+"""Every environment variable revolta-kernels reads, declared once and typed (the ``vllm/envs.py`` idea).
+
+Nothing else in the package reads ``os.environ``, and the native library reads no environment at all: values it
+needs arrive as call arguments. ``revolta_engine.envs`` declares the engine's variables with the same
+:class:`EnvVar`; :func:`all_env_vars` here lists only this package's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+_REGISTRY: dict[str, EnvVar] = {}
+
+
+def parse_bool(raw: str) -> bool:
+    """``1/true/yes/on`` -> True, ``0/false/no/off`` -> False (case-insensitive); anything else is an error."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected 1/0 (or true/false), got {raw!r}")
+
+
+@dataclass(frozen=True)
+class EnvVar(Generic[T]):
+    """One environment variable: its name, how its text is parsed, its default and what it does."""
+
+    name: str
+    parse: Callable[[str], T]
+    default: T
+    doc: str
+    package: str
+
+    def is_set(self) -> bool:
+        """True when the variable is present and not empty."""
+        return bool(os.environ.get(self.name))
+
+    def raw(self) -> str | None:
+        """The variable's text, None when unset or empty."""
+        return os.environ.get(self.name) or None
+
+    def get(self) -> T:
+        """The parsed value, or the default when unset; a value that does not parse raises a ValueError naming
+        the variable."""
+        raw = self.raw()
+        if raw is None:
+            return self.default
+        try:
+            return self.parse(raw)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}={raw!r}: {exc}") from None
+
+
+def declare(name: str, parse: Callable[[str], T], default: T, doc: str, *, package: str = "revolta-kernels") -> EnvVar[T]:
+    """Register a variable once; declaring the same name twice is a programming error."""
+    assert name not in _REGISTRY, f"{name} is declared twice"
+    var = EnvVar(name, parse, default, doc, package)
+    _REGISTRY[name] = var
+    return var
+
+
+def registered() -> dict[str, EnvVar]:
+    """Every variable declared so far, by any package that uses :func:`declare` (name -> variable)."""
+    return dict(_REGISTRY)
+
+
+def all_env_vars() -> list[EnvVar]:
+    """This package's variables, in declaration order."""
+    return [v for v in _REGISTRY.values() if v.package == "revolta-kernels"]
+
+
+def set_env_vars(package: str | None = None) -> list[tuple[str, str]]:
+    """``(name, text)`` of every declared variable that is set (of one package, or all)."""
+    return [(v.name, os.environ[v.name]) for v in _REGISTRY.values()
+            if v.is_set() and (package is None or v.package == package)]
+
+
+CUDA_ARCHS = declare(
+    "REVOLTA_CUDA_ARCHS", str, "",
+    "Build time: semicolon-separated compute capabilities to compile the native library for (e.g. `70;90`); "
+    "default the visible GPU's, else reference only.")
+NATIVE_LIB = declare(
+    "REVOLTA_NATIVE_LIB", str, "",
+    "Path of a `librevolta_native.so` to load instead of the installed one; a library there that cannot be used "
+    "is an error at import.")
+DISABLE_NATIVE = declare(
+    "REVOLTA_DISABLE_NATIVE", parse_bool, False,
+    "`1`: never load the native library; every op runs its pure-torch reference.")
