@@ -1,6 +1,7 @@
 // C ABI of the Gated DeltaNet kernels (gated delta rule decode and prefill, the fused decode step, causal conv1d,
 // gating, gated RMSNorm): checks that need no device access, dtype dispatch, launch on the caller's stream.
 #include "revolta_kernels.h"
+#include "dtype_dispatch.cuh"
 #include "conv1d.cuh"
 #include "gdn_decode.cuh"
 #include "gdn_decode_fused.cuh"
@@ -8,14 +9,6 @@
 #include "gdn_prefill.cuh"
 
 using namespace revolta;
-
-#define REVOLTA_GDN_DTYPE_DISPATCH(dtype, ...)               \
-  switch (dtype) {                                           \
-    case 0: { using T = __half; __VA_ARGS__; break; }        \
-    case 1: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
-    case 2: { using T = float; __VA_ARGS__; break; }         \
-    default: return cudaErrorInvalidValue;                   \
-  }
 
 namespace {
 
@@ -89,7 +82,7 @@ extern "C" {
 int revolta_gdn_decode(const GdnDecodeParams* p, int dk, int dtype, cudaStream_t stream) {
   if (p->batch == 0) return cudaSuccess;
   if (p->dv % kGdnDecodeCols || p->num_k_heads <= 0 || p->num_v_heads % p->num_k_heads) return cudaErrorInvalidValue;
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, return gdn_decode<T>(*p, dk, stream))
+  REVOLTA_STORAGE_DISPATCH(dtype, return gdn_decode<T>(*p, dk, stream))
   return cudaSuccess;
 }
 
@@ -104,7 +97,7 @@ int revolta_gdn_fused_decode(const GdnFusedParams* p, const GdnConvParams* conv,
   if (conv != nullptr && (conv->K < 2 || conv->K > kConvMaxWidth || conv->key_dim != p->num_k_heads * dk ||
                           conv->conv_dim != 2 * conv->key_dim + p->num_v_heads * kGdnFusedDv))
     return cudaErrorInvalidValue;
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, return gdn_decode_fused<T>(*p, conv, counters, dk, stream))
+  REVOLTA_STORAGE_DISPATCH(dtype, return gdn_decode_fused<T>(*p, conv, counters, dk, stream))
   return cudaSuccess;
 }
 
@@ -114,7 +107,7 @@ int revolta_gdn_prefill(const GdnPrefillParams* p, int dk, int dtype, cudaStream
   if (p->num_seqs == 0) return cudaSuccess;
   if (p->dv % kGdnPrefillCols || p->num_k_heads <= 0 || p->num_v_heads % p->num_k_heads)
     return cudaErrorInvalidValue;
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, return gdn_prefill<T>(*p, dk, stream))
+  REVOLTA_STORAGE_DISPATCH(dtype, return gdn_prefill<T>(*p, dk, stream))
   return cudaSuccess;
 }
 
@@ -125,7 +118,7 @@ int revolta_conv1d_update(void* out, const void* x, long long x_stride, const vo
   if (batch == 0 || channels == 0) return cudaSuccess;
   if (K < 2 || K > kConvMaxWidth) return cudaErrorInvalidValue;
   const dim3 grid((channels + kConvThreads - 1) / kConvThreads, batch);
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, return launch(conv1d_update_kernel<T>, grid, dim3(kConvThreads), 0, stream,
+  REVOLTA_STORAGE_DISPATCH(dtype, return launch(conv1d_update_kernel<T>, grid, dim3(kConvThreads), 0, stream,
       static_cast<T*>(out), static_cast<const T*>(x), x_stride, static_cast<const T*>(weight),
       static_cast<const T*>(bias), static_cast<T*>(states), state_indices, channels, K, silu))
   return cudaSuccess;
@@ -139,7 +132,7 @@ int revolta_conv1d_prefill(void* out, const void* x, const void* weight, const v
   if (num_seqs == 0 || channels == 0) return cudaSuccess;
   if (K < 2 || K > kConvMaxWidth) return cudaErrorInvalidValue;
   const int cblocks = (channels + kConvThreads - 1) / kConvThreads;
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, {
+  REVOLTA_STORAGE_DISPATCH(dtype, {
     if (num_tokens > 0) {
       const dim3 grid(cblocks, (num_tokens + kConvTokensPerThread - 1) / kConvTokensPerThread);
       conv1d_prefill_kernel<T><<<grid, kConvThreads, 0, stream>>>(
@@ -162,7 +155,7 @@ int revolta_gdn_gating(float* g, void* beta, const void* a, const void* b, const
                        cudaStream_t stream) {
   const int n = num_tokens * heads;
   if (n == 0) return cudaSuccess;
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, gdn_gating_kernel<T><<<(n + 255) / 256, 256, 0, stream>>>(
+  REVOLTA_STORAGE_DISPATCH(dtype, gdn_gating_kernel<T><<<(n + 255) / 256, 256, 0, stream>>>(
       g, static_cast<T*>(beta), static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(a_log),
       static_cast<const T*>(dt_bias), num_tokens, heads, a_stride, b_stride))
   return cudaGetLastError();
@@ -175,7 +168,7 @@ int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const voi
   const int rows = n0 * n1;
   if (rows == 0 || D == 0) return cudaSuccess;
   constexpr int kRowsPerBlock = 4;
-  REVOLTA_GDN_DTYPE_DISPATCH(dtype, rms_norm_gated_kernel<T><<<(rows + kRowsPerBlock - 1) / kRowsPerBlock,
+  REVOLTA_STORAGE_DISPATCH(dtype, rms_norm_gated_kernel<T><<<(rows + kRowsPerBlock - 1) / kRowsPerBlock,
                                                             32 * kRowsPerBlock, 0, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(gate), static_cast<const T*>(weight),
       n0, n1, D, x_s0, x_s1, g_s0, g_s1, eps))

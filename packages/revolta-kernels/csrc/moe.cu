@@ -1,18 +1,11 @@
 // C ABI of the mixture-of-experts kernels for few tokens (router, routing, dense experts' decode, combination):
 // checks that need no device access, dtype dispatch, launch on the caller's stream.
 #include "revolta_kernels.h"
+#include "dtype_dispatch.cuh"
 #include "moe.cuh"
 #include "moe_routing.cuh"
 
 using namespace revolta;
-
-#define REVOLTA_MOE_DTYPE_DISPATCH(dtype, ...)               \
-  switch (dtype) {                                           \
-    case 0: { using T = __half; __VA_ARGS__; break; }        \
-    case 1: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
-    case 2: { using T = float; __VA_ARGS__; break; }         \
-    default: return cudaErrorInvalidValue;                   \
-  }
 
 namespace {
 
@@ -46,7 +39,7 @@ int revolta_moe(const MoeParams* p, int dtype, cudaStream_t stream) {
       (p->router_logits != nullptr && (p->E > kMoeMaxExperts || p->K > p->E)) ||
       (p->shared_w13 != nullptr) != (p->shared_w2 != nullptr) || (p->shared_w13 == nullptr && p->Is))
     return cudaErrorInvalidValue;
-  REVOLTA_MOE_DTYPE_DISPATCH(dtype, return moe<T>(*p, stream))
+  REVOLTA_STORAGE_DISPATCH(dtype, return moe<T>(*p, stream))
   return cudaSuccess;
 }
 
@@ -57,7 +50,7 @@ int revolta_moe_router(void* logits, const void* x, long long x_stride, const vo
   if (tokens == 0 || E == 0) return cudaSuccess;
   if (H % 8 || H <= 0) return cudaErrorInvalidValue;
   const dim3 grid((E + kMoeRouterWarps - 1) / kMoeRouterWarps);
-  REVOLTA_MOE_DTYPE_DISPATCH(dtype, return launch(moe_router_kernel<T>, grid, dim3(kMoeRouterWarps * 32), 0, stream,
+  REVOLTA_STORAGE_DISPATCH(dtype, return launch(moe_router_kernel<T>, grid, dim3(kMoeRouterWarps * 32), 0, stream,
                                                   static_cast<const T*>(x), x_stride, static_cast<const T*>(w),
                                                   static_cast<T*>(logits), tokens, H, E))
   return cudaSuccess;
@@ -73,7 +66,7 @@ int revolta_moe_router_norm(const MoeRouterNormParams* p, int dtype, cudaStream_
     return cudaErrorInvalidValue;
   const dim3 grid((p->E + kMoeRouterWarps - 1) / kMoeRouterWarps);
   const size_t smem = static_cast<size_t>(p->H) * sizeof(float);
-  REVOLTA_MOE_DTYPE_DISPATCH(dtype, return launch(moe_router_norm_kernel<T>, grid, dim3(kMoeRouterWarps * 32), smem,
+  REVOLTA_STORAGE_DISPATCH(dtype, return launch(moe_router_norm_kernel<T>, grid, dim3(kMoeRouterWarps * 32), smem,
                                                   stream, *p))
   return cudaSuccess;
 }
@@ -85,7 +78,7 @@ int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* 
   if (tokens == 0) return cudaSuccess;
   if (E <= 0 || E > kMoeMaxExperts || K < 1 || K > kMoeMaxTopK || K > E || logits_stride < E)
     return cudaErrorInvalidValue;
-  REVOLTA_MOE_DTYPE_DISPATCH(dtype, moe_topk_softmax_kernel<T><<<tokens, kMoeWarps * 32, 0, stream>>>(
+  REVOLTA_STORAGE_DISPATCH(dtype, moe_topk_softmax_kernel<T><<<tokens, kMoeWarps * 32, 0, stream>>>(
                                         static_cast<const T*>(logits), logits_stride, E, K, renormalize,
                                         static_cast<long long*>(ids), static_cast<float*>(weights));
                              return cudaGetLastError())
@@ -102,7 +95,7 @@ int revolta_moe_combine(const MoeCombineParams* p, int dtype, cudaStream_t strea
                                 p->shared_stride < p->H)))
     return cudaErrorInvalidValue;
   const dim3 grid((p->H + kMoeCombineThreads * 8 - 1) / (kMoeCombineThreads * 8), p->T);
-  REVOLTA_MOE_DTYPE_DISPATCH(dtype, moe_combine_kernel<T><<<grid, kMoeCombineThreads, 0, stream>>>(*p);
+  REVOLTA_STORAGE_DISPATCH(dtype, moe_combine_kernel<T><<<grid, kMoeCombineThreads, 0, stream>>>(*p);
                              return cudaGetLastError())
   return cudaSuccess;
 }

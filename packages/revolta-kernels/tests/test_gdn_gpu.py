@@ -294,8 +294,8 @@ def test_decode_ops_replay_in_a_cuda_graph():
         o = ops_gdn.gated_delta_rule_decode(q, k, v, g, beta, rec, slots, True)
         o = ops_gdn.rms_norm_gated(o, v, torch.ones(d, device="cuda").half(), 1e-6)
         o2 = ops_gdn.gated_delta_rule_decode_fused(q, k, v, x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :],
-                                                      a_log, dt_bias, v, torch.ones(d, device="cuda").half(), 1e-6,
-                                                      rec, slots, True)
+                                                   a_log, dt_bias, v, torch.ones(d, device="cuda").half(), 1e-6,
+                                                   rec, slots, True)
         routed = ops_moe.moe_block(hid, ops_moe.moe_router(hid, wr), w13, w2, 4, True, None, None, None)
         return o + o2, ops_moe.moe_block(hid, logits, w13, w2, 4, True, None, None, None) + routed
 
@@ -316,6 +316,3 @@ def test_decode_ops_replay_in_a_cuda_graph():
         want = step(x, hid, logits, ref_conv_pool, ref_rec_pool)
         assert torch.equal(outs[0], want[0]) and torch.equal(outs[1], want[1]), f"replay {i}"
     assert torch.equal(rec_pool, ref_rec_pool) and torch.equal(conv_pool, ref_conv_pool)
-
-
-# ---------------------------------------------------------------------------------- MoE v3 + fused router norm

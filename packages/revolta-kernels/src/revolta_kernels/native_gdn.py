@@ -102,6 +102,13 @@ def _sorted_snapshots(seq, length, slot, num_seqs: int):
     return offsets, length.to(torch.int64)[order].contiguous(), slot.to(torch.int64)[order].contiguous()
 
 
+def _decay_beta(g: torch.Tensor, beta: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """g as float32 and beta in the activations' dtype, each with unit stride in its last dimension."""
+    gf = g.float()
+    bt = beta.to(dtype)
+    return (gf if gf.stride(-1) == 1 else gf.contiguous()), (bt if bt.stride(-1) == 1 else bt.contiguous())
+
+
 # ------------------------------------------------------------------------------------ gated delta rule
 def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2norm):
     code = _DTYPE.get(v.dtype)
@@ -120,10 +127,7 @@ def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2no
     out = torch.empty((batch, hv, dv), dtype=v.dtype, device=v.device)
     if batch == 0:
         return out
-    gf = g.float()
-    gf = gf if gf.stride(-1) == 1 else gf.contiguous()
-    bt = beta.to(v.dtype)
-    bt = bt if bt.stride(-1) == 1 else bt.contiguous()
+    gf, bt = _decay_beta(g, beta, v.dtype)
     idx = state_indices.to(torch.int64).contiguous()
     p = GdnDecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), gf.data_ptr(), bt.data_ptr(), states.data_ptr(),
                         idx.data_ptr(), out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
@@ -237,10 +241,7 @@ def gated_delta_rule_prefill(q, k, v, g, beta, states, query_start_loc, state_in
     num_seqs = state_indices.shape[0]
     if num_seqs == 0:
         return out
-    gf = g.float()
-    gf = gf if gf.stride(-1) == 1 else gf.contiguous()
-    bt = beta.to(v.dtype)
-    bt = bt if bt.stride(-1) == 1 else bt.contiguous()
+    gf, bt = _decay_beta(g, beta, v.dtype)
     idx = state_indices.to(torch.int64).contiguous()
     qsl = query_start_loc.to(torch.int32).contiguous()
     offsets, s_len, s_slot = _sorted_snapshots(snapshot_seq, snapshot_len, snapshot_slot, num_seqs)
