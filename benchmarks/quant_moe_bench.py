@@ -6,11 +6,10 @@ SiLU-and-mul + down) are timed as CUDA-graph replays, cold: the calls rotate thr
 distinct experts the rows picked + activations + outputs; reported as GB/s and as a fraction of the copy bandwidth
 (a 2 GiB device-to-device copy). Each output is also checked against the reference (relative L2 error).
 
-Each case runs with the kernel the library picks (``lean`` = the token limit of the one-token (decode batch 1) kernel,
-csrc/quant_moe_lean.cuh) and, with ``--ab``, where that is the lean kernel, again with the original kernel forced
-(``lean`` = 0), in the same process.
+Each case runs with the kernel the library picks (one token: csrc/quant_moe_gemv_one_token.cuh, more:
+csrc/quant_moe.cuh).
 
-Usage (on a GPU machine): python benchmarks/quant_moe_bench.py [--ab] --out $OUT/quant_moe_bench.json
+Usage (on a GPU machine): python benchmarks/quant_moe_bench.py --out $OUT/quant_moe_bench.json
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import math
 import bench_timing
 import torch
 
-from revolta_kernels import native_quant_moe, ops_quant
+from revolta_kernels import ops_quant
 from revolta_kernels.reference import quant as ref_quant
 
 # (name, experts, hidden, intermediate, top_k)
@@ -73,26 +72,18 @@ def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int) -
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="quant_moe_bench.json")
-    ap.add_argument("--ab", action="store_true", help="also time each case with the original kernel forced")
     args = ap.parse_args()
-    default_lean = native_quant_moe.set_lean_tokens(-1)
     copy = bench_timing.copy_gbs(best=True)
     print(f"{torch.cuda.get_device_name()}: copy {copy:.0f} GB/s", flush=True)
     rows = []
     for model in MODELS:
         for tokens in TOKENS:
-            forced = args.ab and tokens <= default_lean  # above the limit the original kernel runs anyway
-            for lean in (default_lean, 0) if forced else (default_lean,):
-                native_quant_moe.set_lean_tokens(lean)
-                r = layer(*model, tokens)
-                r["lean"] = lean
-                r["frac_copy"] = r["GBps"] / copy
-                rows.append(r)
-                print(f"{r['model']:18s} T={tokens:3d} lean {lean} {r['distinct_experts']:4d} experts {r['us']:8.1f} us "
-                      f"{r['GBps']:7.0f} GB/s {100 * r['frac_copy']:5.1f}% of copy  rel err {r['rel_err']:.1e}",
-                      flush=True)
-                torch.cuda.empty_cache()
-    native_quant_moe.set_lean_tokens(default_lean)
+            r = layer(*model, tokens)
+            r["frac_copy"] = r["GBps"] / copy
+            rows.append(r)
+            print(f"{r['model']:18s} T={tokens:3d} {r['distinct_experts']:4d} experts {r['us']:8.1f} us "
+                  f"{r['GBps']:7.0f} GB/s {100 * r['frac_copy']:5.1f}% of copy  rel err {r['rel_err']:.1e}", flush=True)
+            torch.cuda.empty_cache()
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "copy_GBps": copy, "rows": rows}, f, indent=2)
 

@@ -9,8 +9,8 @@ microseconds per layer for each path, the sorted path's speed-up, and the relati
 The engine takes the grouped path up to ``quant_moe.GROUPED_MAX_TOKENS`` tokens; this measures where that limit
 should sit.
 
-``--tile`` picks the sorted GEMM's tile (csrc/quant_moe_gemm.cuh: 0 wide, 1 short; default: the library's) and
-``--sorted-only`` skips the grouped path (an A/B of the tiles).
+``--sorted-only`` skips the grouped path. The sorted GEMM takes the tile the library picks for the rows per expert
+(csrc/quant_moe_gemm.cuh).
 
 Usage (on a GPU machine): python benchmarks/quant_moe_sorted_bench.py --out $OUT/quant_moe_sorted_bench.json
 """
@@ -28,7 +28,6 @@ from quant_moe_bench import GROUP, MODELS, expert_bytes, stack
 
 from revolta_engine.layers.quant import QuantConfig
 from revolta_engine.layers.quant_moe import GROUPED_MAX_TOKENS, QuantizedExperts, StackedProjection
-from revolta_kernels import native_quant_moe
 
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=3)
@@ -76,18 +75,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="quant_moe_sorted_bench.json")
     ap.add_argument("--models", default="Qwen3.5-35B-A3B,Qwen3-30B-A3B", help="comma-separated names from MODELS")
-    ap.add_argument("--tile", type=int, default=-1, help="the sorted GEMM's tile (0 wide, 1 short; -1: default)")
     ap.add_argument("--sorted-only", action="store_true", help="time the sorted path only")
     args = ap.parse_args()
-    native_quant_moe.set_gemm_tile(args.tile)
-    tile = native_quant_moe.set_gemm_tile(-1)
     wanted = args.models.split(",")
     rows = []
-    print(f"{torch.cuda.get_device_name()}, sorted GEMM tile {tile}", flush=True)
+    print(torch.cuda.get_device_name(), flush=True)
     for model in (m for m in MODELS if m[0] in wanted):
         for tokens in TOKENS:
             r = layer(*model, tokens, grouped=not args.sorted_only)
-            r["tile"] = tile
             rows.append(r)
             grouped = (f"grouped {r['grouped_us']:8.1f} us  sorted x{r['sorted_speedup']:5.2f}  rel diff "
                        f"{r['rel_diff']:.1e}" if "grouped_us" in r else "")

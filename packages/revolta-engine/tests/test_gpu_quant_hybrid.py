@@ -101,17 +101,15 @@ def _assert_graphs_equal_eager(graphs: LLM, eager: LLM, seed: int) -> None:
 
 
 @pytest.mark.parametrize(("method", "bits", "group"), [("awq", 4, 64), ("gptq", 8, 32)])
-@pytest.mark.parametrize(("grouped", "sorted_min_rows"), [(False, 4), (True, 4), (True, 1)])
-def test_quantized_experts_on_cuda(tmp_path, monkeypatch, method, bits, group, grouped, sorted_min_rows):
+@pytest.mark.parametrize("sorted_min_rows", [4, 1])
+def test_quantized_experts_on_cuda(tmp_path, monkeypatch, method, bits, group, sorted_min_rows):
     """Quantized MoE experts: the fp16 block against the dequantized twin's fused-experts block on fresh inputs;
     fp16 decode replayed from CUDA graphs equals eager decode; float32 greedy decode against transformers.
-    Grouped on (the default): steps with few rows per expert take the grouped kernels, with routing and the weighted
-    sum with the gated shared expert as our ops too, and the others the GEMM over rows sorted by expert (8 experts,
-    top 2: from 16 tokens on at 4 rows per expert; from 4 at 1, so the 8-sequence graphs capture it too). Off: one
-    MLP per expert, no graphs."""
+    Steps with few rows per expert take the grouped kernels, with routing and the weighted sum with the gated shared
+    expert as our ops too, and the others the GEMM over rows sorted by expert (8 experts, top 2: from 16 tokens on at
+    4 rows per expert; from 4 at 1, so the 8-sequence graphs capture it too)."""
     from revolta_engine.layers import quant_moe
 
-    monkeypatch.setattr(quant_moe, "GROUPED", grouped)
     monkeypatch.setattr(quant_moe, "SORTED_MIN_ROWS_PER_EXPERT", sorted_min_rows)
     src = make_family_checkpoint(tmp_path / "src", "qwen3_5_moe", moe_intermediate_size=128,
                                  shared_expert_intermediate_size=128, **SHAPES)
@@ -125,13 +123,10 @@ def test_quantized_experts_on_cuda(tmp_path, monkeypatch, method, bits, group, g
     for tokens in (1, 3, 5, 15, 16, 64, quant_moe.GROUPED_MAX_TOKENS + 44):
         x = torch.randn(tokens, 128, device="cuda", dtype=torch.float16, generator=torch.Generator("cuda")
                         .manual_seed(tokens))
-        assert quant.experts.runs_sorted(x, quant.top_k) == (grouped and tokens >= first_sorted)
-        assert quant.experts.runs_grouped(x, quant.top_k) == (grouped and tokens < first_sorted)
+        assert quant.experts.runs_sorted(x, quant.top_k) == (tokens >= first_sorted)
+        assert quant.experts.runs_grouped(x, quant.top_k) == (tokens < first_sorted)
         assert _rel(quant(x), dense(x)) < 2e-2, tokens
-    if grouped:
-        _assert_graphs_equal_eager(graphs, LLM(str(q_dir), enforce_eager=True, **kw), seed=20)
-    else:
-        assert graphs.llm_engine.runner.graph_runner is None
+    _assert_graphs_equal_eager(graphs, LLM(str(q_dir), enforce_eager=True, **kw), seed=20)
     ref_model = AutoModelForCausalLM.from_pretrained(d_dir, dtype=torch.float32).eval()
     llm = LLM(str(q_dir), dtype="float32", device="cuda", max_model_len=128, **KV)
     for prompt in _prompts(ref_model.config.vocab_size, (9, 40), seed=8):

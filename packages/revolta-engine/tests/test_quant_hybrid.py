@@ -130,7 +130,7 @@ def test_quantized_experts_decode_like_the_dequantized_model(sources, tmp_path, 
     assert experts[0].gate_up_proj.quant is not None and experts[0].down_proj.quant.bits == bits
     # stacked for the grouped (graph-capturable) decode path, unless gate/up gathers its input (act-order)
     assert (experts.stacked is None) == act_order
-    assert experts.can_run_grouped == (not act_order)  # on by default: decode steps are captured in CUDA graphs
+    assert experts.can_run_grouped == (not act_order)  # stacked: decode steps are captured in CUDA graphs
     if experts.stacked is not None:
         gate_up, down = experts.stacked
         assert experts[3].gate_up_proj.qweight.data_ptr() == gate_up.qweight[3].data_ptr()  # views: no second copy

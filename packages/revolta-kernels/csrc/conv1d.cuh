@@ -14,6 +14,38 @@ constexpr int kConvTokensPerThread = 16;
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.f + expf(-x)); }
 
+// acc + the causal conv of one channel at one token: weights wt[0 .. W) over its window hist[0 .. W) (the state,
+// oldest first), then wt[W] times the token xv.
+__device__ __forceinline__ float conv_window(const float (&wt)[kConvMaxWidth], const float (&hist)[kConvMaxWidth],
+                                             float xv, int W, float acc) {
+#pragma unroll
+  for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+    if (j < W) acc += wt[j] * hist[j];
+  }
+#pragma unroll
+  for (int j = 1; j < kConvMaxWidth; ++j) {
+    if (j == W) acc += wt[j] * xv;
+  }
+  return acc;
+}
+
+// silu of one channel's conv without bias, rounded to the storage type (conv1d_update_kernel's output, as a float).
+template <typename T>
+__device__ __forceinline__ float conv_silu_channel(const float (&wt)[kConvMaxWidth],
+                                                   const float (&hist)[kConvMaxWidth], float xv, int W) {
+  return to_float(from_float<T>(silu_f(conv_window(wt, hist, xv, W, 0.f))));
+}
+
+// A channel's state after one token: the window hist shifted by one, the token appended.
+template <typename T>
+__device__ __forceinline__ void conv_shift_state(T* st, const float (&hist)[kConvMaxWidth], T newest, int W) {
+#pragma unroll
+  for (int j = 0; j < kConvMaxWidth - 1; ++j) {
+    if (j + 1 < W) st[j] = from_float<T>(hist[j + 1]);
+  }
+  st[W - 1] = newest;
+}
+
 // Decode: one new token per sequence. x [B, C] (row stride x_stride), out [B, C] contiguous.
 template <typename T>
 __global__ void __launch_bounds__(kConvThreads)
@@ -27,7 +59,7 @@ __global__ void __launch_bounds__(kConvThreads)
   const T* w = weight + static_cast<size_t>(c) * K;
 #pragma unroll
   for (int j = 0; j < kConvMaxWidth; ++j) wt[j] = (c < C && j <= W) ? to_float(w[j]) : 0.f;
-  float acc = (c < C && bias != nullptr) ? to_float(bias[c]) : 0.f;
+  float acc = (c < C && bias != nullptr) ? to_float(bias[c]) : 0.f;  // the conv adds to the bias
   pdl_wait();
   pdl_trigger();
   if (c >= C) return;
@@ -36,23 +68,9 @@ __global__ void __launch_bounds__(kConvThreads)
   float hist[kConvMaxWidth];
 #pragma unroll
   for (int j = 0; j < kConvMaxWidth - 1; ++j) hist[j] = (j < W && st != nullptr) ? to_float(st[j]) : 0.f;
-  const float xv = to_float(x[b * x_stride + c]);
-#pragma unroll
-  for (int j = 0; j < kConvMaxWidth - 1; ++j) {
-    if (j < W) acc += wt[j] * hist[j];
-  }
-#pragma unroll
-  for (int j = 1; j < kConvMaxWidth; ++j) {
-    if (j == W) acc += wt[j] * xv;
-  }
+  acc = conv_window(wt, hist, to_float(x[b * x_stride + c]), W, acc);
   out[static_cast<size_t>(b) * C + c] = from_float<T>(silu ? silu_f(acc) : acc);
-  if (st != nullptr) {
-#pragma unroll
-    for (int j = 0; j < kConvMaxWidth - 1; ++j) {
-      if (j + 1 < W) st[j] = from_float<T>(hist[j + 1]);
-    }
-    st[W - 1] = x[b * x_stride + c];
-  }
+  if (st != nullptr) conv_shift_state<T>(st, hist, x[b * x_stride + c], W);
 }
 
 // Input p of sequence b's extended stream [state (W), new tokens]: p < W comes from the old state.

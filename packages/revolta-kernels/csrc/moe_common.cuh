@@ -1,5 +1,5 @@
-// Mixture-of-experts decode (moe.cuh): the shared parameters, 8-element packs, warp dot products, block
-// reductions and the in-kernel routing every MoE kernel generation uses.
+// Mixture-of-experts for few tokens (moe.cuh): the shared parameters, 8-element packs, warp dot products, the block
+// sum and the softmax top-k routing every MoE kernel uses.
 #pragma once
 
 #include "common.cuh"
@@ -128,123 +128,46 @@ __device__ __forceinline__ void warp_dot_rows(const T* const (&rows)[ROWS], cons
   for (int r = 0; r < ROWS; ++r) acc[r] = warp_sum(acc[r]);
 }
 
-// Block-wide reduction (max or sum) of one value per thread; `scratch` holds kMoeWarps floats. All get it.
-template <bool MAX>
-__device__ __forceinline__ float moe_block_reduce(float v, float* scratch) {
+// Block-wide sum of one value per thread (kMoeWarps warps): warp sums, then warp 0's .. warp 7's in order;
+// `scratch` holds kMoeWarps floats. Every thread gets the result.
+__device__ __forceinline__ float moe_block_sum(float v, float* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = MAX ? warp_max(v) : warp_sum(v);
+  v = warp_sum(v);
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   float r = scratch[0];
 #pragma unroll
-  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
+  for (int w = 1; w < kMoeWarps; ++w) r = r + scratch[w];
   return r;
 }
 
-// The rank of expert e (logit v) among the E logits in lg: how many are larger, ties going to the lower id.
-// lg is 16-byte aligned and holds -inf past E up to a multiple of 4 (E % 4 == 0 is not required).
-__device__ __forceinline__ int moe_expert_rank(const float* lg, int E, int e, float v) {
-  int rank = 0;
-  for (int j = 0; j < E; j += 4) {
-    const float4 l = *reinterpret_cast<const float4*>(lg + j);
-    rank += (l.x > v || (l.x == v && j < e)) + (l.y > v || (l.y == v && j + 1 < e)) +
-            (l.z > v || (l.z == v && j + 2 < e)) + (l.w > v || (l.w == v && j + 3 < e));
-  }
-  return rank;
-}
-
-// Softmax top-k of one token's router logits by the whole block (E <= 2 * blockDim.x): each expert's rank is
-// the number of experts with a larger logit (ties: the lower id ranks first); ranks < K are the choice.
-// Weights as transformers computes them: softmax probabilities, optionally renormalised over the K, then
-// rounded to the storage type (round_weights = false: left in fp32, as revolta::moe_topk_softmax returns them).
-// Results in shared memory (ids, wts).
+// Softmax top-k of one token's router logits by a block of kMoeWarps warps (E <= 2 * blockDim.x), with the rank
+// count over candidates only: the kMoeWarps warps' maxima are distinct experts, so when K <= kMoeWarps the K-th
+// largest logit is >= their minimum tau and only experts with a logit >= tau can be chosen; an expert's rank (how
+// many experts have a larger logit, ties going to the lower id) only counts experts that beat it, which are
+// candidates too. So each candidate is ranked against the candidates (typically ~10-30 of E) instead of every
+// thread scanning all E logits. Weights as transformers computes them: softmax probabilities, optionally
+// renormalised over the K, then rounded to the storage type (round_weights = false: left in fp32, as
+// revolta::moe_topk_softmax returns them). The logits are read through L2 (they may come from other blocks of the
+// same kernel). Results in shared memory (ids, wts); `cand` holds E ints, `candv` E floats, `ncand` one int,
+// `scratch` kMoeWarps floats (shared memory).
 template <typename T>
-__device__ void moe_route_block(const T* logits, int E, int K, int renormalize, float* lg, float* scratch, int* ids,
-                                float* wts, bool round_weights = true) {
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int e0 = tid, e1 = tid + kMoeWarps * 32;
-  const float v0 = e0 < E ? to_float(logits[e0]) : -INFINITY;
-  const float v1 = e1 < E ? to_float(logits[e1]) : -INFINITY;
-  lg[e0] = v0;
-  lg[e1] = v1;
-  const float mx = moe_block_reduce<true>(fmaxf(v0, v1), scratch);
-  const float sum = moe_block_reduce<false>(expf(v0 - mx) + expf(v1 - mx), scratch);  // barriers: lg visible
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int e = i == 0 ? e0 : e1;
-    const float v = i == 0 ? v0 : v1;
-    if (e < E) {
-      const int rank = moe_expert_rank(lg, E, e, v);
-      if (rank < K) {
-        ids[rank] = e;
-        wts[rank] = expf(v - mx) / sum;
-      }
-    }
-  }
-  __syncthreads();
-  if (tid < 32) {
-    float w = lane < K ? wts[lane] : 0.f;
-    const float total = warp_sum(w);
-    const float v = renormalize ? w / total : w;
-    if (lane < K) wts[lane] = round_weights ? to_float(from_float<T>(v)) : v;
-  }
-  __syncthreads();
-}
-
-// moe_block_reduce by a block of kMoeWarps / V warps standing in for the kMoeWarps-warp routing block: part[j] is
-// the value of the routing block's thread threadIdx.x + j * blockDim.x, so the warp reductions and the order of the
-// warp results are moe_block_reduce's (V = 1: the same reduction). All threads get the result.
-template <bool MAX, int V>
-__device__ __forceinline__ float moe_block_reduce_narrow(float (&part)[V], float* scratch) {
-  constexpr int NW = kMoeWarps / V;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int j = 0; j < V; ++j) part[j] = MAX ? warp_max(part[j]) : warp_sum(part[j]);
-  __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) scratch[warp + j * NW] = part[j];
-  }
-  __syncthreads();
-  float r = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMoeWarps; ++w) r = MAX ? fmaxf(r, scratch[w]) : r + scratch[w];
-  return r;
-}
-
-// moe_route_block's choice and weights, bit for bit, with the rank count over candidates only: the kMoeWarps
-// routing warps' maxima are distinct experts, so when K <= kMoeWarps the K-th largest logit is >= their minimum
-// tau and only experts with a logit >= tau can be chosen; an expert's rank only counts experts that beat it, which
-// are candidates too. So each candidate is ranked against the candidates (typically ~10-30 of E) instead of every
-// thread scanning all E logits (~1.3K instructions per thread, most of the routing kernel's time).
-// The block has kMoeWarps * 32 / V threads; thread tid plays the routing block's threads tid + j * blockDim.x
-// (j < V), so every expression and reduction order is the V = 1 block's. round_weights: as moe_route_block's.
-// The logits are read through L2 (they may come from other blocks of the same kernel). `cand` holds E ints,
-// `candv` E floats, `ncand` one int, `scratch` kMoeWarps floats (shared memory).
-template <typename T, int V = 1>
 __device__ void moe_route_block_cand(const T* logits, int E, int K, int renormalize, float* scratch, int* ids,
                                      float* wts, int* cand, float* candv, int* ncand, bool round_weights = true) {
-  constexpr int RT = kMoeWarps * 32, NT = RT / V, NW = NT / 32;
-  static_assert(V * NT == RT && NT % 32 == 0, "the routing block is a whole number of these blocks");
+  constexpr int NT = kMoeWarps * 32;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  float v[V][2], part[V];
+  float v[2];
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int e = tid + j * NT + i * RT;
-      v[j][i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;
-    }
-    part[j] = warp_max(fmaxf(v[j][0], v[j][1]));
+  for (int i = 0; i < 2; ++i) {
+    const int e = tid + i * NT;
+    v[i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;
   }
+  const float part = warp_max(fmaxf(v[0], v[1]));
   if (tid == 0) *ncand = 0;
   if (tid < K) ids[tid] = 0;  // in range whatever the logits (NaN)
   __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) scratch[warp + j * NW] = part[j];
-  }
+  if (lane == 0) scratch[warp] = part;
   __syncthreads();
   float mx = scratch[0], tau = scratch[0];
 #pragma unroll
@@ -253,19 +176,14 @@ __device__ void moe_route_block_cand(const T* logits, int E, int K, int renormal
     tau = fminf(tau, scratch[w]);
   }
   if (K > kMoeWarps) tau = -INFINITY;
+  const float sum = moe_block_sum(expf(v[0] - mx) + expf(v[1] - mx), scratch);  // barriers: ncand = 0 seen
 #pragma unroll
-  for (int j = 0; j < V; ++j) part[j] = expf(v[j][0] - mx) + expf(v[j][1] - mx);
-  const float sum = moe_block_reduce_narrow<false>(part, scratch);  // barriers: ncand = 0 seen
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int e = tid + j * NT + i * RT;
-      if (e < E && v[j][i] >= tau) {
-        const int slot = atomicAdd(ncand, 1);
-        cand[slot] = e;
-        candv[slot] = v[j][i];
-      }
+  for (int i = 0; i < 2; ++i) {
+    const int e = tid + i * NT;
+    if (e < E && v[i] >= tau) {
+      const int slot = atomicAdd(ncand, 1);
+      cand[slot] = e;
+      candv[slot] = v[i];
     }
   }
   __syncthreads();

@@ -8,8 +8,8 @@
 //     fp32, as torch's (y * w.to(T)).float().sum(1).to(T)), plus, with a shared expert, sigmoid(x[t] . g) * s[t]
 //     with the roundings of torch's fp16 ops (the gate logit, its sigmoid, the product, the sum). Each block
 //     computes the gate's dot product itself (H <= a few thousand: cheaper than a launch).
-// Both are plain launches: with PDL they measured no faster (Qwen3.5-35B-A3B AWQ batch 1 on an H100, 392.7 / 392.7
-// tok/s against 392.8 / 395.5 plain; benchmarks/results/h200_session31, run 5). They call pdl_trigger() early, so the
+// Both are plain launches: with PDL they measured no faster (Qwen3.5-35B-A3B AWQ batch 1 on an H100, 392.7 tok/s
+// against 392.8 plain). They call pdl_trigger() early, so the
 // PDL kernel after them (the experts' kernel, the next layer's projection) starts its prologue, and pdl_wait() (a
 // no-op for a plain launch) before they read anything, which keeps pdl.cuh's contract if they are launched with PDL.
 #pragma once
@@ -55,9 +55,7 @@ template <typename T>
 __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const MoeCombineParams p) {
   __shared__ float scratch[kMoeCombineThreads / 32];
   pdl_wait();  // y comes from the kernel just before
-#if !defined(REVOLTA_COMBINE_LATE_TRIGGER)  // build-time A/B: the next kernel's weight stream against this one's loads
-  pdl_trigger();
-#endif
+  pdl_trigger();  // the next kernel's weight stream overlaps this one's loads
   const int t = blockIdx.y, tid = threadIdx.x;
   const int c0 = (blockIdx.x * kMoeCombineThreads + tid) * 8;  // this thread's 8 columns
   const bool mine = c0 < p.H;
@@ -110,9 +108,6 @@ __global__ void __launch_bounds__(kMoeCombineThreads) moe_combine_kernel(const M
     if (p.shared != nullptr) o = o + to_float(from_float<T>(sg * s[j]));
     out[j] = from_float<T>(o);
   }
-#if defined(REVOLTA_COMBINE_LATE_TRIGGER)
-  pdl_trigger();
-#endif
 }
 
 }  // namespace revolta

@@ -12,8 +12,8 @@
 // qweight [E, K / pack, N] packed along K, scales [E, K / G, N] fp16, qzeros [E, K / G, N / pack] packed along N.
 // A block owns one row and 64 output columns: 16 column quads x 16 slices of K, each thread reading 16 bytes (four
 // columns' packed words) per packed row; the slices' sums meet in shared memory. fp32 accumulation; no tensor cores
-// (a row's expert weights are read once: memory-bound). Self-contained for NVRTC (tools/check_sm70.py).
-// For one token quant_moe_lean_kernel (quant_moe_lean.cuh) runs instead. Launched with PDL (pdl.cuh): the
+// (a row's expert weights are read once: memory-bound). Self-contained for NVRTC (tools/check_sm70_quant.py).
+// For one token quant_moe_gemv_one_token_kernel (quant_moe_gemv_one_token.cuh) runs instead. Launched with PDL (pdl.cuh): the
 // kernel waits for its predecessor before it reads anything.
 #pragma once
 

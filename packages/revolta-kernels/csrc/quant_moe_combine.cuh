@@ -1,12 +1,12 @@
 // The quantized MoE decode layer's last two launches in one: every row's SiLU-and-mul + down projection
-// (quant_moe_lean_kernel, act 1) and the weighted sum with the gated shared expert (moe_combine_kernel), for one
+// (quant_moe_gemv_one_token_kernel, act 1) and the weighted sum with the gated shared expert (moe_combine_kernel), for one
 // token per block row.
 //
 // Why: at batch 1 the combine is a launch of its own whose work is tiny (9 rows of H halves) but whose place on the
-// step's path is not (H100, Qwen3.5-35B-A3B AWQ: 5.9 us per layer, 40 layers; benchmarks/results/h200_session33).
+// step's path is not (measured 5.9 us per layer of Qwen3.5-35B-A3B AWQ on an H100, 40 layers).
 // Here a block owns 16 output columns of one token and ALL of its rows, so the weighted sum needs no other block:
 //   * warp r computes row r (routed slot r, or the shared expert's row after them): lane = 4 column quads x 8 slices
-//     of K, each slice a contiguous run of packed rows, as quant_moe_lean_kernel's threads (the same loads in
+//     of K, each slice a contiguous run of packed rows, as quant_moe_gemv_one_token_kernel's threads (the same loads in
 //     flight, the same dequantization and accuracy contract: quant_common.cuh's magic-number trick, products of one
 //     packed row summed in half2, fp32 accumulation); the slices meet by shuffles, and the row's 16 values are
 //     rounded to fp16 as the unfused kernel stores them;

@@ -13,9 +13,8 @@
 // each sorted row's token from the unsorted x (x_rows = the sort's order, x_row_div = top_k), the down call writes
 // each result to its routed (token, slot) row (out_rows = the sort's order), ready for the weighted sum. SILU_OUT: the
 // gate/up call writes silu(gate) * up (quant_gemm_tile's SiLU epilogue: each block holds 64 gate columns and their up
-// columns), half the bytes and no separate pass. (SiLU-and-mul while staging the down call's rows was measured and
-// dropped: each of the N / 128 column blocks recomputes it, and the loop is issue-bound - 490 against 225 + 22 us for
-// Qwen3.5-35B-A3B at 1024 tokens on an H100, session 37.)
+// columns), half the bytes and no separate pass. (SiLU-and-mul while staging the down call's rows instead measured
+// slower: each of the N / 128 column blocks recomputes it, and the loop is issue-bound.)
 #pragma once
 
 #include "quant_gemm.cuh"
@@ -33,13 +32,12 @@ struct QuantMoeGemmParams {
 //   * wide: 64 rows x 128 columns, K steps of 32 (the dense prefill GEMM's tile);
 //   * short: 32 rows x 128 columns, K steps of 64 (K % 64 == 0). A 1024-token Qwen3.5-35B-A3B prefill gives each
 //     expert ~32 rows, one half-empty wide tile; the short tile fills it and halves the K steps, so half the
-//     block-steps (blocks x K steps) for the same rows. (Session 35's deep tile, 64 x 64 x 64, halved the steps but
-//     doubled the blocks, and measured slower; session 36's two-steps-ahead K loop bought 2-3% at the cost of
-//     spills: the loop is issue-bound at 3 blocks per SM, not waiting on its loads. The kernels NOTES have both.)
-// The default (kMoeGemmTileAuto) takes the short tile up to kMoeGemmShortMaxRowsPerExpert rows per expert on
-// average, where it measured 1.1-1.5x faster on an H100 (1 to 1024 tokens of Qwen3-30B-A3B / Qwen3.5-35B-A3B,
-// benchmarks/results/h200_session35/run5); at 64 rows per expert the two tiles measured equal, and past that the
-// wide tile reads each expert's weights half as often. REVOLTA_QUANT_MOE_GEMM_TILE=0 / 1 forces one tile.
+//     block-steps (blocks x K steps) for the same rows. (A deep 64 x 64 x 64 tile halved the steps but doubled the
+//     blocks and measured slower; a two-steps-ahead K loop spilled: the loop is issue-bound at 3 blocks per SM, not
+//     waiting on its loads.)
+// The launcher takes the short tile up to kMoeGemmShortMaxRowsPerExpert rows per expert on average, where it measured
+// 1.1-1.5x faster on an H100 (1 to 1024 tokens of Qwen3-30B-A3B / Qwen3.5-35B-A3B); at 64 rows per expert the two
+// tiles measured equal, and past that the wide tile reads each expert's weights half as often.
 constexpr int kMoeGemmWM = 2, kMoeGemmWN = 4;
 
 template <int BM_, int BN_, int BK_>
@@ -48,7 +46,6 @@ struct MoeGemmTile {
 };
 using MoeGemmWide = MoeGemmTile<64, 128, 32>;
 using MoeGemmShort = MoeGemmTile<32, 128, 64>;
-constexpr int kMoeGemmTileAuto = 2;
 constexpr int kMoeGemmShortMaxRowsPerExpert = 48;
 
 template <int BITS, class Tile>
@@ -86,7 +83,7 @@ __device__ __forceinline__ void moe_gemm_zero_rows(const QuantMoeGemmParams& q, 
 }
 
 // (No minimum of resident blocks in the launch bounds: a minimum of 1 let ptxas take 88 instead of 76 registers for
-// the short int4 tile on sm_90, 2 blocks per SM instead of 3 and 12-22% slower, session 37.)
+// the short int4 tile on sm_90, 2 blocks per SM instead of 3 and 12-22% slower.)
 template <int BITS, class Tile, bool SILU_OUT>
 __global__ void __launch_bounds__(kMoeGemmWM * kMoeGemmWN * 32) quant_moe_gemm_kernel(QuantMoeGemmParams q) {
   constexpr int BM = Tile::BM;

@@ -5,9 +5,11 @@
 
 #include <cuda_runtime.h>
 #include "attention.cuh"
-#include "gated_delta.cuh"
 #include "gdn_decode.cuh"
-#include "moe.cuh"
+#include "gdn_decode_fused.cuh"
+#include "gdn_prefill.cuh"
+#include "moe_common.cuh"
+#include "moe_router.cuh"
 #include "moe_routing.cuh"
 #include "quant_moe.cuh"
 
@@ -70,11 +72,10 @@ int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const vo
                              long long v_tok_stride, long long v_head_stride, int neox, const void* q_norm_w,
                              const void* k_norm_w, float eps, int zero_centered, int dtype, int cache_kind,
                              cudaStream_t stream);
-/* hybrid models (csrc/hybrid.cu): gated delta rule, causal conv1d, gating, gated RMSNorm, MoE decode */
-int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, int persistent, cudaStream_t stream);
-int revolta_gdn_decode_fused(const revolta::GdnFusedParams* p, int dk, int dtype, cudaStream_t stream);
-int revolta_gdn_decode_fused_split(const revolta::GdnFusedParams* p, const revolta::GdnConvParams* conv,
-                                   int* counters, int dk, int dtype, cudaStream_t stream);
+/* Gated DeltaNet (csrc/gdn.cu): gated delta rule, causal conv1d, gating, gated RMSNorm */
+int revolta_gdn_decode(const revolta::GdnDecodeParams* p, int dk, int dtype, cudaStream_t stream);
+int revolta_gdn_fused_decode(const revolta::GdnFusedParams* p, const revolta::GdnConvParams* conv, int* counters,
+                             int dk, int dtype, cudaStream_t stream);
 int revolta_gdn_prefill(const revolta::GdnPrefillParams* p, int dk, int dtype, cudaStream_t stream);
 int revolta_conv1d_update(void* out, const void* x, long long x_stride, const void* weight, const void* bias,
                           void* states, const int64_t* state_indices, int batch, int channels, int K, int silu,
@@ -89,15 +90,15 @@ int revolta_gdn_gating(float* g, void* beta, const void* a, const void* b, const
 int revolta_rms_norm_gated(void* out, const void* x, const void* gate, const void* weight, int n0, int n1, int D,
                            long long x_s0, long long x_s1, long long g_s0, long long g_s1, float eps, int dtype,
                            cudaStream_t stream);
+/* mixture of experts for few tokens (csrc/moe.cu): router, routing, dense experts, combination */
 int revolta_moe(const revolta::MoeParams* p, int dtype, cudaStream_t stream);
 int revolta_moe_router(void* logits, const void* x, long long x_stride, const void* w, int tokens, int H, int E,
                        int dtype, cudaStream_t stream);
 int revolta_moe_router_norm(const revolta::MoeRouterNormParams* p, int dtype, cudaStream_t stream);
-int revolta_moe_set_config(int v3, int pf_down, int down);
 int revolta_moe_topk_softmax(const void* logits, long long logits_stride, void* ids, void* weights, int tokens, int E,
                              int K, int renormalize, int dtype, cudaStream_t stream);
 int revolta_moe_combine(const revolta::MoeCombineParams* p, int dtype, cudaStream_t stream);
-/* Quantized MoE experts for few tokens (quant_moe.cuh): out[t, k] = in[t, k] @ W[ids[t, k]] for stacked int4 / int8
+/* Quantized MoE experts for few tokens (csrc/quant_moe.cu, quant_moe.cuh): out[t, k] = in[t, k] @ W[ids[t, k]] for stacked int4 / int8
  * experts in the kernel layout, bits 4 or 8; act 0 (in = x[t]) or 1 (in = silu(gate) * up of x[t, k]). */
 int revolta_quant_moe_gemv(const revolta::QuantMoeParams* p, int bits, cudaStream_t stream);
 /* revolta_quant_moe_gemv (act 1) and revolta_moe_combine in one launch (quant_moe_combine.cuh): out[t] = sum_k
@@ -111,12 +112,6 @@ int revolta_quant_moe_gemm_rows(void* out, const void* x, const void* qweight, c
                                 const long long* offsets, const long long* x_rows, const long long* out_rows,
                                 long long x_limit, int R, int E, int N, int K, int bits, int group_size,
                                 int zero_offset, int x_row_div, int silu, cudaStream_t stream);
-/* The most tokens the lean batch-1 kernel (quant_moe_lean.cuh) takes; negative leaves it. Returns the old value. */
-int revolta_quant_moe_set_lean_tokens(int tokens);
-/* The sorted-rows MoE GEMM's tile: 0 wide (64 rows x 128 columns, K steps of 32), 1 short (32 rows x 128 columns, K
-   steps of 64, where K % 64 == 0), 2 chosen per call by the rows per expert (the default); negative leaves it.
-   Returns the old value. */
-int revolta_quant_moe_set_gemm_tile(int tile);
 const char* revolta_error_string(int err);
 const char* revolta_build_archs(void);
 int revolta_struct_size(const char* name);

@@ -1,17 +1,17 @@
 """Native mixture-of-experts decode kernels against the pure-torch references on the same GPU inputs: given
-routing, routing in the kernel, the router GEMV (with the fused residual add + RMSNorm), every decode variant
-(v1/v2/v3, down-row prefetch), repeated expert ids. Fresh random inputs, NaN-poisoned freed allocator blocks,
-relative L2 error bounds as in test_hybrid_gpu.py."""
+routing, routing in the kernel (bit-identical to the routing kernel's choice), the router GEMV (with the fused
+residual add + RMSNorm), repeated expert ids. Fresh random inputs, NaN-poisoned freed allocator blocks, relative L2
+error bounds as in test_gdn_gpu.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from hybrid_cases import DTYPES, TOL, cuda_gen, experts, routed_case
 from kernels_cases import poison_allocator, rel_err
+from moe_cases import DTYPES, TOL, cuda_gen, experts, routed_case
 
 import revolta_kernels
-from revolta_kernels import ops_hybrid
+from revolta_kernels import ops_moe
 from revolta_kernels.reference import moe as ref_moe
 
 pytestmark = [
@@ -30,7 +30,7 @@ def test_fused_moe_given_routing(dtype, tokens):
     x = torch.randn(tokens, h, device="cuda", generator=gen).to(dtype)
     weights, ids = ref_moe.moe_topk_softmax(torch.randn(tokens, e, device="cuda", generator=gen), k, True)
     poison_allocator()
-    got = ops_hybrid.fused_moe(x, w13, w2, weights.to(dtype), ids)
+    got = ops_moe.fused_moe(x, w13, w2, weights.to(dtype), ids)
     want = ref_moe.fused_moe(x, w13, w2, weights.to(dtype), ids)
     assert rel_err(got, want) < TOL[dtype]
 
@@ -46,7 +46,7 @@ def test_moe_block_routes_in_kernel(dtype, tokens, e, h, inter, k, shared):
     gen = cuda_gen(50 + tokens + e)
     x, logits, w13, w2, args = routed_case(dtype, tokens, e, h, inter, shared, gen)
     poison_allocator()
-    got = ops_hybrid.moe_block(x, logits, w13, w2, k, True, *args)
+    got = ops_moe.moe_block(x, logits, w13, w2, k, True, *args)
     want = ref_moe.moe_block(x, logits, w13, w2, k, True, *args)
     # the reference rounds the shared expert's intermediates to the storage type; the kernel keeps fp32
     assert rel_err(got, want) < 2 * TOL[dtype]
@@ -60,7 +60,7 @@ def test_moe_router_logits(dtype, tokens, e, h):
     x = x.contiguous() if h % 16 else x[:, :h]
     w = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).to(dtype)
     poison_allocator()
-    got = ops_hybrid.moe_router(x, w)
+    got = ops_moe.moe_router(x, w)
     assert got.shape == (tokens, e) and got.dtype == dtype
     assert rel_err(got, ref_moe.moe_router(x, w)) < TOL[dtype]
 
@@ -79,29 +79,13 @@ def test_moe_router_then_block_after_a_producer_kernel():
         x = torch.randn(1, h, device="cuda", generator=gen).half()
         res = torch.randn(1, h, device="cuda", generator=gen).half()
         xs, _ = torch.ops.revolta.fused_add_rms_norm(x, res, norm_w, 1e-6, True)
-        logits = ops_hybrid.moe_router(xs, wr)
-        got = ops_hybrid.moe_block(xs, logits, w13, w2, k, True, sw13, sw2, sgate)
+        logits = ops_moe.moe_router(xs, wr)
+        got = ops_moe.moe_block(xs, logits, w13, w2, k, True, sw13, sw2, sgate)
         torch.cuda.synchronize()
         want_logits = ref_moe.moe_router(xs, wr)
         assert rel_err(logits, want_logits) < TOL[torch.float16], f"round {i}"
         want = ref_moe.moe_block(xs, logits, w13, w2, k, True, sw13, sw2, sgate)
         assert rel_err(got, want) < 2 * TOL[torch.float16], f"round {i}"
-
-
-MOE_CONFIGS = {  # (v3, pf_down, down) of revolta_moe_set_config; the first is the default
-    "v3-nopf-down1": (1, 0, 1), "v3-nopf-down3": (1, 0, 3), "v3-pf1-down2": (1, 1, 2), "v3-pf2-down1": (1, 2, 1),
-    "v3-nopf-down2": (1, 0, 2), "v1": (0, 0, 1),
-}
-
-
-@pytest.fixture(params=list(MOE_CONFIGS), ids=list(MOE_CONFIGS))
-def moe_config(request):
-    """Every MoE decode variant (the default and the A/B ones), restored after the test."""
-    from revolta_kernels import native_moe
-
-    old = native_moe.moe_set_config(*MOE_CONFIGS[request.param])
-    yield request.param
-    native_moe.moe_set_config(*old)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -119,14 +103,14 @@ def test_moe_router_norm_exact(dtype, tokens, h, e, zero_centered):
     nw = (0.2 * torch.randn(h, device="cuda", generator=gen)).to(dtype)
     w = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).to(dtype)
     poison_allocator()
-    logits, normed, hid = ops_hybrid.moe_router_norm(x, res, w, nw, 1e-6, zero_centered)
+    logits, normed, hid = ops_moe.moe_router_norm(x, res, w, nw, 1e-6, zero_centered)
     torch.cuda.synchronize()
     want_n, want_h = torch.ops.revolta.fused_add_rms_norm(x, res, nw, 1e-6, zero_centered)
     ref_n, ref_h = ref_moe.ref_norm.fused_add_rms_norm(x, res, nw, 1e-6, zero_centered)
     assert torch.equal(hid, ref_h) and torch.equal(hid, want_h)
     assert torch.equal(normed, want_n)
     assert rel_err(normed, ref_n) < TOL[dtype]
-    assert torch.equal(logits, ops_hybrid.moe_router(want_n, w))
+    assert torch.equal(logits, ops_moe.moe_router(want_n, w))
     assert rel_err(logits, ref_moe.moe_router(ref_n, w)) < 2 * TOL[dtype]
 
 
@@ -139,13 +123,11 @@ def test_moe_router_norm_exact(dtype, tokens, h, e, zero_centered):
     (2, 128, 2048, 768, 8, "none"),  # Qwen3-30B-A3B
     (5, 60, 520, 40, 4, "ungated"),
 ])
-def test_moe_block_variants(moe_config, dtype, tokens, e, h, inter, k, shared):
-    if dtype != torch.float16 and moe_config != "v3-nopf-down1":
-        pytest.skip("bf16 / fp32 under the default variant only")
+def test_moe_block_matches_reference(dtype, tokens, e, h, inter, k, shared):
     gen = cuda_gen(90 + tokens + e)
     x, logits, w13, w2, args = routed_case(dtype, tokens, e, h, inter, shared, gen)
     poison_allocator()
-    got = ops_hybrid.moe_block(x, logits, w13, w2, k, True, *args)
+    got = ops_moe.moe_block(x, logits, w13, w2, k, True, *args)
     want = ref_moe.moe_block(x, logits, w13, w2, k, True, *args)
     assert rel_err(got, want) < 2 * TOL[dtype]
 
@@ -153,35 +135,26 @@ def test_moe_block_variants(moe_config, dtype, tokens, e, h, inter, k, shared):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("tokens", [1, 2, 5, 32])
 @pytest.mark.parametrize(("e", "k"), [(256, 8), (512, 10), (60, 4), (16, 8)])
-def test_moe_v3_routing_equals_v1(dtype, tokens, e, k):
-    """Random (tie-prone: coarse) logits: the v3 up kernel's candidate ranking picks exactly v1's experts and
-    weights, and the v3 down kernel sums in v1's order, so the block is bit-identical to v1 (the reference may
+def test_moe_block_routing_equals_the_routing_kernels(dtype, tokens, e, k):
+    """Random (tie-prone: coarse) logits: the up kernel's own routing picks exactly the experts and weights of
+    moe_topk_softmax (both rank candidates the same way; ties go to the lower id), and the rest of the block is the
+    given-routing kernels' arithmetic, so the block is bit-identical to topk softmax + fused_moe (the reference may
     break exact ties differently, so it is checked on distinct logits in the other tests)."""
-    from revolta_kernels import native_moe
-
     gen = cuda_gen(110 + tokens + e)
     h, inter = 1024, 128
     w13, w2 = experts(e, h, inter, dtype, gen)
     x = torch.randn(tokens, h, device="cuda", generator=gen).to(dtype)
     logits = (torch.randn(tokens, e, device="cuda", generator=gen) * 8).round().div(8).to(dtype)
-    sw13 = (torch.randn(2 * inter, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    sw2 = (torch.randn(h, inter, device="cuda", generator=gen) / inter**0.5).to(dtype)
-    sgate = (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).to(dtype)
-    old = native_moe.moe_set_config(0, 0, 1)
-    try:
-        poison_allocator()
-        want = ops_hybrid.moe_block(x, logits, w13, w2, k, True, sw13, sw2, sgate)
-        for cfg in ((1, 0, 1), (1, 2, 1), (1, 0, 3), (2, 0, 3)):
-            native_moe.moe_set_config(*cfg)
-            poison_allocator()
-            got = ops_hybrid.moe_block(x, logits, w13, w2, k, True, sw13, sw2, sgate)
-            assert torch.equal(got, want), cfg
-    finally:
-        native_moe.moe_set_config(*old)
+    poison_allocator()
+    got = ops_moe.moe_block(x, logits, w13, w2, k, True, None, None, None)
+    weights, ids = ops_moe.moe_topk_softmax(logits, k, True)
+    poison_allocator()
+    want = ops_moe.fused_moe(x, w13, w2, weights.to(dtype), ids)
+    assert torch.equal(got, want)
 
 
 def test_fused_moe_repeated_expert_ids():
-    """Given routing (v1 path) with an expert chosen twice by one token and by every token."""
+    """Given routing with an expert chosen twice by one token and by every token."""
     gen = cuda_gen(95)
     e, h, inter, tokens = 8, 1024, 256, 5
     w13, w2 = experts(e, h, inter, torch.float16, gen)
@@ -189,12 +162,12 @@ def test_fused_moe_repeated_expert_ids():
     ids = torch.tensor([[3, 3, 1, 0]] * tokens, device="cuda")
     weights = torch.rand(tokens, 4, device="cuda", generator=gen).half()
     poison_allocator()
-    got = ops_hybrid.fused_moe(x, w13, w2, weights, ids)
+    got = ops_moe.fused_moe(x, w13, w2, weights, ids)
     assert rel_err(got, ref_moe.fused_moe(x, w13, w2, weights, ids)) < TOL[torch.float16]
 
 
 @pytest.mark.parametrize("tokens", [1, 2, 5, 32])
-def test_moe_router_norm_chain_matches_unfused(moe_config, tokens):
+def test_moe_router_norm_chain_matches_unfused(tokens):
     """The decode chain producer -> router_norm -> up -> down equals the unfused norm -> router -> up -> down
     bit for bit (same h, normed and logits, so the same routing and expert sums), eagerly and replayed in a
     CUDA graph on new inputs; and matches the reference within the storage rounding."""
@@ -211,14 +184,14 @@ def test_moe_router_norm_chain_matches_unfused(moe_config, tokens):
 
     def fused(x, res):
         y = x * 1.0  # a producer kernel right before (PDL: the router must wait for it)
-        logits, normed, hid = ops_hybrid.moe_router_norm(y, res, wr, nw, 1e-6, True)
-        return ops_hybrid.moe_block(normed, logits, w13, w2, k, True, sw13, sw2, sgate), hid
+        logits, normed, hid = ops_moe.moe_router_norm(y, res, wr, nw, 1e-6, True)
+        return ops_moe.moe_block(normed, logits, w13, w2, k, True, sw13, sw2, sgate), hid
 
     def unfused(x, res):
         y = x * 1.0
         normed, hid = torch.ops.revolta.fused_add_rms_norm(y, res, nw, 1e-6, True)
-        logits = ops_hybrid.moe_router(normed, wr)
-        return ops_hybrid.moe_block(normed, logits, w13, w2, k, True, sw13, sw2, sgate), hid
+        logits = ops_moe.moe_router(normed, wr)
+        return ops_moe.moe_block(normed, logits, w13, w2, k, True, sw13, sw2, sgate), hid
 
     fused(sx, sres)
     torch.cuda.synchronize()
@@ -240,7 +213,7 @@ def test_moe_router_norm_chain_matches_unfused(moe_config, tokens):
         _, ref_h = ref_moe.ref_norm.fused_add_rms_norm(x, res, nw, 1e-6, True)
         assert torch.equal(got_h, ref_h)
         # the reference block on the kernel's normed x and logits (an ulp of the norm could flip a near-tie)
-        logits, normed, _ = ops_hybrid.moe_router_norm(x, res, wr, nw, 1e-6, True)
+        logits, normed, _ = ops_moe.moe_router_norm(x, res, wr, nw, 1e-6, True)
         ref = ref_moe.moe_block(normed, logits, w13, w2, k, True, sw13, sw2, sgate)
         assert rel_err(got, ref) < 2 * TOL[torch.float16], f"round {i}"
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import revolta_kernels
-from revolta_kernels import ops_hybrid
+from revolta_kernels import ops_moe
 from revolta_kernels.reference import moe as ref_moe
 
 pytestmark = [
@@ -38,7 +38,7 @@ def _ranked_logits(tokens: int, experts: int, dtype: torch.dtype, seed: int) -> 
 @pytest.mark.parametrize("tokens", [1, 3, 64])
 def test_topk_softmax_matches_reference(dtype, experts, top_k, renormalize, tokens):
     logits = _ranked_logits(tokens, experts, dtype, seed=experts + tokens)
-    weights, ids = ops_hybrid.moe_topk_softmax(logits, top_k, renormalize)
+    weights, ids = ops_moe.moe_topk_softmax(logits, top_k, renormalize)
     want_w, want_ids = ref_moe.moe_topk_softmax(logits, top_k, renormalize)
     assert ids.dtype == torch.int64 and weights.dtype == torch.float32 and ids.shape == (tokens, top_k)
     _assert_same_choice(logits, ids, want_ids)
@@ -58,7 +58,7 @@ def _assert_same_choice(logits: torch.Tensor, ids: torch.Tensor, want_ids: torch
 def test_topk_softmax_strided_logits():
     wide = _ranked_logits(4, 300, torch.float16, seed=1)
     logits = wide[:, :256]  # row stride 300
-    weights, ids = ops_hybrid.moe_topk_softmax(logits, 8, True)
+    weights, ids = ops_moe.moe_topk_softmax(logits, 8, True)
     want_w, want_ids = ref_moe.moe_topk_softmax(logits, 8, True)
     _assert_same_choice(logits, ids, want_ids)
     torch.testing.assert_close(weights, want_w, rtol=2e-6, atol=1e-7)
@@ -77,7 +77,7 @@ def test_combine_matches_reference(dtype, hidden, shared, tokens, top_k):
     x = torch.randn(tokens, hidden, device="cuda", generator=gen).to(dtype) if shared else None
     gate = (torch.randn(hidden, device="cuda", generator=gen) / hidden**0.5).to(dtype) if shared else None
     torch.full((tokens * hidden * 4,), float("nan"), device="cuda")  # poison what the output will reuse
-    got = ops_hybrid.moe_combine(y, weights, s, x, gate)
+    got = ops_moe.moe_combine(y, weights, s, x, gate)
     want = ref_moe.moe_combine(y, weights, s, x, gate)
     assert got.dtype == dtype and got.shape == (tokens, hidden) and bool(torch.isfinite(got).all())
     ulp = 2.0 ** (-10 if dtype == torch.float16 else -7)
@@ -95,7 +95,7 @@ def test_combine_reads_x_with_a_row_stride():
     s = torch.randn(3, 256, device="cuda", generator=gen).half()
     x = torch.randn(3, 512, device="cuda", generator=gen).half()[:, 128:384]  # stride 512
     gate = torch.randn(256, device="cuda", generator=gen).half() / 16
-    got = ops_hybrid.moe_combine(y, weights, s, x, gate)
+    got = ops_moe.moe_combine(y, weights, s, x, gate)
     want = ref_moe.moe_combine(y, weights, s, x, gate)
     torch.testing.assert_close(got.float(), want.float(), rtol=4e-3, atol=1e-3)
 
@@ -110,6 +110,6 @@ def test_combine_takes_the_shared_expert_as_the_last_row_of_y(tokens):
     weights = torch.softmax(torch.randn(tokens, k, device="cuda", generator=gen), -1)
     x = torch.randn(tokens, h, device="cuda", generator=gen).half()
     gate = (torch.randn(h, device="cuda", generator=gen) / h**0.5).half()
-    got = ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, gate)
+    got = ops_moe.moe_combine(rows[:, :k], weights, rows[:, k], x, gate)
     want = ref_moe.moe_combine(rows[:, :k].contiguous(), weights, rows[:, k].contiguous(), x, gate)
     torch.testing.assert_close(got.float(), want.float(), rtol=4e-3, atol=2e-3)

@@ -14,7 +14,7 @@ import torch
 from kernels_cases import random_expert_stacks
 
 import revolta_kernels
-from revolta_kernels import native_quant_moe, ops_hybrid, ops_quant
+from revolta_kernels import native_quant_moe, ops_moe, ops_quant
 from revolta_kernels.reference import activation
 from revolta_kernels.reference import quant as rq
 
@@ -23,12 +23,6 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
 ]
-
-
-@pytest.fixture(autouse=True)
-def fused_on(monkeypatch):
-    """The fused kernel, whatever REVOLTA_QUANT_MOE_FUSED_COMBINE says (native_quant_moe.FUSED_COMBINE)."""
-    monkeypatch.setattr(native_quant_moe, "FUSED_COMBINE", True)
 
 
 def make_layer(tokens: int, e: int, hidden: int, inter: int, top_k: int, bits: int, group: int, shared: bool,
@@ -85,8 +79,8 @@ def two_kernels(h, qweight, scales, qzeros, ids, weights, x, gate, bits, group, 
     rows = ops_quant.quant_moe_matmul(h, qweight, scales, qzeros, ids, bits, group, offset, 1, shared_id)
     k = ids.shape[1]
     if shared_id < 0:
-        return ops_hybrid.moe_combine(rows, weights, None, None, None)
-    return ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, gate)
+        return ops_moe.moe_combine(rows, weights, None, None, None)
+    return ops_moe.moe_combine(rows[:, :k], weights, rows[:, k], x, gate)
 
 
 # (experts incl. a stacked shared one, hidden, intermediate per rank, top_k, shared)

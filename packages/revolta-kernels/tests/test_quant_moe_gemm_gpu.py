@@ -3,9 +3,9 @@ prefill) against the reference on the GPU, with test_quant_moe_gpu.py's bound: |
 (|x| @ |W|) + 2e-3 * |reference| elementwise, relative L2 error <= 5e-3. Shapes: the experts of Qwen3-30B-A3B and
 Qwen3.5-35B-A3B (gate/up and down, one shared expert stacked last), a 2-rank split, int4 g128 / g64 / g32 and int8;
 skewed routing (experts with no rows, experts over several 64-row tiles), rows past the last offset, offsets that
-point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces; every test on both
-tiles (wide, short) and the per-call choice (auto); K not a multiple of the short tile's step, and K loops of 1 to 10
-steps. The row maps: each sorted row's token gathered from the unsorted x, results scattered to the routed order, the
+point outside the rows (clamped, never read out of bounds), and the per-expert GEMM it replaces; both tiles, as the
+launcher picks them by the rows per expert (short up to 48 on average where K % 64 == 0, wide otherwise: 300 and 8192
+rows over 128-257 experts take one each); K not a multiple of the short tile's step, and K loops of 1 to 10 steps. The row maps: each sorted row's token gathered from the unsorted x, results scattered to the routed order, the
 SiLU-and-mul epilogue of the gate/up call, zeros (not a caller's fill) for rows outside every expert's, and indices out of range
 neither read nor written."""
 
@@ -16,7 +16,7 @@ import torch
 from kernels_cases import poison_allocator, random_expert_stacks
 
 import revolta_kernels
-from revolta_kernels import native_quant_moe, ops_quant
+from revolta_kernels import ops_quant
 from revolta_kernels.ops import silu_and_mul
 from revolta_kernels.reference import quant as rq
 
@@ -25,15 +25,6 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
 ]
-
-
-@pytest.fixture(autouse=True, params=[0, 1, 2], ids=["wide", "short", "auto"])
-def gemm_tile(request):
-    """Every test on both tiles (csrc/quant_moe_gemm.cuh: wide 64 rows x 128 columns x K steps of 32, short 32 x 128
-    x 64) and with the tile chosen per call by the rows per expert (the default)."""
-    old = native_quant_moe.set_gemm_tile(request.param)
-    yield request.param
-    native_quant_moe.set_gemm_tile(old)
 
 
 def skewed_offsets(e: int, rows: int, gen: torch.Generator) -> torch.Tensor:

@@ -3,8 +3,8 @@
 Bound as the dense quantized kernels' (test_quant_gpu.py): |native - reference| <= 2e-3 * (|in| @ |W|) + 2e-3 *
 |reference| elementwise, relative L2 error <= 5e-3. Shapes: the experts of Qwen3-30B-A3B, Qwen3.5-35B-A3B and
 Qwen3.5-122B-A10B, whole and split over 2 and 4 ranks. Also: CUDA-graph replay with new routing equals eager calls,
-and an unsupported case runs the reference instead of failing. One token runs the lean kernel
-(csrc/quant_moe_lean.cuh) by default, more the original one; both are also forced on the other's token counts.
+and an unsupported case runs the reference instead of failing. One token runs csrc/quant_moe_gemv_one_token.cuh
+(where its shared memory fits), more tokens quant_moe_gemv_kernel.
 """
 
 from __future__ import annotations
@@ -73,20 +73,10 @@ def test_gate_up_and_down_match_reference(tokens, model, bits, group, offset):
         assert_close(got, x, qweight, scales, qzeros, ids, bits, group, offset, act)
 
 
-@pytest.fixture
-def lean_tokens():
-    """Restores the lean kernel's token limit after a test that sets it."""
-    old = native_quant_moe.set_lean_tokens(-1)
-    yield native_quant_moe.set_lean_tokens
-    native_quant_moe.set_lean_tokens(old)
-
-
 @pytest.mark.parametrize("tokens", [1, 2, 7])
-@pytest.mark.parametrize("lean", [0, 64])
 @pytest.mark.parametrize(("bits", "group", "offset"), [(4, 128, 0), (4, 32, 1), (8, 64, 0)])
-def test_both_kernels_match_reference(lean_tokens, tokens, lean, bits, group, offset):
-    """The original kernel forced at one or two tokens, the lean one at seven (Qwen3.5-122B-A10B's shapes)."""
-    lean_tokens(lean)
+def test_both_kernels_match_reference(tokens, bits, group, offset):
+    """The one-token kernel at one token, the general one at two and seven (Qwen3.5-122B-A10B's shapes)."""
     e, hidden, inter, top_k = 256, 3072, 1024, 8
     for act, k, n in ((0, hidden, 2 * inter), (1, inter, hidden)):
         x, qweight, scales, qzeros, ids = make_case(tokens, e, k, n, top_k, bits, group, act, seed=tokens + 3 * act)
@@ -95,9 +85,9 @@ def test_both_kernels_match_reference(lean_tokens, tokens, lean, bits, group, of
         assert_close(got, x, qweight, scales, qzeros, ids, bits, group, offset, act)
 
 
-def test_small_groups_at_large_k_take_the_original_kernel():
-    """Group 8 at K = 8192: the lean kernel's staged scales would not fit its shared memory; the call still runs (the
-    original kernel) and matches."""
+def test_small_groups_at_large_k_take_the_general_kernel():
+    """Group 8 at K = 8192: the one-token kernel's staged scales would not fit its shared memory; the call still runs
+    (the general kernel) and matches."""
     x, qweight, scales, qzeros, ids = make_case(1, 4, 8192, 64, 2, 4, 8, 0, seed=9)
     got = ops_quant.quant_moe_matmul(x, qweight, scales, qzeros, ids, 4, 8, 0, 0)
     assert_close(got, x, qweight, scales, qzeros, ids, 4, 8, 0, 0)

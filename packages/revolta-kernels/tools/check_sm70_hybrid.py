@@ -1,6 +1,6 @@
-"""Volta (sm_70) check of the hybrid-model kernels (gated delta rule, conv1d, gating, gated norm, MoE decode).
+"""Volta (sm_70) check of the Gated DeltaNet and MoE kernels (gated delta rule, conv1d, gating, gated norm, MoE decode).
 
-Like tools/check_sm70.py: compiles every instantiation csrc/hybrid.cu launches with NVRTC 12.9 to compute_70
+Like tools/check_sm70.py: compiles every instantiation csrc/gdn.cu and csrc/moe.cu launch with NVRTC 12.9 to compute_70
 PTX, assembles it with ``ptxas -v`` (registers, spills, static shared memory) and disassembles it, then fails
 if a kernel needs more than 96 KB of shared memory (static + the most dynamic memory the launcher allows) or
 if its machine code has bf16 arithmetic (sm_70 has none; bf16 is storage only here).
@@ -25,49 +25,34 @@ MOE_DYNAMIC_SMEM = 45 * 1024  # the launcher refuses more (H or K * I + Is float
 
 
 def kernels() -> list[Kernel]:
-    """Every instantiation hybrid.cu launches."""
+    """Every instantiation gdn.cu and moe.cu launch."""
     ks: list[Kernel] = []
     for t, tn in TYPES.items():
         for dk in (64, 128):
             ks.append(Kernel(f"gdn decode dk{dk} {tn}", f"&revolta::gdn_decode_kernel<{t}, {dk}>", False))
-            ks.append(Kernel(f"gdn decode pers. dk{dk} {tn}", f"&revolta::gdn_decode_persistent_kernel<{t}, {dk}>",
-                             False))
-            ks.append(Kernel(f"gdn decode fused dk{dk} {tn}", f"&revolta::gdn_decode_fused_kernel<{t}, {dk}>", False))
             for conv in ("false", "true"):
-                ks.append(Kernel(f"gdn fused split{' +conv' if conv == 'true' else ''} dk{dk} {tn}",
-                                 f"&revolta::gdn_decode_fused_split_kernel<{t}, {dk}, {conv}>", False))
+                ks.append(Kernel(f"gdn fused decode{' +conv' if conv == 'true' else ''} dk{dk} {tn}",
+                                 f"&revolta::gdn_decode_fused_kernel<{t}, {dk}, {conv}>", False))
             ks.append(Kernel(f"gdn prefill dk{dk} {tn}", f"&revolta::gdn_prefill_kernel<{t}, {dk}>", False))
         ks.append(Kernel(f"conv1d update {tn}", f"&revolta::conv1d_update_kernel<{t}>", False))
         ks.append(Kernel(f"conv1d prefill {tn}", f"&revolta::conv1d_prefill_kernel<{t}>", False))
         ks.append(Kernel(f"conv1d state {tn}", f"&revolta::conv1d_state_kernel<{t}>", False))
         ks.append(Kernel(f"gdn gating {tn}", f"&revolta::gdn_gating_kernel<{t}>", False))
         ks.append(Kernel(f"rms_norm_gated {tn}", f"&revolta::rms_norm_gated_kernel<{t}>", False))
-        for part in ("up", "down", "up2", "down2"):
-            k = Kernel(f"moe {part} {tn}", f"&revolta::moe_{part}_kernel<{t}>", False)
-            k.smem_dynamic = MOE_DYNAMIC_SMEM
-            ks.append(k)
-        for part in ("up", "down"):  # the A/B instantiations without the L2 prefetch (REVOLTA_MOE_PREFETCH=0)
-            k = Kernel(f"moe {part} no-prefetch {tn}", f"&revolta::moe_{part}_kernel<{t}, false>", False)
+        for name, kernel in (("up", "moe_up_kernel"), ("route+up", "moe_route_up_kernel"), ("down", "moe_down_kernel"),
+                             ("router+norm", "moe_router_norm_kernel")):
+            k = Kernel(f"moe {name} {tn}", f"&revolta::{kernel}<{t}>", False)
             k.smem_dynamic = MOE_DYNAMIC_SMEM
             ks.append(k)
         ks.append(Kernel(f"moe router {tn}", f"&revolta::moe_router_kernel<{t}>", False))
-        for pf in (0, 1, 2):  # v3 up kernel: no down prefetch, prefetch once routed, prefetch after the dots
-            k = Kernel(f"moe up3 pf{pf} {tn}", f"&revolta::moe_up3_kernel<{t}, {pf}>", False)
-            k.smem_dynamic = MOE_DYNAMIC_SMEM
-            ks.append(k)
-        k = Kernel(f"moe down3 {tn}", f"&revolta::moe_down3_kernel<{t}>", False)
-        k.smem_dynamic = MOE_DYNAMIC_SMEM
-        ks.append(k)
-        k = Kernel(f"moe router+norm {tn}", f"&revolta::moe_router_norm_kernel<{t}>", False)
-        k.smem_dynamic = MOE_DYNAMIC_SMEM
-        ks.append(k)
         # routing and combination around the quantized experts (moe_routing.cuh)
         ks.append(Kernel(f"moe topk softmax {tn}", f"&revolta::moe_topk_softmax_kernel<{t}>", False))
         ks.append(Kernel(f"moe combine {tn}", f"&revolta::moe_combine_kernel<{t}>", False))
     return ks
 
 
-SOURCE = b'#include "gdn_decode.cuh"\n#include "conv1d.cuh"\n#include "moe.cuh"\n#include "moe_routing.cuh"\n'
+SOURCE = (b'#include "gdn_decode.cuh"\n#include "gdn_decode_fused.cuh"\n#include "gdn_prefill.cuh"\n'
+          b'#include "conv1d.cuh"\n#include "moe.cuh"\n#include "moe_routing.cuh"\n')
 
 
 def bf16_math(cubin: Path, ks: list[Kernel]) -> dict[str, int]:

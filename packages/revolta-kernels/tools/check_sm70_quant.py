@@ -83,10 +83,10 @@ def kernels() -> list[Kernel]:
     for bits in (4, 8):  # quantized MoE experts for few tokens (quant_moe.cuh)
         ks.append(Kernel(f"quant moe gemv int{bits}", f"&revolta::quant_moe_gemv_kernel<{bits}>", False,
                          "&revolta::quant_moe_max_smem"))
-        for quads in (8, 16, 32):  # one token (quant_moe_lean.cuh)
-            ks.append(Kernel(f"quant moe lean int{bits} {4 * quads} columns",
-                             f"&revolta::quant_moe_lean_kernel<{bits}, {quads}>", False,
-                             "&revolta::quant_moe_lean_max_smem"))
+        for quads in (8, 16, 32):  # one token (quant_moe_gemv_one_token.cuh)
+            ks.append(Kernel(f"quant moe one token int{bits} {4 * quads} columns",
+                             f"&revolta::quant_moe_gemv_one_token_kernel<{bits}, {quads}>", False,
+                             "&revolta::quant_moe_one_token_max_smem"))
         ks.append(Kernel(f"quant moe down + combine int{bits}", f"&revolta::quant_moe_down_combine_kernel<{bits}>",
                          False, "&revolta::quant_moe_combine_max_smem"))
         for tile in ("Wide", "Short"):
@@ -97,7 +97,7 @@ def kernels() -> list[Kernel]:
     return ks
 
 
-SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n#include "quant_moe_lean.cuh"\n#include "quant_moe_combine.cuh"\n#include "quant_moe_gemm.cuh"\n'
+SOURCE = b'#include "quant_gemm.cuh"\n#include "quant_gemv_full.cuh"\n#include "dense_gemv.cuh"\n#include "dense_gemv_norm.cuh"\n#include "quant_moe.cuh"\n#include "quant_moe_gemv_one_token.cuh"\n#include "quant_moe_combine.cuh"\n#include "quant_moe_gemm.cuh"\n'
 
 
 def main() -> int:

@@ -24,8 +24,8 @@ if native.LIB is not None:
     native_quant_moe.register()
     from revolta_kernels import native_qkv_rope
     native_qkv_rope.register()
-    from revolta_kernels import native_hybrid
-    native_hybrid.register()
+    from revolta_kernels import native_gdn
+    native_gdn.register()
     from revolta_kernels import native_moe
     native_moe.register()
 

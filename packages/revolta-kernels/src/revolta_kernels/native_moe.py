@@ -1,6 +1,6 @@
-"""CUDA implementations of the mixture-of-experts ops of :mod:`revolta_kernels.ops_hybrid` (``fused_moe``,
-``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_router_norm_topk``, ``moe_topk_softmax``,
-``moe_combine``) for few tokens, through the native library.
+"""CUDA implementations of the mixture-of-experts ops of :mod:`revolta_kernels.ops_moe` (``fused_moe``,
+``moe_block``, ``moe_router``, ``moe_router_norm``, ``moe_topk_softmax``, ``moe_combine``) for few tokens, through the
+native library (csrc/moe.cu).
 
 Each implementation checks that the inputs are a case the kernels handle (csrc/moe.cuh) and otherwise runs the
 reference, so an unsupported case is slower but never an error. Launches go to torch's current stream.
@@ -12,26 +12,19 @@ import ctypes
 
 import torch
 
-from revolta_kernels import native, native_ops, ops_hybrid
+from revolta_kernels import native, ops_moe
 from revolta_kernels.native import check
-from revolta_kernels.native_hybrid import (
-    _DTYPE,
-    _c_float,
-    _c_int,
-    _c_ll,
-    _lib,
-    _ptr,
-    _ptr_of,
-    _stream,
-)
+from revolta_kernels.native_ops import _DTYPE, _stream
 from revolta_kernels.reference import moe as ref_moe
+
+_c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
 
 MOE_MAX_TOKENS = 256  # above this many tokens the sorted per-expert reference path reads fewer weight bytes
 MOE_MAX_SMEM_FLOATS = 45 * 1024 // 4  # kMoeMaxSmemFloats in csrc/moe_common.cuh: H and K * I + Is
 
 
 class MoeParams(ctypes.Structure):
-    """Mirror of ``revolta::MoeParams`` (csrc/moe.cuh)."""
+    """Mirror of ``revolta::MoeParams`` (csrc/moe_common.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("x", "router_logits", "w13", "w2", "shared_w13", "shared_w2", "shared_gate",
                                     "topk_ids", "topk_weights", "act", "shared_scale", "out")] + [
@@ -40,12 +33,11 @@ class MoeParams(ctypes.Structure):
 
 
 class MoeRouterNormParams(ctypes.Structure):
-    """Mirror of ``revolta::MoeRouterNormParams`` (csrc/moe.cuh)."""
+    """Mirror of ``revolta::MoeRouterNormParams`` (csrc/moe_router.cuh)."""
 
-    _fields_ = [(n, _ptr) for n in ("x", "residual", "norm_w", "w", "logits", "h_out", "normed_out", "ids_out",
-                                    "weights_out", "counter")] + [
+    _fields_ = [(n, _ptr) for n in ("x", "residual", "norm_w", "w", "logits", "h_out", "normed_out")] + [
         (n, _c_ll) for n in ("x_stride", "res_stride")] + [("eps", _c_float)] + [
-        (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered", "top_k", "renormalize")]
+        (n, _c_int) for n in ("tokens", "H", "E", "norm_threads", "zero_centered")]
 
 
 class MoeCombineParams(ctypes.Structure):
@@ -66,8 +58,16 @@ _SIGNATURES: dict[str, list] = {
     "revolta_moe": [ctypes.POINTER(MoeParams), _c_int, _ptr],
     "revolta_moe_router": [_ptr, _ptr, _c_ll, _ptr, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_moe_router_norm": [ctypes.POINTER(MoeRouterNormParams), _c_int, _ptr],
-    "revolta_moe_set_config": [_c_int, _c_int, _c_int],
 }
+
+
+def _lib():
+    assert native.LIB is not None
+    return native.LIB
+
+
+def _ptr_of(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
 
 
 def _experts_ok(x, w13, w2) -> bool:
@@ -175,9 +175,9 @@ def _router_norm_ok(x, residual, weight, norm_weight) -> bool:
     )
 
 
-def _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered, top_k=0, renormalize=False):
-    """One router + norm launch; with ``top_k`` its last block routes too: ``(logits, normed, h, weights, ids)``
-    (the last two None without ``top_k``)."""
+def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
+    if not _router_norm_ok(x, residual, weight, norm_weight):
+        return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
     if x.data_ptr() % 16 or x.stride(0) % 8:  # 16-byte loads of the rows
         x = x.clone(memory_format=torch.contiguous_format)
     if residual.data_ptr() % 16 or residual.stride(0) % 8:
@@ -187,36 +187,11 @@ def _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered, to
     logits = torch.empty((t, e), dtype=x.dtype, device=x.device)
     h_out = torch.empty((t, h), dtype=x.dtype, device=x.device)
     normed = torch.empty((t, h), dtype=x.dtype, device=x.device)
-    ids = weights = counter = None
-    if top_k:
-        ids = torch.empty((t, top_k), dtype=torch.int64, device=x.device)
-        weights = torch.empty((t, top_k), dtype=torch.float32, device=x.device)
-        counter = native_ops._split_counters(x.device, 1)  # left zero by the kernel
     p = MoeRouterNormParams(x.data_ptr(), residual.data_ptr(), norm_weight.data_ptr(), weight.data_ptr(),
-                            logits.data_ptr(), h_out.data_ptr(), normed.data_ptr(),
-                            None if ids is None else ids.data_ptr(), None if weights is None else weights.data_ptr(),
-                            None if counter is None else counter.data_ptr(), x.stride(0), residual.stride(0),
-                            float(eps), t, h, e, _norm_threads(h), int(bool(zero_centered)), top_k,
-                            int(bool(renormalize)))
+                            logits.data_ptr(), h_out.data_ptr(), normed.data_ptr(), x.stride(0), residual.stride(0),
+                            float(eps), t, h, e, _norm_threads(h), int(bool(zero_centered)))
     check(_lib().revolta_moe_router_norm(ctypes.byref(p), _DTYPE[x.dtype], _stream(x)))
-    return logits, normed, h_out, weights, ids
-
-
-def moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered):
-    if not _router_norm_ok(x, residual, weight, norm_weight):
-        return ref_moe.moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
-    logits, normed, h_out, _, _ = _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered)
     return logits, normed, h_out
-
-
-def moe_router_norm_topk(x, residual, weight, norm_weight, eps, zero_centered, top_k, renormalize):
-    if not (_router_norm_ok(x, residual, weight, norm_weight) and _topk_ok(weight.shape[0], top_k)):
-        logits, normed, h_out = moe_router_norm(x, residual, weight, norm_weight, eps, zero_centered)
-        weights, ids = moe_topk_softmax(logits, top_k, renormalize)
-        return weights, ids, normed, h_out
-    _, normed, h_out, weights, ids = _router_norm_launch(x, residual, weight, norm_weight, eps, zero_centered,
-                                                         top_k, renormalize)
-    return weights, ids, normed, h_out
 
 
 def _topk_ok(experts: int, top_k: int) -> bool:
@@ -271,24 +246,14 @@ def moe_combine(y, weights, shared, x, shared_gate):
     return out
 
 
-def moe_set_config(v3: int = -1, pf_down: int = -1, down: int = -1) -> tuple[int, int, int]:
-    """Switch the MoE decode kernels (A/B benchmarks; see MoeConfig in csrc/hybrid.cu); -1 leaves a field.
-
-    Returns the previous ``(v3, pf_down, down)``. Graphs captured before keep the kernels they captured.
-    """
-    old = int(_lib().revolta_moe_set_config(v3, pf_down, down))
-    return old // 100, old // 10 % 10, old % 10
-
-
 def register() -> bool:
     """Register the CUDA implementations; False if the loaded library predates the MoE kernels."""
     if not native.bind(_SIGNATURES, (MoeParams, MoeRouterNormParams, MoeCombineParams)):
         return False
-    ops_hybrid.fused_moe.register_kernel("cuda")(fused_moe)
-    ops_hybrid.moe_block.register_kernel("cuda")(moe_block)
-    ops_hybrid.moe_router.register_kernel("cuda")(moe_router)
-    ops_hybrid.moe_router_norm.register_kernel("cuda")(moe_router_norm)
-    ops_hybrid.moe_router_norm_topk.register_kernel("cuda")(moe_router_norm_topk)
-    ops_hybrid.moe_topk_softmax.register_kernel("cuda")(moe_topk_softmax)
-    ops_hybrid.moe_combine.register_kernel("cuda")(moe_combine)
+    ops_moe.fused_moe.register_kernel("cuda")(fused_moe)
+    ops_moe.moe_block.register_kernel("cuda")(moe_block)
+    ops_moe.moe_router.register_kernel("cuda")(moe_router)
+    ops_moe.moe_router_norm.register_kernel("cuda")(moe_router_norm)
+    ops_moe.moe_topk_softmax.register_kernel("cuda")(moe_topk_softmax)
+    ops_moe.moe_combine.register_kernel("cuda")(moe_combine)
     return True

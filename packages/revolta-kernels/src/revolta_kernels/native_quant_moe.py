@@ -1,6 +1,6 @@
 """CUDA implementations of ``revolta::quant_moe_matmul`` (quantized mixture-of-experts experts for few tokens),
-``revolta::quant_moe_down_combine`` and ``revolta::quant_moe_gemm`` through the native library (csrc/quant_moe.cuh;
-csrc/quant_moe_lean.cuh for one token; csrc/quant_moe_combine.cuh: one token's down projections and weighted sum in
+``revolta::quant_moe_down_combine`` and ``revolta::quant_moe_gemm`` through the native library (csrc/quant_moe.cu;
+csrc/quant_moe.cuh; csrc/quant_moe_gemv_one_token.cuh for one token; csrc/quant_moe_combine.cuh: one token's down projections and weighted sum in
 one kernel; csrc/quant_moe_gemm.cuh: every expert's rows of a prefill in one tensor-core kernel).
 
 fp16 activations and scales, int4 / int8 weights, K % 8 == 0, K <= 8192, N % 8 == 0, a group size that is a
@@ -11,14 +11,13 @@ reference, slower but never an error. Launches go to torch's current stream with
 from __future__ import annotations
 
 import ctypes
-import os
 
 import torch
 
-from revolta_kernels import native, ops_hybrid, ops_quant
+from revolta_kernels import native, ops_moe, ops_quant
 from revolta_kernels.native import check
-from revolta_kernels.native_hybrid import _lib, _ptr_of, _stream
-from revolta_kernels.native_moe import MOE_MAX_TOP_K
+from revolta_kernels.native_moe import MOE_MAX_TOP_K, _lib, _ptr_of
+from revolta_kernels.native_ops import _stream
 from revolta_kernels.reference import quant as ref_quant
 
 _c_int, _ptr = ctypes.c_int, ctypes.c_void_p
@@ -42,13 +41,7 @@ class QuantMoeCombineParams(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {"revolta_quant_moe_gemv": [ctypes.POINTER(QuantMoeParams), _c_int, _ptr],
                                 "revolta_quant_moe_down_combine": [ctypes.POINTER(QuantMoeCombineParams), _c_int,
                                                                    _ptr],
-                                "revolta_quant_moe_set_lean_tokens": [_c_int],
-                                "revolta_quant_moe_set_gemm_tile": [_c_int],
                                 "revolta_quant_moe_gemm_rows": [_ptr] * 8 + [ctypes.c_longlong] + [_c_int] * 9 + [_ptr]}
-# One token's down projections and weighted sum in one kernel (csrc/quant_moe_combine.cuh); on by default since its
-# GPU tests passed and it measured faster (Qwen3.5-35B-A3B AWQ batch 1 on an H100: graph forward 2.205 against
-# 2.246 ms, benchmarks/results/h200_session35); REVOLTA_QUANT_MOE_FUSED_COMBINE=0 runs the two kernels (A/B)
-FUSED_COMBINE = os.environ.get("REVOLTA_QUANT_MOE_FUSED_COMBINE", "1") != "0"
 COMBINE_MAX_SMEM = 44 * 1024  # kCombineMaxSmem in csrc/quant_moe_combine.cuh
 
 
@@ -97,8 +90,9 @@ def quant_moe_matmul(x, qweight, scales, qzeros, ids, bits, group_size, zero_off
 def fused_combine_supports(h: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
                            ids: torch.Tensor, weights: torch.Tensor, bits: int, group_size: int, shared_id: int,
                            x: torch.Tensor | None, shared_gate: torch.Tensor | None) -> bool:
-    """Whether one token's ``revolta::quant_moe_down_combine`` runs the fused kernel (else the two kernels)."""
-    if not (FUSED_COMBINE and native_supports(h, qweight, scales, qzeros, ids, bits, group_size, 1, shared_id)):
+    """Whether one token's ``revolta::quant_moe_down_combine`` runs the fused kernel (else the two kernels: the
+    experts' rows, then ``revolta::moe_combine``)."""
+    if not native_supports(h, qweight, scales, qzeros, ids, bits, group_size, 1, shared_id):
         return False
     t, top_k = ids.shape
     k, n = qweight.shape[1] * (32 // bits), qweight.shape[2]
@@ -119,8 +113,8 @@ def quant_moe_down_combine(h, qweight, scales, qzeros, ids, weights, bits, group
         rows = ops_quant.quant_moe_matmul(h, qweight, scales, qzeros, ids, bits, group_size, zero_offset, 1, shared_id)
         k = ids.shape[1]
         if shared_id < 0:
-            return ops_hybrid.moe_combine(rows, weights, None, None, None)
-        return ops_hybrid.moe_combine(rows[:, :k], weights, rows[:, k], x, shared_gate)
+            return ops_moe.moe_combine(rows, weights, None, None, None)
+        return ops_moe.moe_combine(rows[:, :k], weights, rows[:, k], x, shared_gate)
     t, top_k = ids.shape
     e, rows_k, n = qweight.shape
     out = torch.empty((t, n), dtype=h.dtype, device=h.device)
@@ -179,21 +173,6 @@ def quant_moe_gemm(x, offsets, qweight, scales, qzeros, bits, group_size, zero_o
         _ptr_of(x_rows), _ptr_of(out_rows),
         x.shape[0], r, e, n, rows * (32 // bits), bits, group_size, zero_offset, x_row_div, int(silu), _stream(x)))
     return out
-
-
-def set_lean_tokens(tokens: int) -> int:
-    """The most tokens the lean batch-1 kernel (csrc/quant_moe_lean.cuh) takes, for benchmarks' A/B (0: the original
-    kernel always; negative: unchanged). Returns the previous value. CUDA graphs keep the kernel they were captured
-    with."""
-    return int(_lib().revolta_quant_moe_set_lean_tokens(tokens))
-
-
-def set_gemm_tile(tile: int) -> int:
-    """The sorted-rows GEMM's tile (csrc/quant_moe_gemm.cuh), for benchmarks' A/B and tests: 0 wide (64 rows x 128
-    columns, K steps of 32), 1 short (32 rows x 128 columns, K steps of 64, where K % 64 == 0), 2 chosen per call
-    (short up to 48 rows per expert on average; the default); negative: unchanged. Returns the previous value. CUDA
-    graphs keep the kernel they were captured with."""
-    return int(_lib().revolta_quant_moe_set_gemm_tile(tile))
 
 
 def register() -> bool:

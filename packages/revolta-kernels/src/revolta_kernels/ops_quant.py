@@ -143,8 +143,8 @@ def quant_moe_down_combine(h: torch.Tensor, qweight: torch.Tensor, scales: torch
     """The last half of a quantized MoE layer, ``[T, N]``: ``revolta::quant_moe_matmul`` (act 1: SiLU-and-mul of
     each row of ``h [T, R, 2K]``, then that row's expert's down projection) and ``revolta::moe_combine`` (the routed
     rows weighted by ``weights [T, top_k]`` float32, plus ``sigmoid(x @ shared_gate) * `` the shared expert's row
-    when ``shared_id >= 0``). On a GPU one token can run both in one kernel (csrc/quant_moe_combine.cuh; opt-in,
-    see :mod:`revolta_kernels.native_quant_moe`)."""
+    when ``shared_id >= 0``). On a GPU one token runs both in one kernel (csrc/quant_moe_combine.cuh, where its
+    shared memory fits: see :mod:`revolta_kernels.native_quant_moe`)."""
     return ref_quant.quant_moe_down_combine(h, qweight, scales, qzeros, ids, weights, bits, group_size, zero_offset,
                                             shared_id, x, shared_gate)
 

@@ -22,7 +22,7 @@ from revolta_engine.forward_context import get_forward_context
 from revolta_engine.layers.linear import Linear, MergedLinear, PartSlice
 from revolta_engine.layers.norm import AddNorm
 from revolta_engine.layers.quant import QuantConfig, make_linear_method
-from revolta_kernels import ops_hybrid
+from revolta_kernels import ops_gdn
 
 
 class _Weight(nn.Module):
@@ -126,20 +126,20 @@ class GatedDeltaNet(nn.Module):
         decode = attn.max_query_len == 1 and meta.snapshot_seq.numel() == 0
         z = z.reshape(n, self.num_v_heads, self.head_v_dim)
         if decode:  # conv update, gating, delta rule and gated norm in one op (one kernel on the GPU at batch 1)
-            out = ops_hybrid.gated_delta_rule_decode_fused_conv(qkv, weight, cache.conv, a, b, self.A_log,
+            out = ops_gdn.gated_delta_rule_decode_fused_conv(qkv, weight, cache.conv, a, b, self.A_log,
                                                                 self.dt_bias, z, self.norm.weight, self.eps,
                                                                 cache.recurrent, meta.state_indices, True)
             return self.out_proj(out.reshape(n, self.value_dim))
-        qkv = ops_hybrid.causal_conv1d(qkv.contiguous(), weight, None, cache.conv, attn.query_start_loc,
+        qkv = ops_gdn.causal_conv1d(qkv.contiguous(), weight, None, cache.conv, attn.query_start_loc,
                                        meta.state_indices, True, meta.snapshot_seq, meta.snapshot_len,
                                        meta.snapshot_slot)
         q, k, v = qkv.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
         q = q.reshape(n, self.num_k_heads, self.head_k_dim)
         k = k.reshape(n, self.num_k_heads, self.head_k_dim)
         v = v.reshape(n, self.num_v_heads, self.head_v_dim)
-        g, beta = ops_hybrid.gdn_gating(a, b, self.A_log, self.dt_bias)
-        out = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta, cache.recurrent, attn.query_start_loc,
+        g, beta = ops_gdn.gdn_gating(a, b, self.A_log, self.dt_bias)
+        out = ops_gdn.gated_delta_rule_prefill(q, k, v, g, beta, cache.recurrent, attn.query_start_loc,
                                                   meta.state_indices, True, meta.snapshot_seq, meta.snapshot_len,
                                                   meta.snapshot_slot)
-        out = ops_hybrid.rms_norm_gated(out, z, self.norm.weight, self.eps)
+        out = ops_gdn.rms_norm_gated(out, z, self.norm.weight, self.eps)
         return self.out_proj(out.reshape(n, self.value_dim))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 import torch
@@ -17,21 +16,14 @@ from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm
 from revolta_engine.layers.quant import QuantConfig, parse_quant_config
 from revolta_engine.layers.quant_moe import QuantizedExperts
-from revolta_kernels import ops_hybrid
+from revolta_kernels import ops_moe
 
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)
 MOE_FUSED_MAX_TOKENS = 256
-# the residual add + RMSNorm before the block runs inside the router kernel on the fused path up to this many
-# tokens (every router block recomputes the norm of each token, one token after another: on the H200 the MoE
-# chain measured 2 us faster at batch 1, but slower from batch 2 on; benchmarks/results/moe/);
-# REVOLTA_MOE_ROUTER_NORM=0 turns it off (A/B)
-FUSED_ROUTER_NORM = os.environ.get("REVOLTA_MOE_ROUTER_NORM", "1") != "0"
+# the residual add + RMSNorm before the block runs inside the router kernel on the fused and quantized-grouped paths
+# up to this many tokens (every router block recomputes the norm of each token, one token after another: the MoE
+# chain measured 2 us faster at batch 1 on an H200, but slower from batch 2 on)
 MOE_ROUTER_NORM_MAX_TOKENS = 1
-# opt-in (REVOLTA_MOE_ROUTER_TOPK=1): on the quantized experts' decode path the router kernel's last block also picks
-# the experts (revolta::moe_router_norm_topk: no routing launch). Its GPU tests pass, but it measured slower than the
-# routing launch (Qwen3.5-35B-A3B AWQ batch 1, H200: graph forward 2.130 against 2.095 ms; the last block's routing
-# waits for every router block, then runs alone; benchmarks/results/h200_session35/run2)
-FUSED_ROUTER_TOPK = os.environ.get("REVOLTA_MOE_ROUTER_TOPK", "0") != "0"
 # checkpoint names of one expert's projections: ...experts.<e>.<gate_proj|up_proj|down_proj>.weight
 EXPERT_TENSOR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
@@ -83,7 +75,7 @@ class FusedExperts(nn.Module):
         return torch.cat([narrow_features(h, 1, 1, self.inter_start, self.inter, param_name) for h in halves], dim=1)
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        return ops_hybrid.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
+        return ops_moe.fused_moe(x, self.gate_up_proj, self.down_proj, weights, ids)
 
 
 def quantizes_experts(quant: QuantConfig, prefix: str) -> bool:
@@ -149,20 +141,15 @@ class SparseMoeBlock(nn.Module):
     def forward_prenorm(self, inp: AddNorm) -> tuple[torch.Tensor, torch.Tensor]:
         """The block on ``norm(h)``, and ``h``: on the fused and quantized-grouped decode paths the residual add +
         norm runs inside the router kernel (``moe_router_norm``: no separate norm kernel), else through
-        :meth:`AddNorm.run`. On the quantized path that kernel also routes (``moe_router_norm_topk``) with
-        ``FUSED_ROUTER_TOPK``."""
-        if (FUSED_ROUTER_NORM and inp.residual is not None and self.gate.bias is None
+        :meth:`AddNorm.run`. (Routing inside that kernel too, by its last block, measured slower than the routing
+        launch: the last block waits for every router block, then runs alone.)"""
+        if (inp.residual is not None and self.gate.bias is None
                 and inp.x.shape[0] <= MOE_ROUTER_NORM_MAX_TOKENS and inp.norm.weight.dtype == inp.x.dtype):
             fused = self._fused_ok(inp.x)
             quant = not fused and self._quant_grouped_ok(inp.x)
-            if quant and FUSED_ROUTER_TOPK:
-                weights, ids, x, residual = ops_hybrid.moe_router_norm_topk(
-                    inp.x, inp.residual, self.gate.weight, inp.norm.weight, inp.norm.eps, inp.norm.zero_centered,
-                    self.top_k, self.renormalize)
-                return self._summed(self._quant_routed(x, weights, ids)), residual
             block = self._fused_block if fused else self._quant_block if quant else None
             if block is not None:
-                logits, x, residual = ops_hybrid.moe_router_norm(inp.x, inp.residual, self.gate.weight,
+                logits, x, residual = ops_moe.moe_router_norm(inp.x, inp.residual, self.gate.weight,
                                                                  inp.norm.weight, inp.norm.eps, inp.norm.zero_centered)
                 return self._summed(block(x, logits)), residual
         x, residual = inp.run()
@@ -173,7 +160,7 @@ class SparseMoeBlock(nn.Module):
 
     def _fused_block(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         shared = self.shared_expert
-        return ops_hybrid.moe_block(
+        return ops_moe.moe_block(
             x, logits, self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.renormalize,
             None if shared is None else shared.gate_up_proj.weight,
             None if shared is None else shared.down_proj.weight,
@@ -182,7 +169,7 @@ class SparseMoeBlock(nn.Module):
     def _quant_block(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """Routing, the quantized experts' rows and the weighted sum with the gated shared expert as ops over the
         whole batch (the same arithmetic as :meth:`forward`'s general path; no host sync)."""
-        weights, ids = ops_hybrid.moe_topk_softmax(logits, self.top_k, self.renormalize)
+        weights, ids = ops_moe.moe_topk_softmax(logits, self.top_k, self.renormalize)
         return self._quant_routed(x, weights, ids)
 
     def _quant_routed(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -193,17 +180,17 @@ class SparseMoeBlock(nn.Module):
             return self.experts.combined(x, weights, ids)
         if self.experts.shared_id >= 0:  # the shared expert is each token's last row of the experts' kernels
             return self.experts.combined(x, weights, ids, self.shared_expert_gate.weight)
-        return ops_hybrid.moe_combine(self.experts.routed_rows(x, ids), weights, self.shared_expert(x), x,
+        return ops_moe.moe_combine(self.experts.routed_rows(x, ids), weights, self.shared_expert(x), x,
                                       self.shared_expert_gate.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._fused_ok(x):
             # the router GEMV as our kernel: its weight stream starts before the previous kernel ends (PDL)
-            logits = ops_hybrid.moe_router(x, self.gate.weight) if self.gate.bias is None else self.gate(x)
+            logits = ops_moe.moe_router(x, self.gate.weight) if self.gate.bias is None else self.gate(x)
             return self._summed(self._fused_block(x, logits))
         if self._quant_grouped_ok(x):
-            return self._summed(self._quant_block(x, ops_hybrid.moe_router(x, self.gate.weight)))
-        weights, ids = ops_hybrid.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
+            return self._summed(self._quant_block(x, ops_moe.moe_router(x, self.gate.weight)))
+        weights, ids = ops_moe.moe_topk_softmax(self.gate(x), self.top_k, self.renormalize)
         # transformers casts the routing weights to the activations' dtype before weighting
         out = self.experts(x, weights.to(x.dtype), ids)
         if self.shared_expert is not None:

@@ -13,18 +13,13 @@ SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``), wh
 on the device: no host sync, so the decode step is captured in a CUDA graph.
 Larger steps (prefill, and decode steps with at least ``SORTED_MIN_ROWS_PER_EXPERT`` routed rows per expert) on a
 GPU sort the routed rows by expert and run each projection as one tensor-core GEMM over every expert
-(``revolta::quant_moe_gemm``, no host sync, so such decode steps are captured in CUDA graphs too); the CPU (and
-``REVOLTA_QUANT_MOE_SORTED_GEMM=0``) runs one MLP per expert that got tokens (the tensor-core GEMM reads each expert
-once), picked on the host.
-Experts whose gate/up projection gathers its input (GPTQ act-order) always take that loop.
-
-The grouped path is on by default; ``REVOLTA_QUANT_MOE_GROUPED=0`` turns it off (every step then takes the loop, and
-decode runs without CUDA graphs). Its kernel passed its GPU tests against the reference on an H200 (session 30).
+(``revolta::quant_moe_gemm``, no host sync, so such decode steps are captured in CUDA graphs too). The CPU, and experts
+that cannot be stacked (GPTQ act-order gathers each gate/up projection's input), run one MLP per expert that got
+tokens, picked on the host.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,22 +29,15 @@ from torch import nn
 import revolta_kernels
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.quant import QuantConfig
-from revolta_kernels import ops_hybrid, ops_quant
+from revolta_kernels import ops_moe, ops_quant
 
 GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/moe.py MOE_FUSED_MAX_TOKENS)
-GROUPED = os.environ.get("REVOLTA_QUANT_MOE_GROUPED", "1") != "0"  # see the module docstring
-# larger steps on a GPU: every expert's rows in one tensor-core GEMM per projection (revolta::quant_moe_gemm); on by
-# default since its GPU tests passed (Qwen3.5-35B-A3B AWQ, 1024-token prompt on an H100: 82 ms to the first token
-# against 1380-1440 ms for one MLP per expert, benchmarks/results/h200_session35); REVOLTA_QUANT_MOE_SORTED_GEMM=0
-# runs one MLP per expert (A/B)
-SORTED_GEMM = os.environ.get("REVOLTA_QUANT_MOE_SORTED_GEMM", "1") != "0"
-# a decode step whose routed rows average at least this many per expert takes the sorted GEMM too (it reads each
-# expert's weights once per row tile, the grouped kernels once per row): with the short tile and the sort below it
-# measured 1.11x / 1.18x faster than the grouped kernels at 2 rows per expert (Qwen3-30B-A3B at 32 tokens /
-# Qwen3.5-35B-A3B at 64) and 0.81x / 0.76x at 1 (H100, benchmarks/quant_moe_sorted_bench.py,
-# benchmarks/results/h200_session36/run2; 64 concurrent Qwen3.5-35B-A3B requests 1987.9 output tok/s at 2 against
-# 1615.3 at 4); REVOLTA_QUANT_MOE_SORTED_MIN_ROWS moves the threshold (A/B)
-SORTED_MIN_ROWS_PER_EXPERT = float(os.environ.get("REVOLTA_QUANT_MOE_SORTED_MIN_ROWS", "2"))
+# a decode step whose routed rows average at least this many per expert takes the sorted GEMM (it reads each expert's
+# weights once per row tile, the grouped kernels once per row): with the short tile and the sort below it measured
+# 1.11x / 1.18x faster than the grouped kernels at 2 rows per expert (Qwen3-30B-A3B at 32 tokens / Qwen3.5-35B-A3B
+# at 64) and 0.81x / 0.76x at 1 on an H100 (benchmarks/quant_moe_sorted_bench.py); 64 concurrent Qwen3.5-35B-A3B
+# requests gave 1987.9 output tok/s at 2 against 1615.3 at 4
+SORTED_MIN_ROWS_PER_EXPERT = 2.0
 
 
 @dataclass(frozen=True)
@@ -130,8 +118,8 @@ class QuantizedExperts(nn.ModuleList):
 
     @property
     def can_run_grouped(self) -> bool:
-        """Whether decode steps take the graph-capturable grouped path (stacked, and the path switched on)."""
-        return GROUPED and self.stacked is not None
+        """Whether decode steps take the graph-capturable grouped path (the experts are stacked)."""
+        return self.stacked is not None
 
     def _stacked_kernels(self, x: torch.Tensor) -> bool:
         """Whether ``x`` can go through the stacked experts' kernels (the grouped or the sorted path)."""
@@ -140,8 +128,7 @@ class QuantizedExperts(nn.ModuleList):
     def _sorted_step(self, x: torch.Tensor, top_k: int) -> bool:
         """Whether a step of ``x`` routed to ``top_k`` experts per token is for the sorted GEMM: past the grouped
         kernels' limit, or with enough rows per expert."""
-        return SORTED_GEMM and (x.shape[0] > GROUPED_MAX_TOKENS
-                                or x.shape[0] * top_k >= SORTED_MIN_ROWS_PER_EXPERT * len(self))
+        return x.shape[0] > GROUPED_MAX_TOKENS or x.shape[0] * top_k >= SORTED_MIN_ROWS_PER_EXPERT * len(self)
 
     def runs_sorted(self, x: torch.Tensor, top_k: int) -> bool:
         """Whether ``forward`` takes the sorted-rows GEMM path (graph-capturable too) for ``x`` routed to ``top_k``
@@ -190,7 +177,7 @@ class QuantizedExperts(nn.ModuleList):
         experts = gate_up.qweight.shape[0]
         tokens, top_k = ids.shape
         # 16-bit keys where the ids fit: the radix sort makes two passes over them instead of eight over int64
-        # (80 -> 30 us at 8192 rows on an H100, benchmarks/results/h200_session36/run3..4)
+        # (measured 30 us against 80 us at 8192 rows on an H100)
         key_type = torch.int16 if experts < 2**15 else torch.int32
         sorted_ids, order = torch.sort(ids.reshape(-1).to(key_type), stable=True)
         # expert e's rows start at the first sorted id >= e (searchsorted: no host sync, unlike bincount's CUDA
@@ -203,7 +190,7 @@ class QuantizedExperts(nn.ModuleList):
                                      silu=True)
         y = ops_quant.quant_moe_gemm(h, offsets, down.qweight, down.scales, down.qzeros, down.bits, down.group_size,
                                      down.zero_offset, out_rows=order)
-        return ops_hybrid.moe_combine(y.view(tokens, top_k, -1), weights.float(), None, None, None)
+        return ops_moe.moe_combine(y.view(tokens, top_k, -1), weights.float(), None, None, None)
 
     def routed_rows(self, x: torch.Tensor, ids: torch.Tensor, with_shared: bool = False) -> torch.Tensor:
         """Each routed (token, slot) row's expert output, ``[T, top_k, hidden]``: two ops, gate/up and SiLU-and-mul
@@ -222,8 +209,8 @@ class QuantizedExperts(nn.ModuleList):
     def combined(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
                  shared_gate: torch.Tensor | None = None) -> torch.Tensor:
         """``sum_k weights[t, k] * expert[ids[t, k]](x[t])`` (``weights`` float32) in two ops: gate/up, then
-        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token unless
-        ``REVOLTA_QUANT_MOE_FUSED_COMBINE=0``, else two).
+        SiLU-and-mul + down + the weighted sum (``revolta::quant_moe_down_combine``: one kernel for one token, else
+        two).
         ``shared_gate`` (needs :attr:`shared_id` >= 0): the stacked shared expert's row is added, gated by
         ``sigmoid(x @ shared_gate)``."""
         gate_up, down = self._stacks()

@@ -182,8 +182,7 @@ def capture_decode_graphs(model: Any, kv_caches: list, buffers: StepBuffers, max
 
     if any(isinstance(m, QuantizedExperts) and not m.can_run_grouped for m in model.modules()):
         logger.warning("CUDA graphs are off: the quantized experts of this mixture-of-experts checkpoint run one "
-                       "expert at a time, picked on the host (act-order experts always; the others when "
-                       "REVOLTA_QUANT_MOE_GROUPED=0); decode runs eagerly")
+                       "expert at a time, picked on the host (act-order experts); decode runs eagerly")
         return None
     buckets = default_buckets(max_seqs)
     if any(isinstance(m, SparseMoeBlock) for m in model.modules()):

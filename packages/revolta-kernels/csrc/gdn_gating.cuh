@@ -7,6 +7,16 @@
 
 namespace revolta {
 
+// The log decay g = -exp(A_log) * softplus(a + dt_bias), softplus as torch: x > 20 ? x : log1p(exp(x)).
+__device__ __forceinline__ float gdn_log_decay(float a, float dt_bias, float a_log) {
+  const float x = a + dt_bias;
+  const float sp = x > 20.f ? x : log1pf(expf(x));
+  return -expf(a_log) * sp;
+}
+
+// beta = sigmoid(b), in fp32 (the kernels round it to the storage type).
+__device__ __forceinline__ float gdn_beta(float b) { return 1.f / (1.f + expf(-b)); }
+
 // g[t, h] = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h]) (float32), beta[t, h] = sigmoid(b[t, h]) (storage
 // type). a and b have row strides; outputs are contiguous [T, H]. softplus as torch: x > 20 ? x : log1p(exp(x)).
 template <typename T>
@@ -16,10 +26,8 @@ __global__ void gdn_gating_kernel(float* __restrict__ g, T* __restrict__ beta, c
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= num_tokens * heads) return;
   const int t = i / heads, h = i % heads;
-  const float x = to_float(a[t * a_stride + h]) + to_float(dt_bias[h]);
-  const float sp = x > 20.f ? x : log1pf(expf(x));
-  g[i] = -expf(to_float(a_log[h])) * sp;
-  beta[i] = from_float<T>(1.f / (1.f + expf(-to_float(b[t * b_stride + h]))));
+  g[i] = gdn_log_decay(to_float(a[t * a_stride + h]), to_float(dt_bias[h]), to_float(a_log[h]));
+  beta[i] = from_float<T>(gdn_beta(to_float(b[t * b_stride + h])));
 }
 
 // out = weight * rmsnorm(x) * silu(gate) over the last dimension D, rows (i0, i1) of [N0, N1, D] views with

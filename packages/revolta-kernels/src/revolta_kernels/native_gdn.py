@@ -1,41 +1,32 @@
-"""CUDA implementations of the hybrid-model ops (``revolta_kernels.ops_hybrid``) through the native library.
+"""CUDA implementations of the Gated DeltaNet ops (:mod:`revolta_kernels.ops_gdn`) through the native library.
 
-Gated delta rule (decode and prefill), causal conv1d (decode update and varlen prefill), the gating of the
-gated delta rule and gated RMSNorm; the mixture-of-experts ops are in :mod:`revolta_kernels.native_moe`.
-Each implementation checks that the inputs are a case the kernels handle and otherwise runs the reference,
-so an unsupported case is slower but never an error. Launches go to torch's current stream (CUDA-graph
+Gated delta rule (decode and prefill), the fused decode step (gating, delta rule and gated RMSNorm, optionally with
+the conv), causal conv1d (decode update and varlen prefill), the gating of the gated delta rule and gated RMSNorm
+(csrc/gdn.cu). Each implementation checks that the inputs are a case the kernels handle and otherwise runs the
+reference, so an unsupported case is slower but never an error. Launches go to torch's current stream (CUDA-graph
 capturable: no host synchronisation on the decode paths).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 
 import torch
 
-from revolta_kernels import native, native_ops, ops_hybrid
+from revolta_kernels import native, native_ops, ops_gdn
 from revolta_kernels.native import check
+from revolta_kernels.native_ops import _DTYPE, _stream
 from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
 
-_DTYPE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
-# decode: the grid-sized kernel that prefetches the next item's state (else one block per item)
-GDN_DECODE_PERSISTENT = True
-# fused decode step: each head's columns over 4 blocks (gdn_decode_fused_split_kernel) when batch * heads is
-# below this many blocks, else one block per head. On the H200 the split measured faster at every batch
-# (32 heads: 4.9 / 6.2 / 51.8 us at batch 1 / 2 / 32 against 7.7 / 8.5 / 73.4; benchmarks/results/hybrid3/), so
-# it always runs; 0 turns it off (REVOLTA_GDN_SPLIT=0, the A/B), tests set it either way.
-GDN_SPLIT_MAX_BLOCKS = 0 if os.environ.get("REVOLTA_GDN_SPLIT") == "0" else 1 << 30
-# decode step with the conv folded into the split kernel (REVOLTA_GDN_CONV_FUSED=0: the conv1d update kernel, then
-# the fused step), where the split kernel runs and batch * heads is below this (measured at batch 1 only)
-GDN_CONV_FUSED = os.environ.get("REVOLTA_GDN_CONV_FUSED") != "0"
+# the conv folds into the fused decode step while batch * heads is below this (measured faster at batch 1; larger
+# steps run the conv1d update kernel, then the fused step)
 GDN_CONV_FUSED_MAX_BLOCKS = 512
 
 
 class GdnDecodeParams(ctypes.Structure):
-    """Mirror of ``revolta::GdnDecodeParams`` (csrc/gated_delta.cuh)."""
+    """Mirror of ``revolta::GdnDecodeParams`` (csrc/gdn_decode.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("q", "k", "v", "g", "beta", "states", "state_indices", "out")] + [
         (n, _c_ll) for n in ("q_stride_b", "q_stride_h", "k_stride_b", "k_stride_h", "v_stride_b", "v_stride_h",
@@ -44,7 +35,7 @@ class GdnDecodeParams(ctypes.Structure):
 
 
 class GdnFusedParams(ctypes.Structure):
-    """Mirror of ``revolta::GdnFusedParams`` (csrc/gdn_decode.cuh)."""
+    """Mirror of ``revolta::GdnFusedParams`` (csrc/gdn_decode_fused.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("q", "k", "v", "a", "b", "a_log", "dt_bias", "z", "norm_weight", "states",
                                     "state_indices", "out")] + [
@@ -54,7 +45,7 @@ class GdnFusedParams(ctypes.Structure):
 
 
 class GdnPrefillParams(ctypes.Structure):
-    """Mirror of ``revolta::GdnPrefillParams`` (csrc/gated_delta.cuh)."""
+    """Mirror of ``revolta::GdnPrefillParams`` (csrc/gdn_prefill.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("q", "k", "v", "g", "beta", "states", "state_indices", "query_start_loc",
                                     "snap_offsets", "snap_len", "snap_slot", "out")] + [
@@ -64,16 +55,15 @@ class GdnPrefillParams(ctypes.Structure):
 
 
 class GdnConvParams(ctypes.Structure):
-    """Mirror of ``revolta::GdnConvParams`` (csrc/gdn_decode.cuh)."""
+    """Mirror of ``revolta::GdnConvParams`` (csrc/gdn_decode_fused.cuh)."""
 
     _fields_ = [(n, _ptr) for n in ("x", "weight", "conv_states")] + [("x_stride", _c_ll)] + [
         (n, _c_int) for n in ("conv_dim", "K", "key_dim")]
 
 
 _SIGNATURES: dict[str, list] = {
-    "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _c_int, _ptr],
-    "revolta_gdn_decode_fused": [ctypes.POINTER(GdnFusedParams), _c_int, _c_int, _ptr],
-    "revolta_gdn_decode_fused_split": [ctypes.POINTER(GdnFusedParams), ctypes.c_void_p, _ptr, _c_int, _c_int, _ptr],
+    "revolta_gdn_decode": [ctypes.POINTER(GdnDecodeParams), _c_int, _c_int, _ptr],
+    "revolta_gdn_fused_decode": [ctypes.POINTER(GdnFusedParams), ctypes.c_void_p, _ptr, _c_int, _c_int, _ptr],
     "revolta_gdn_prefill": [ctypes.POINTER(GdnPrefillParams), _c_int, _c_int, _ptr],
     "revolta_conv1d_update": [_ptr, _ptr, _c_ll, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int,
                               _ptr],
@@ -88,10 +78,6 @@ _SIGNATURES: dict[str, list] = {
 def _lib():
     assert native.LIB is not None
     return native.LIB
-
-
-def _stream(t: torch.Tensor) -> int:
-    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _ptr_of(t: torch.Tensor | None) -> int | None:
@@ -116,6 +102,13 @@ def _sorted_snapshots(seq, length, slot, num_seqs: int):
     return offsets, length.to(torch.int64)[order].contiguous(), slot.to(torch.int64)[order].contiguous()
 
 
+def _decay_beta(g: torch.Tensor, beta: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """g as float32 and beta in the activations' dtype, each with unit stride in its last dimension."""
+    gf = g.float()
+    bt = beta.to(dtype)
+    return (gf if gf.stride(-1) == 1 else gf.contiguous()), (bt if bt.stride(-1) == 1 else bt.contiguous())
+
+
 # ------------------------------------------------------------------------------------ gated delta rule
 def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2norm):
     code = _DTYPE.get(v.dtype)
@@ -134,16 +127,13 @@ def gated_delta_rule_decode(q, k, v, g, beta, states, state_indices, use_qk_l2no
     out = torch.empty((batch, hv, dv), dtype=v.dtype, device=v.device)
     if batch == 0:
         return out
-    gf = g.float()
-    gf = gf if gf.stride(-1) == 1 else gf.contiguous()
-    bt = beta.to(v.dtype)
-    bt = bt if bt.stride(-1) == 1 else bt.contiguous()
+    gf, bt = _decay_beta(g, beta, v.dtype)
     idx = state_indices.to(torch.int64).contiguous()
     p = GdnDecodeParams(q.data_ptr(), k.data_ptr(), v.data_ptr(), gf.data_ptr(), bt.data_ptr(), states.data_ptr(),
                         idx.data_ptr(), out.data_ptr(), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
                         v.stride(0), v.stride(1), gf.stride(0), bt.stride(0), batch, q.shape[1], hv, dv,
                         int(use_qk_l2norm))
-    check(_lib().revolta_gdn_decode(ctypes.byref(p), dk, code, int(GDN_DECODE_PERSISTENT), _stream(v)))
+    check(_lib().revolta_gdn_decode(ctypes.byref(p), dk, code, _stream(v)))
     return out
 
 
@@ -189,12 +179,9 @@ def gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight,
         return out
     p, _idx = _fused_params(q, k, v, a, b, a_log, dt_bias, z, norm_weight, states, state_indices, out,
                             use_qk_l2norm, eps)
-    if batch * hv < GDN_SPLIT_MAX_BLOCKS:  # arrival counters, one per (sequence, head), left zero by the kernel
-        counters = native_ops._split_counters(v.device, batch * (hv + q.shape[1]))
-        check(_lib().revolta_gdn_decode_fused_split(ctypes.byref(p), None, counters.data_ptr(), dk, code,
-                                                    _stream(v)))
-    else:
-        check(_lib().revolta_gdn_decode_fused(ctypes.byref(p), dk, code, _stream(v)))
+    # arrival counters, one per (sequence, value head) and (sequence, key head), left zero by the kernel
+    counters = native_ops._split_counters(v.device, batch * (hv + q.shape[1]))
+    check(_lib().revolta_gdn_fused_decode(ctypes.byref(p), None, counters.data_ptr(), dk, code, _stream(v)))
     return out
 
 
@@ -204,18 +191,17 @@ def gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_lo
     dk = states.shape[2] if states.dim() == 4 else 0
     key_dim = (qkv.shape[1] - hv * dv) // 2 if qkv.dim() == 2 else 0
     ok = (
-        GDN_CONV_FUSED and batch * hv < min(GDN_SPLIT_MAX_BLOCKS, GDN_CONV_FUSED_MAX_BLOCKS)
-        and _DTYPE.get(z.dtype) is not None
+        batch * hv < GDN_CONV_FUSED_MAX_BLOCKS and _DTYPE.get(z.dtype) is not None
         and qkv.dtype == z.dtype and dk in (64, 128) and dv == 128 and key_dim > 0 and key_dim % dk == 0
         and hv % (key_dim // dk) == 0 and qkv.shape[1] == 2 * key_dim + hv * dv
         and _conv_ok(qkv, conv_weight, None, conv_states)
     )
     # the fused kernel reads q/k/v through the conv; the views of qkv only carry shapes and strides
-    y = qkv if ok else ops_hybrid.causal_conv1d_update(qkv, conv_weight, None, conv_states, state_indices, True)
+    y = qkv if ok else ops_gdn.causal_conv1d_update(qkv, conv_weight, None, conv_states, state_indices, True)
     q, k, v = y.split([key_dim, key_dim, hv * dv], dim=-1)
     q, k, v = q.reshape(batch, -1, dk), k.reshape(batch, -1, dk), v.reshape(batch, hv, dv)
     if not ok:
-        return ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
+        return ops_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, norm_weight, eps, states,
                                                         state_indices, use_qk_l2norm)
     if not _fused_step_args_ok(a, b, a_log, dt_bias, z, norm_weight, states, batch, hv, dk):
         return ref_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_log, dt_bias, z,
@@ -228,8 +214,8 @@ def gated_delta_rule_decode_fused_conv(qkv, conv_weight, conv_states, a, b, a_lo
     cv = GdnConvParams(qkv.data_ptr(), conv_weight.data_ptr(), conv_states.data_ptr(), qkv.stride(0),
                        qkv.shape[1], conv_weight.shape[1], key_dim)
     counters = native_ops._split_counters(z.device, batch * (hv + q.shape[1]))
-    check(_lib().revolta_gdn_decode_fused_split(ctypes.byref(p), ctypes.byref(cv), counters.data_ptr(), dk,
-                                                _DTYPE[z.dtype], _stream(z)))
+    check(_lib().revolta_gdn_fused_decode(ctypes.byref(p), ctypes.byref(cv), counters.data_ptr(), dk,
+                                          _DTYPE[z.dtype], _stream(z)))
     return out
 
 
@@ -255,10 +241,7 @@ def gated_delta_rule_prefill(q, k, v, g, beta, states, query_start_loc, state_in
     num_seqs = state_indices.shape[0]
     if num_seqs == 0:
         return out
-    gf = g.float()
-    gf = gf if gf.stride(-1) == 1 else gf.contiguous()
-    bt = beta.to(v.dtype)
-    bt = bt if bt.stride(-1) == 1 else bt.contiguous()
+    gf, bt = _decay_beta(g, beta, v.dtype)
     idx = state_indices.to(torch.int64).contiguous()
     qsl = query_start_loc.to(torch.int32).contiguous()
     offsets, s_len, s_slot = _sorted_snapshots(snapshot_seq, snapshot_len, snapshot_slot, num_seqs)
@@ -350,15 +333,15 @@ def causal_conv1d(x, weight, bias, conv_states, query_start_loc, state_indices, 
 
 
 def register() -> bool:
-    """Register the CUDA implementations; False if the loaded library predates the hybrid kernels."""
+    """Register the CUDA implementations; False if the loaded library predates these kernels."""
     if not native.bind(_SIGNATURES, (GdnDecodeParams, GdnFusedParams, GdnPrefillParams, GdnConvParams)):
         return False
-    ops_hybrid.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
-    ops_hybrid.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)
-    ops_hybrid.gated_delta_rule_decode_fused_conv.register_kernel("cuda")(gated_delta_rule_decode_fused_conv)
-    ops_hybrid.gated_delta_rule_prefill.register_kernel("cuda")(gated_delta_rule_prefill)
-    ops_hybrid.gdn_gating.register_kernel("cuda")(gdn_gating)
-    ops_hybrid.rms_norm_gated.register_kernel("cuda")(rms_norm_gated)
-    ops_hybrid.causal_conv1d_update.register_kernel("cuda")(causal_conv1d_update)
-    ops_hybrid.causal_conv1d.register_kernel("cuda")(causal_conv1d)
+    ops_gdn.gated_delta_rule_decode.register_kernel("cuda")(gated_delta_rule_decode)
+    ops_gdn.gated_delta_rule_decode_fused.register_kernel("cuda")(gated_delta_rule_decode_fused)
+    ops_gdn.gated_delta_rule_decode_fused_conv.register_kernel("cuda")(gated_delta_rule_decode_fused_conv)
+    ops_gdn.gated_delta_rule_prefill.register_kernel("cuda")(gated_delta_rule_prefill)
+    ops_gdn.gdn_gating.register_kernel("cuda")(gdn_gating)
+    ops_gdn.rms_norm_gated.register_kernel("cuda")(rms_norm_gated)
+    ops_gdn.causal_conv1d_update.register_kernel("cuda")(causal_conv1d_update)
+    ops_gdn.causal_conv1d.register_kernel("cuda")(causal_conv1d)
     return True

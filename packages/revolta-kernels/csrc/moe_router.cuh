@@ -1,13 +1,87 @@
-// Mixture-of-experts decode (moe.cuh), v3's router: the router GEMV with the block's residual add + RMSNorm
-// fused in front (moe_router_norm_kernel; the chain and its rounding contract are described in moe_v3.cuh).
-// Optionally (ids_out set) the softmax top-k of the logits too, by the block that finishes last: the quantized
-// experts' decode path then needs no routing launch between the router and the experts' kernel.
+// Mixture-of-experts router GEMVs (moe.cuh), launched with programmatic dependent launch (pdl.cuh): each warp
+// loads its weight row's first 256 * RL elements before pdl_wait(), so that stream overlaps the previous kernel's
+// tail.
+//   moe_router_kernel:      logits[t, e] = x_t . wr[e] (storage type, fp32 accumulation), one warp per expert row,
+//                           the row held in registers across tokens.
+//   moe_router_norm_kernel: the residual add + RMSNorm before the block fused into the router GEMV: every block
+//                           computes h = x + residual (rounded to T) and norm(h) for each token in shared memory with
+//                           the exact arithmetic and summation order of fused_add_rms_norm_kernel (norm.cuh, launched
+//                           with threads_for(H / 4) threads: `norm_threads` here), so h and the normed x are
+//                           bit-identical to it; block 0 writes them to new tensors (the expert kernels read the
+//                           normed x, the next layer h).
 #pragma once
 
 #include "moe_common.cuh"
-#include "split_arrive.cuh"
 
 namespace revolta {
+
+constexpr int kMoeRouterWarps = 4;
+// 16-byte loads per lane held across the wait: rows of H <= 2048 in one go (fp16/bf16); fp32 packs are 32 bytes,
+// so half as many keep registers in bounds
+template <typename T> struct MoeRouterLoads { static constexpr int n = 8; };
+template <> struct MoeRouterLoads<float> { static constexpr int n = 4; };
+
+// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32. logits [T, E] contiguous.
+template <typename T>
+__global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_kernel(const T* __restrict__ x, long long x_stride,
+                                                                          const T* __restrict__ w,
+                                                                          T* __restrict__ logits, int tokens, int H,
+                                                                          int E) {
+  constexpr int RL = MoeRouterLoads<T>::n;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int e = blockIdx.x * kMoeRouterWarps + warp;
+  const T* row = w + static_cast<size_t>(e < E ? e : 0) * H;
+  Pack8<T> w0[RL];  // the row's first 256 * RL elements, loaded before the wait
+#pragma unroll
+  for (int u = 0; u < RL; ++u) {
+    const int c = lane * 8 + u * 256;
+    if (e < E && c < H) w0[u].load(row + c);
+  }
+  pdl_trigger();
+  pdl_wait();
+  if (e >= E) return;
+  for (int t = 0; t < tokens; ++t) {
+    const T* xt = x + t * x_stride;
+    float acc = 0.f;
+#pragma unroll
+    for (int u = 0; u < RL; ++u) {
+      const int c = lane * 8 + u * 256;
+      if (c < H) {
+        Pack8<T> xv;
+        xv.load(xt + c);
+        float a[8], b[8];
+        w0[u].get(a);
+        xv.get(b);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
+      }
+    }
+    for (int base = 256 * RL; base < H; base += 256 * RL) {  // rows past 2048
+      Pack8<T> wr[RL], xv[RL];
+#pragma unroll
+      for (int u = 0; u < RL; ++u) {
+        const int c = base + lane * 8 + u * 256;
+        if (c < H) {
+          wr[u].load(row + c);
+          xv[u].load(xt + c);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < RL; ++u) {
+        const int c = base + lane * 8 + u * 256;
+        if (c < H) {
+          float a[8], b[8];
+          wr[u].get(a);
+          xv[u].get(b);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
+        }
+      }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) logits[static_cast<size_t>(t) * E + e] = from_float<T>(acc);
+  }
+}
 
 struct MoeRouterNormParams {
   const void* x;  // [T, H] (row stride x_stride): the block input (e.g. the attention output)
@@ -17,21 +91,18 @@ struct MoeRouterNormParams {
   void* logits;  // [T, E] contiguous
   void* h_out;  // [T, H] contiguous: x + residual
   void* normed_out;  // [T, H] contiguous: norm(h)
-  long long* ids_out;  // [T, top_k] or null: the routing (moe_topk_softmax_kernel's ids and fp32 weights)
-  float* weights_out;  // [T, top_k] (with ids_out)
-  int* counter;  // with ids_out: an arrival counter, zero before the launch and left zero after it
   long long x_stride, res_stride;
   float eps;
-  int tokens, H, E, norm_threads, zero_centered, top_k, renormalize;
+  int tokens, H, E, norm_threads, zero_centered;
 };
 
 constexpr int kNormRegsMoe = 8;  // = kNormRegs of norm.cuh (the reference kernel's per-thread register cache)
 
-// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats (with ids_out: at least 2 E).
+// grid (ceil(E / kMoeRouterWarps)), block kMoeRouterWarps * 32, dynamic smem H floats.
 // x, residual, norm_w rows 16-byte aligned, H % 8 == 0, norm_threads a power of two in [32, 1024].
 template <typename T>
 __global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(MoeRouterNormParams p) {
-  constexpr int RL = MoeLoads<T>::router;
+  constexpr int RL = MoeRouterLoads<T>::n;
   constexpr int NT = kMoeRouterWarps * 32;
   extern __shared__ float4 hs4[];
   float* hs = reinterpret_cast<float*>(hs4);
@@ -137,29 +208,6 @@ __global__ void __launch_bounds__(kMoeRouterWarps * 32) moe_router_norm_kernel(M
     }
     __syncthreads();  // hs is rewritten for the next token
   }
-  if (p.ids_out == nullptr) return;
-  // The routing, by the last block to finish: the barrier above orders this block's logit stores (lane 0 of each
-  // warp) before thread 0's release-acquire arrival, after which the last block may read every block's logits.
-  int* cand = reinterpret_cast<int*>(hs);  // hs is free now (the launch gives it >= 2 E floats)
-  float* candv = hs + E;
-  __shared__ float scratch[kMoeWarps];
-  __shared__ int ids[kMoeMaxTopK];
-  __shared__ float wts[kMoeMaxTopK];
-  __shared__ int ncand;
-  __shared__ int is_last;
-  if (threadIdx.x == 0) is_last = split_arrive(p.counter) == static_cast<int>(gridDim.x) - 1;
-  __syncthreads();
-  if (!is_last) return;
-  for (int t = 0; t < p.tokens; ++t) {
-    moe_route_block_cand<T, kMoeWarps / kMoeRouterWarps>(static_cast<const T*>(p.logits) + static_cast<size_t>(t) * E,
-                                                         E, p.top_k, p.renormalize, scratch, ids, wts, cand, candv,
-                                                         &ncand, false);
-    if (threadIdx.x < p.top_k) {
-      p.ids_out[static_cast<size_t>(t) * p.top_k + threadIdx.x] = ids[threadIdx.x];
-      p.weights_out[static_cast<size_t>(t) * p.top_k + threadIdx.x] = wts[threadIdx.x];
-    }
-  }
-  if (threadIdx.x == 0) *p.counter = 0;
 }
 
 }  // namespace revolta

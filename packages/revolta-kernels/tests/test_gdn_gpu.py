@@ -1,7 +1,7 @@
 """Native Gated DeltaNet and conv kernels against the pure-torch references on the same GPU inputs.
 
 Gated delta rule (decode, recurrent prefill), causal conv1d (update, varlen prefill with snapshots), GDN
-gating, gated RMSNorm, and the hybrid decode ops replayed in a CUDA graph (the MoE kernels: test_moe_gpu.py).
+gating, gated RMSNorm, and a hybrid model's decode ops replayed in a CUDA graph (the MoE kernels: test_moe_gpu.py).
 Every check draws fresh random inputs, poisons freed allocator blocks with NaN (an unwritten output shows), and
 states its bound as relative L2 error ||native - ref|| / ||ref||: fp32 math on both sides, so the bound is the
 storage type's rounding (fp16 2e-3, bf16 1e-2, fp32 1e-4 -- the prefill reference is the chunked UT form, the
@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from hybrid_cases import DTYPES, TOL, cuda_gen, experts
 from kernels_cases import poison_allocator, rel_err
+from moe_cases import DTYPES, TOL, cuda_gen, experts
 
 import revolta_kernels
-from revolta_kernels import ops_hybrid
+from revolta_kernels import ops_gdn, ops_moe
 from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
 
@@ -38,22 +38,11 @@ def _qkv(n, hk, hv, dk, dv, dtype, gen):
     return q, k, v, g, beta
 
 
-@pytest.fixture(params=[True, False], ids=["persistent", "one-item"])
-def decode_variant(request):
-    """Both decode kernels: the grid-sized one that prefetches the next item, and one block per item."""
-    from revolta_kernels import native_hybrid
-
-    old = native_hybrid.GDN_DECODE_PERSISTENT
-    native_hybrid.GDN_DECODE_PERSISTENT = request.param
-    yield request.param
-    native_hybrid.GDN_DECODE_PERSISTENT = old
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("batch", "hk", "hv", "dk", "dv"), [(32, 16, 32, 128, 128), (3, 2, 4, 64, 64),
                                                             (5, 4, 4, 128, 192), (300, 2, 2, 128, 64)])
 @pytest.mark.parametrize("l2norm", [True, False])
-def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm, decode_variant):
+def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm):
     gen = cuda_gen(batch * dk + dv)
     q, k, v, g, beta = _qkv(batch, hk, hv, dk, dv, dtype, gen)
     pool = torch.randn(batch + 7, hv, dk, dv, device="cuda", generator=gen) * 0.3
@@ -61,21 +50,21 @@ def test_gdn_decode(dtype, batch, hk, hv, dk, dv, l2norm, decode_variant):
     want_pool = pool.clone()
     want = ref_gdn.gated_delta_rule_recurrent(q, k, v, g, beta, want_pool, slots, l2norm)
     poison_allocator()
-    got = ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, pool, slots, l2norm)
+    got = ops_gdn.gated_delta_rule_decode(q, k, v, g, beta, pool, slots, l2norm)
     assert got.dtype == dtype and got.shape == (batch, hv, dv)
     assert rel_err(got, want) < TOL[dtype]
     assert rel_err(pool, want_pool) < 1e-5  # fp32 state, untouched slots equal
 
 
-def test_gdn_decode_padding_slot_writes_nothing(decode_variant, gdn_split):
-    from revolta_kernels import native_hybrid
+def test_gdn_decode_padding_slot_writes_nothing():
+    from revolta_kernels import native_gdn
 
     gen = cuda_gen(7)
     q, k, v, g, beta = _qkv(3, 2, 4, 128, 128, torch.float16, gen)
     pool = torch.randn(4, 4, 128, 128, device="cuda", generator=gen)
     before = pool.clone()
     idx = torch.tensor([1, -1, 2], device="cuda")
-    out = native_hybrid.gated_delta_rule_decode(q, k, v, g, beta, pool, idx, True)
+    out = native_gdn.gated_delta_rule_decode(q, k, v, g, beta, pool, idx, True)
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
     assert not torch.equal(pool[1], before[1])
@@ -83,25 +72,16 @@ def test_gdn_decode_padding_slot_writes_nothing(decode_variant, gdn_split):
     a, b = torch.randn(2, 3, 4, device="cuda", generator=gen).half()
     z = torch.randn(3, 4, 128, device="cuda", generator=gen).half()
     ones = torch.ones(4, device="cuda").half()
-    out = native_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, ones, ones, z, torch.ones(128, device="cuda").half(),
-                                                      1e-6, pool, idx, True)
+    out = native_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, ones, ones, z, torch.ones(128, device="cuda").half(),
+                                                   1e-6, pool, idx, True)
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
-
-
-@pytest.fixture(params=["split", "whole"])
-def gdn_split(request, monkeypatch):
-    """The fused decode step both ways: each head over 4 blocks (split kernel) or one block per head."""
-    from revolta_kernels import native_hybrid
-
-    monkeypatch.setattr(native_hybrid, "GDN_SPLIT_MAX_BLOCKS", 1 << 30 if request.param == "split" else 0)
-    return request.param
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("batch", "hk", "hv", "dk"),
                          [(1, 16, 32, 128), (2, 16, 32, 128), (32, 16, 32, 128), (7, 2, 6, 64)])
-def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk, gdn_split):
+def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, hv, dk):
     gen = cuda_gen(100 + batch + dk)
     dv = 128
     q, k, v, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
@@ -116,16 +96,16 @@ def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, 
     want_pool = pool.clone()
     want = ref_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, want_pool, slots, True)
     poison_allocator()
-    got = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    got = ops_gdn.gated_delta_rule_decode_fused(q, k, v, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
     assert got.dtype == dtype and got.shape == (batch, hv, dv)
     assert rel_err(got, want) < 2 * TOL[dtype]  # two roundings to the storage type on each side
     assert rel_err(pool, want_pool) < 1e-5
-    # a second step on the updated states (the split kernel's arrival counters must have re-armed)
+    # a second step on the updated states (the kernel's arrival counters must have re-armed)
     q2, k2, v2, _, _ = _qkv(batch, hk, hv, dk, dv, dtype, gen)
     want2 = ref_gdn.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, want_pool, slots,
                                                   True)
     poison_allocator()
-    got2 = ops_hybrid.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
+    got2 = ops_gdn.gated_delta_rule_decode_fused(q2, k2, v2, a, b, a_log, dt_bias, z, w, 1e-6, pool, slots, True)
     assert rel_err(got2, want2) < 2 * TOL[dtype]
     assert rel_err(pool, want_pool) < 1e-5
 
@@ -134,7 +114,7 @@ def test_gdn_decode_fused_is_gating_delta_rule_and_gated_norm(dtype, batch, hk, 
 @pytest.mark.parametrize(("batch", "hk", "hv", "dk", "width"),
                          [(1, 16, 32, 128, 4), (2, 16, 32, 128, 4), (5, 2, 6, 64, 3), (3, 4, 4, 128, 2)])
 def test_gdn_decode_fused_conv_is_conv_update_then_fused_step(dtype, batch, hk, hv, dk, width):
-    """The split kernel with the conv folded in against the reference conv update + fused step (two steps)."""
+    """The fused kernel with the conv folded in against the reference conv update + fused step (two steps)."""
     gen = cuda_gen(300 + batch + dk + width)
     dv = 128
     conv_dim = 2 * hk * dk + hv * dv
@@ -155,7 +135,7 @@ def test_gdn_decode_fused_conv_is_conv_update_then_fused_step(dtype, batch, hk, 
         want = ref_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_w, want_conv, a, b, a_log, dt_bias, z, w, 1e-6,
                                                           want_pool, slots, True)
         poison_allocator()
-        got = ops_hybrid.gated_delta_rule_decode_fused_conv(qkv, conv_w, conv_pool, a, b, a_log, dt_bias, z, w,
+        got = ops_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_w, conv_pool, a, b, a_log, dt_bias, z, w,
                                                             1e-6, pool, slots, True)
         assert got.dtype == dtype and got.shape == (batch, hv, dv), step
         assert rel_err(got, want) < 3 * TOL[dtype], step  # conv output, delta rule output, norm: 3 roundings
@@ -165,7 +145,7 @@ def test_gdn_decode_fused_conv_is_conv_update_then_fused_step(dtype, batch, hk, 
 
 
 def test_gdn_decode_fused_conv_padding_slot():
-    from revolta_kernels import native_hybrid
+    from revolta_kernels import native_gdn
 
     gen = cuda_gen(77)
     hk, hv, dk, dv, width = 2, 4, 128, 128, 4
@@ -179,7 +159,7 @@ def test_gdn_decode_fused_conv_padding_slot():
     b, a = proj[:, conv_dim + hv * dv : conv_dim + hv * dv + hv], proj[:, conv_dim + hv * dv + hv :]
     ones = torch.ones(hv, device="cuda").half()
     conv_w = torch.randn(conv_dim, width, device="cuda", generator=gen).half()
-    out = native_hybrid.gated_delta_rule_decode_fused_conv(qkv, conv_w, conv_pool, a, b, ones, ones, z,
+    out = native_gdn.gated_delta_rule_decode_fused_conv(qkv, conv_w, conv_pool, a, b, ones, ones, z,
                                                            torch.ones(dv, device="cuda").half(), 1e-6, pool, idx, True)
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     assert torch.equal(pool[0], before[0]) and torch.equal(pool[3], before[3])
@@ -204,7 +184,7 @@ def test_gdn_prefill_varlen_with_snapshots(dtype, hk, hv, dk, dv):
     want = ref_gdn.gated_delta_rule_chunked(q, k, v, g, beta, want_pool, qsl, slots, True, snap_seq, snap_len,
                                             snap_slot)
     poison_allocator()
-    got = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta, pool, qsl, slots, True, snap_seq, snap_len,
+    got = ops_gdn.gated_delta_rule_prefill(q, k, v, g, beta, pool, qsl, slots, True, snap_seq, snap_len,
                                               snap_slot)
     assert got.shape == (n, hv, dv)
     assert rel_err(got, want) < TOL[dtype]
@@ -221,7 +201,7 @@ def test_gdn_prefill_long_sequence_matches_chunked_reference():
     idx = torch.tensor([1], device="cuda")
     empty = torch.zeros(0, dtype=torch.int64, device="cuda")
     want = ref_gdn.gated_delta_rule_chunked(q, k, v, g, beta, want_pool, qsl, idx, True, empty, empty, empty)
-    got = ops_hybrid.gated_delta_rule_prefill(q, k, v, g, beta, pool, qsl, idx, True, empty, empty, empty)
+    got = ops_gdn.gated_delta_rule_prefill(q, k, v, g, beta, pool, qsl, idx, True, empty, empty, empty)
     assert rel_err(got, want) < TOL[torch.float16]
     assert rel_err(pool, want_pool) < 1e-4
 
@@ -240,7 +220,7 @@ def test_conv1d_update(dtype, width, bias):
     want_pool = pool.clone()
     want = ref_conv.causal_conv1d_update(x, w, bv, want_pool, slots, True)
     poison_allocator()
-    got = ops_hybrid.causal_conv1d_update(x, w, bv, pool, slots, True)
+    got = ops_gdn.causal_conv1d_update(x, w, bv, pool, slots, True)
     assert rel_err(got, want) < TOL[dtype]
     assert torch.equal(pool, want_pool)  # the state is a shift of stored values
 
@@ -263,7 +243,7 @@ def test_conv1d_prefill_varlen_with_snapshots(dtype, bias):
     want_pool = pool.clone()
     want = ref_conv.causal_conv1d(x, w, bv, want_pool, qsl, slots, True, snap_seq, snap_len, snap_slot)
     poison_allocator()
-    got = ops_hybrid.causal_conv1d(x, w, bv, pool, qsl, slots, True, snap_seq, snap_len, snap_slot)
+    got = ops_gdn.causal_conv1d(x, w, bv, pool, qsl, slots, True, snap_seq, snap_len, snap_slot)
     assert rel_err(got, want) < TOL[dtype]
     assert torch.equal(pool, want_pool)
 
@@ -277,7 +257,7 @@ def test_gdn_gating_and_gated_rms_norm(dtype):
     a_log = (torch.rand(h, device="cuda", generator=gen) * 3 - 4).to(dtype)
     dt_bias = torch.randn(h, device="cuda", generator=gen).to(dtype)
     poison_allocator()
-    g, beta = ops_hybrid.gdn_gating(a, b, a_log, dt_bias)
+    g, beta = ops_gdn.gdn_gating(a, b, a_log, dt_bias)
     want_g, want_beta = ref_gdn.gdn_gating(a, b, a_log, dt_bias)
     assert g.dtype == torch.float32 and beta.dtype == dtype
     assert rel_err(g, want_g) < 1e-5 and rel_err(beta, want_beta) < TOL[dtype]
@@ -285,7 +265,7 @@ def test_gdn_gating_and_gated_rms_norm(dtype):
     z = proj[:, 3 * h :].reshape(t, h, d)  # strided rows, as the layer passes its gate projection
     w = torch.randn(d, device="cuda", generator=gen).to(dtype)
     poison_allocator()
-    got = ops_hybrid.rms_norm_gated(x, z, w, 1e-6)
+    got = ops_gdn.rms_norm_gated(x, z, w, 1e-6)
     assert rel_err(got, ref_gdn.rms_norm_gated(x, z, w, 1e-6)) < TOL[dtype]
 
 
@@ -306,18 +286,18 @@ def test_decode_ops_replay_in_a_cuda_graph():
     slots = torch.tensor([4, 1, 0, 3], device="cuda")
 
     def step(x, hid, logits, conv, rec):
-        qkv = ops_hybrid.causal_conv1d_update(x[:, :conv_dim], w, None, conv, slots, True)
-        g, beta = ops_hybrid.gdn_gating(x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :], a_log, dt_bias)
+        qkv = ops_gdn.causal_conv1d_update(x[:, :conv_dim], w, None, conv, slots, True)
+        g, beta = ops_gdn.gdn_gating(x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :], a_log, dt_bias)
         q = qkv[:, : hk * d].view(bsz, hk, d)
         k = qkv[:, hk * d : 2 * hk * d].view(bsz, hk, d)
         v = qkv[:, 2 * hk * d :].view(bsz, hv, d)
-        o = ops_hybrid.gated_delta_rule_decode(q, k, v, g, beta, rec, slots, True)
-        o = ops_hybrid.rms_norm_gated(o, v, torch.ones(d, device="cuda").half(), 1e-6)
-        o2 = ops_hybrid.gated_delta_rule_decode_fused(q, k, v, x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :],
-                                                      a_log, dt_bias, v, torch.ones(d, device="cuda").half(), 1e-6,
-                                                      rec, slots, True)
-        routed = ops_hybrid.moe_block(hid, ops_hybrid.moe_router(hid, wr), w13, w2, 4, True, None, None, None)
-        return o + o2, ops_hybrid.moe_block(hid, logits, w13, w2, 4, True, None, None, None) + routed
+        o = ops_gdn.gated_delta_rule_decode(q, k, v, g, beta, rec, slots, True)
+        o = ops_gdn.rms_norm_gated(o, v, torch.ones(d, device="cuda").half(), 1e-6)
+        o2 = ops_gdn.gated_delta_rule_decode_fused(q, k, v, x[:, conv_dim : conv_dim + hv], x[:, conv_dim + hv :],
+                                                   a_log, dt_bias, v, torch.ones(d, device="cuda").half(), 1e-6,
+                                                   rec, slots, True)
+        routed = ops_moe.moe_block(hid, ops_moe.moe_router(hid, wr), w13, w2, 4, True, None, None, None)
+        return o + o2, ops_moe.moe_block(hid, logits, w13, w2, 4, True, None, None, None) + routed
 
     step(static_x, static_h, static_logits, conv_pool, rec_pool)  # warm-up outside the graph
     torch.cuda.synchronize()
@@ -336,6 +316,3 @@ def test_decode_ops_replay_in_a_cuda_graph():
         want = step(x, hid, logits, ref_conv_pool, ref_rec_pool)
         assert torch.equal(outs[0], want[0]) and torch.equal(outs[1], want[1]), f"replay {i}"
     assert torch.equal(rec_pool, ref_rec_pool) and torch.equal(conv_pool, ref_conv_pool)
-
-
-# ---------------------------------------------------------------------------------- MoE v3 + fused router norm

@@ -1,4 +1,4 @@
-"""Shared pieces of the hybrid-model GPU tests (test_hybrid_gpu.py, test_moe_gpu.py)."""
+"""Inputs and tolerances shared by the Gated DeltaNet and MoE GPU tests (test_gdn_gpu.py, test_moe_gpu.py)."""
 
 from __future__ import annotations
 

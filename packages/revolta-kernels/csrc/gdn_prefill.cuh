@@ -1,29 +1,11 @@
-// Gated delta rule (Gated DeltaNet linear attention) over fp32 recurrent states kept in a slot pool.
-// Self-contained for NVRTC (CUDA headers only); sm_70-legal: fp32 math, fp16/bf16 only as storage.
-//
-// Per value head the state S is [DK, Dv] float32 (row i = key dim, column j = value dim). For each token:
-//   S <- exp(g) S;  delta = beta (v - S^T k);  S <- S + k delta^T;  o = S^T q
-// with q, k optionally L2-normalised (x * rsqrt(sum x^2 + 1e-6)) and q scaled by DK^-0.5. Value head h reads
-// key head h / (Hv / Hk). Both kernels use o_j = e^g (S^T q)_j + delta_j (k . q), so one pass over S gives the
-// two column sums S^T k and S^T q before S is updated.
+// The gated delta rule (delta_rule.cuh has the recurrence) over variable-length sequences: the prefill of a Gated
+// DeltaNet layer, tokens in order, states in a slot pool, with snapshots of a sequence's state after given lengths
+// (prefix caching). Self-contained for NVRTC (CUDA headers only); sm_70-legal: fp32 math, fp16/bf16 only as storage.
 #pragma once
 
 #include "common.cuh"
 
 namespace revolta {
-
-struct GdnDecodeParams {
-  const void* q;  // [B, Hk, DK] (strides below, last dim contiguous)
-  const void* k;
-  const void* v;  // [B, Hv, Dv]
-  const float* g;  // [B, Hv] log decay (<= 0)
-  const void* beta;  // [B, Hv], storage type of v
-  float* states;  // [S, Hv, DK, Dv]
-  const int64_t* state_indices;  // [B]; a negative slot leaves the pool alone and outputs zeros
-  void* out;  // [B, Hv, Dv] contiguous
-  long long q_stride_b, q_stride_h, k_stride_b, k_stride_h, v_stride_b, v_stride_h, g_stride_b, beta_stride_b;
-  int batch, num_k_heads, num_v_heads, dv, use_l2norm;
-};
 
 struct GdnPrefillParams {
   const void* q;  // [T, Hk, DK]
@@ -83,117 +65,6 @@ template <> struct VecLoad<float, 2> {
     o[0] = a.x; o[1] = a.y;
   }
 };
-
-// ------------------------------------------------------------------------------------------------- decode
-// Block = (64 value columns, value head, sequence), 256 threads: thread = (row group rg in 0..15, column quad).
-// It holds rows rg, rg + 16, ... of its 4 columns (DK / 16 float4 in registers): the state is read once with
-// 16-byte loads, reduced over rows (shuffle + shared memory), updated and written back once.
-constexpr int kGdnDecodeThreads = 256;
-constexpr int kGdnDecodeCols = 64;
-
-template <typename T, int DK>
-__global__ void __launch_bounds__(kGdnDecodeThreads) gdn_decode_kernel(GdnDecodeParams p) {
-  static_assert(DK % 32 == 0 && 2 * DK <= kGdnDecodeThreads, "DK must be 32, 64 or 128");
-  constexpr int ROWS = DK / 16;
-  constexpr int WARPS = kGdnDecodeThreads / 32;
-  __shared__ float qk[2 * DK];  // raw k then raw q (fp32)
-  __shared__ float4 red[WARPS][2][16];  // per warp: column sums S^T k, S^T q of the 64 columns
-  __shared__ float norms[DK / 32][3];  // per warp of the q/k load: sum k^2, sum q^2, sum k q
-
-  const int tid = threadIdx.x, quad = tid & 15, rg = tid >> 4, lane = tid & 31, warp = tid >> 5;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int col = blockIdx.x * kGdnDecodeCols + quad * 4;
-  T* out = static_cast<T*>(p.out) + (static_cast<size_t>(b) * p.num_v_heads + h) * p.dv + col;
-  const long long slot = p.state_indices[b];
-  if (slot < 0) {  // padding row: touch no state
-    if (rg == 0) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) out[c] = from_float<T>(0.f);
-    }
-    return;
-  }
-  float* S = p.states + (static_cast<size_t>(slot) * p.num_v_heads + h) * DK * p.dv + col;
-  float4 s[ROWS];
-#pragma unroll
-  for (int m = 0; m < ROWS; ++m) s[m] = *reinterpret_cast<const float4*>(S + static_cast<size_t>(rg + 16 * m) * p.dv);
-
-  const int kh = h / (p.num_v_heads / p.num_k_heads);
-  if (tid < DK) {
-    qk[tid] = to_float(static_cast<const T*>(p.k)[b * p.k_stride_b + kh * p.k_stride_h + tid]);
-  } else if (tid < 2 * DK) {
-    qk[tid] = to_float(static_cast<const T*>(p.q)[b * p.q_stride_b + kh * p.q_stride_h + tid - DK]);
-  }
-  const float eg = expf(p.g[b * p.g_stride_b + h]);
-  const float bt = to_float(static_cast<const T*>(p.beta)[b * p.beta_stride_b + h]);
-  float vv[4];
-  const T* vp = static_cast<const T*>(p.v) + b * p.v_stride_b + h * p.v_stride_h + col;
-#pragma unroll
-  for (int c = 0; c < 4; ++c) vv[c] = to_float(vp[c]);
-  __syncthreads();
-  if (tid < DK) {
-    const float kx = qk[tid], qx = qk[DK + tid];
-    const float a = warp_sum(kx * kx), c = warp_sum(qx * qx), d = warp_sum(kx * qx);
-    if (lane == 0) {
-      norms[warp][0] = a;
-      norms[warp][1] = c;
-      norms[warp][2] = d;
-    }
-  }
-  float sk[4] = {0.f, 0.f, 0.f, 0.f}, sq[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int m = 0; m < ROWS; ++m) {
-    const float kx = qk[rg + 16 * m], qx = qk[DK + rg + 16 * m];
-    sk[0] += s[m].x * kx; sk[1] += s[m].y * kx; sk[2] += s[m].z * kx; sk[3] += s[m].w * kx;
-    sq[0] += s[m].x * qx; sq[1] += s[m].y * qx; sq[2] += s[m].z * qx; sq[3] += s[m].w * qx;
-  }
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {  // row groups rg and rg ^ 1 share a warp
-    sk[c] += __shfl_xor_sync(0xffffffffu, sk[c], 16);
-    sq[c] += __shfl_xor_sync(0xffffffffu, sq[c], 16);
-  }
-  if (lane < 16) {
-    red[warp][0][quad] = make_float4(sk[0], sk[1], sk[2], sk[3]);
-    red[warp][1][quad] = make_float4(sq[0], sq[1], sq[2], sq[3]);
-  }
-  __syncthreads();
-  float ssk = 0.f, ssq = 0.f, dot = 0.f;
-#pragma unroll
-  for (int w = 0; w < DK / 32; ++w) {
-    ssk += norms[w][0];
-    ssq += norms[w][1];
-    dot += norms[w][2];
-  }
-  float SK[4] = {0.f, 0.f, 0.f, 0.f}, SQ[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) {
-    const float4 a = red[w][0][quad], c = red[w][1][quad];
-    SK[0] += a.x; SK[1] += a.y; SK[2] += a.z; SK[3] += a.w;
-    SQ[0] += c.x; SQ[1] += c.y; SQ[2] += c.z; SQ[3] += c.w;
-  }
-  const float kn = p.use_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
-  const float qn = (p.use_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f) * rsqrtf(static_cast<float>(DK));
-  const float kq = dot * kn * qn;
-  float delta[4], o[4];
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    delta[c] = bt * (vv[c] - eg * kn * SK[c]);
-    o[c] = eg * qn * SQ[c] + delta[c] * kq;
-  }
-#pragma unroll
-  for (int m = 0; m < ROWS; ++m) {
-    const float kx = kn * qk[rg + 16 * m];
-    float4 r;
-    r.x = fmaf(eg, s[m].x, kx * delta[0]);
-    r.y = fmaf(eg, s[m].y, kx * delta[1]);
-    r.z = fmaf(eg, s[m].z, kx * delta[2]);
-    r.w = fmaf(eg, s[m].w, kx * delta[3]);
-    *reinterpret_cast<float4*>(S + static_cast<size_t>(rg + 16 * m) * p.dv) = r;
-  }
-  if (rg == 0) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) out[c] = from_float<T>(o[c]);
-  }
-}
 
 // ------------------------------------------------------------------------------------------------ prefill
 // Recurrent form, tokens streamed in order. Block = (16 value columns, value head, sequence), 4 warps; lane =
