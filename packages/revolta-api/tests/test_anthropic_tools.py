@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 
-import anthropic
-import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import anthropic_client, openai_client, serve
 
 from revolta_api.chat_parsing import ChatParsing
 
@@ -57,12 +55,12 @@ def url():
 
 @pytest.fixture(scope="module")
 def claude(url):
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=300)
+    return anthropic_client(url)
 
 
 @pytest.fixture(scope="module")
 def oai(url):
-    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
+    return openai_client(url)
 
 
 def ask(claude, messages, **kwargs):

@@ -14,7 +14,7 @@ import anthropic
 import jsonschema
 import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import anthropic_client, openai_client, serve
 
 PERSON = {
     "type": "object",
@@ -47,12 +47,12 @@ def url():
 
 @pytest.fixture(scope="module")
 def oai(url):
-    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=600)
+    return openai_client(url, timeout=600)
 
 
 @pytest.fixture(scope="module")
 def claude(url):
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=600)
+    return anthropic_client(url, timeout=600)
 
 
 def chat(oai, **kwargs):
