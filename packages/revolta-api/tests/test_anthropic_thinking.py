@@ -28,16 +28,6 @@ def url(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def oai(url):
-    return openai_client(url)
-
-
-@pytest.fixture(scope="module")
-def claude(url):
-    return anthropic_client(url)
-
-
-@pytest.fixture(scope="module")
 def raw(oai):
     """The raw output with thinking off, and the expected (reasoning, content) split of it."""
     reply = oai.chat.completions.create(model="smol", messages=QUESTION, max_tokens=24, temperature=0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sdk_server import anthropic_client, openai_client, serve
+from sdk_server import serve
 
 from revolta_api.chat_parsing import ChatParsing
 
@@ -51,16 +51,6 @@ def url():
     parsing = ChatParsing(tool_call_parser="hermes", enable_auto_tool_choice=True)
     with serve(parsing=parsing, max_model_len=1024, chat_template=HERMES_CHATML) as (base, _):
         yield base
-
-
-@pytest.fixture(scope="module")
-def claude(url):
-    return anthropic_client(url)
-
-
-@pytest.fixture(scope="module")
-def oai(url):
-    return openai_client(url)
 
 
 def ask(claude, messages, **kwargs):

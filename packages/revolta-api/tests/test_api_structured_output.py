@@ -14,7 +14,7 @@ import anthropic
 import jsonschema
 import openai
 import pytest
-from sdk_server import anthropic_client, openai_client, serve
+from sdk_server import serve
 
 PERSON = {
     "type": "object",
@@ -43,16 +43,6 @@ GREEDY = {"temperature": 0}
 def url():
     with serve(max_model_len=1024) as (base, _):
         yield base
-
-
-@pytest.fixture(scope="module")
-def oai(url):
-    return openai_client(url, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def claude(url):
-    return anthropic_client(url, timeout=600)
 
 
 def chat(oai, **kwargs):
