@@ -6,9 +6,9 @@ import anthropic
 import httpx
 import openai
 import pytest
-from anthropic_server import raw_events, serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sdk_server import raw_events, serve
 
 from revolta_api.anthropic import messages as messages_module
 from revolta_api.anthropic.errors import ERROR_TYPES, anthropic_error_body

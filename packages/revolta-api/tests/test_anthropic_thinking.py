@@ -7,12 +7,10 @@ same prompt here, so its content is the raw output the split is checked against.
 
 from __future__ import annotations
 
-import anthropic
 import httpx
-import openai
 import pytest
-from anthropic_server import raw_events, serve
 from parser_tokenizer import make_thinking_model
+from sdk_server import anthropic_client, openai_client, raw_events, serve
 
 from revolta_api.chat_parsing import ChatParsing
 from revolta_api.state import ServingOptions
@@ -27,16 +25,6 @@ def url(tmp_path_factory):
     model = make_thinking_model(tmp_path_factory.mktemp("thinking") / "model")
     with serve(parsing=ChatParsing(reasoning_parser="deepseek_r1"), max_model_len=256, model=str(model)) as (base, _):
         yield base
-
-
-@pytest.fixture(scope="module")
-def oai(url):
-    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def claude(url):
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -115,13 +103,13 @@ def thinking_off_server(tmp_path_factory):
 
 def test_server_default_turns_thinking_off_unless_the_request_turns_it_on(thinking_off_server, raw):
     text, reasoning, content = raw
-    oai = openai.OpenAI(base_url=thinking_off_server + "/v1", api_key="x", max_retries=0, timeout=300)
+    oai = openai_client(thinking_off_server)
     kwargs = dict(model="smol", messages=QUESTION, max_tokens=24, temperature=0)
     plain = oai.chat.completions.create(**kwargs).choices[0].message
     assert plain.content == text and getattr(plain, "reasoning", None) is None
     asked = oai.chat.completions.create(**kwargs, extra_body={"chat_template_kwargs": {"enable_thinking": True}})
     assert (asked.choices[0].message.reasoning, asked.choices[0].message.content) == (reasoning, content)
-    claude = anthropic.Anthropic(base_url=thinking_off_server, api_key="x", max_retries=0, timeout=300)
+    claude = anthropic_client(thinking_off_server)
     reply = claude.messages.create(model="smol", max_tokens=24, messages=QUESTION, extra_body=GREEDY)
     assert [b.type for b in reply.content] == ["text"] and reply.content[0].text == text
     on = claude.messages.create(model="smol", max_tokens=24, messages=QUESTION, thinking=ON, extra_body=GREEDY)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 
-import anthropic
-import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import serve
 
 from revolta_api.chat_parsing import ChatParsing
 
@@ -53,16 +51,6 @@ def url():
     parsing = ChatParsing(tool_call_parser="hermes", enable_auto_tool_choice=True)
     with serve(parsing=parsing, max_model_len=1024, chat_template=HERMES_CHATML) as (base, _):
         yield base
-
-
-@pytest.fixture(scope="module")
-def claude(url):
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def oai(url):
-    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
 
 
 def ask(claude, messages, **kwargs):

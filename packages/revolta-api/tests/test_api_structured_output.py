@@ -14,7 +14,7 @@ import anthropic
 import jsonschema
 import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import serve
 
 PERSON = {
     "type": "object",
@@ -43,16 +43,6 @@ GREEDY = {"temperature": 0}
 def url():
     with serve(max_model_len=1024) as (base, _):
         yield base
-
-
-@pytest.fixture(scope="module")
-def oai(url):
-    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def claude(url):
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=600)
 
 
 def chat(oai, **kwargs):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import openai_client, serve
 
 LIMIT = 6  # the generation config's max_new_tokens
 MESSAGES = [{"role": "user", "content": "Write a long story about a dragon."}]
@@ -21,7 +21,7 @@ def base_url():
 
 @pytest.fixture(scope="module")
 def client(base_url) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url + "/v1", api_key="x", max_retries=0, timeout=300)
+    return openai_client(base_url)
 
 
 def test_chat_without_sampling_values_gets_the_model_defaults(client):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import openai_client, serve
 
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.errors import InvalidRequestError
@@ -15,7 +15,7 @@ MSG = [{"role": "user", "content": "Hi"}]
 
 def test_a_raised_limit_serves_more_and_refuses_past_it():
     with serve(max_logprobs=30) as (url, _):
-        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
+        client = openai_client(url)
         reply = client.chat.completions.create(model="smol", messages=MSG, max_tokens=2, logprobs=True,
                                                top_logprobs=25)
         assert all(len(p.top_logprobs) == 25 for p in reply.choices[0].logprobs.content)

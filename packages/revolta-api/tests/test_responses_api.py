@@ -11,7 +11,7 @@ import time
 import jsonschema
 import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import openai_client, serve
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "pattern": "^[A-Za-z ]{1,20}$"}},
            "required": ["city"], "additionalProperties": False}
@@ -23,7 +23,7 @@ CITY = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Osl
 @pytest.fixture(scope="module")
 def oai():
     with serve(max_model_len=1024) as (base, _):
-        yield openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=600)
+        yield openai_client(base, timeout=600)
 
 
 def test_text_answer_with_usage(oai):
@@ -142,7 +142,7 @@ def test_the_store_keeps_the_most_recently_used():
 @pytest.fixture(scope="module")
 def background_server():
     with serve(max_model_len=1024) as (base, client):
-        yield openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=600), client
+        yield openai_client(base, timeout=600), client
 
 
 def wait_for(oai, response_id: str, timeout: float = 120.0):

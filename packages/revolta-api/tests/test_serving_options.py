@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import httpx
-import openai
-from anthropic_server import serve
+from sdk_server import openai_client, serve
 
 from revolta_api.state import ServingOptions
 
@@ -15,7 +14,7 @@ MSG = [{"role": "user", "content": "Hi"}]
 def test_forced_usage_chunks_and_logprob_tokens_as_ids():
     options = ServingOptions(force_include_usage=True, return_tokens_as_token_ids=True)
     with serve(options=options) as (url, _):
-        client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
+        client = openai_client(url)
         chunks = list(client.chat.completions.create(model="smol", messages=MSG, max_tokens=3, stream=True))
         assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 3
         text_chunks = list(client.completions.create(model="smol", prompt="Hi", max_tokens=3, stream=True))

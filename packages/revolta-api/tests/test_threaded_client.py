@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import openai
 import pytest
-from anthropic_server import serve
+from sdk_server import openai_client, serve
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +13,7 @@ def base_url():
 
 
 def test_chat_and_stream_through_the_threaded_client(base_url):
-    client = openai.OpenAI(base_url=base_url + "/v1", api_key="x", max_retries=0, timeout=300)
+    client = openai_client(base_url)
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     reply = client.chat.completions.create(model="smol", messages=messages, max_tokens=10, temperature=0)
     assert "Paris" in reply.choices[0].message.content

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from anthropic_server import serve
+from sdk_server import serve
 
 from revolta_api.valid_unicode import unpaired_surrogate_at
 

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from revolta_api.chat_output import ChatOutputParser, OutputEvent
 from revolta_api.state import ServerState
+from revolta_api.streaming import close_stream
 from revolta_engine.outputs import CompletionOutput, RequestOutput
 from revolta_engine.sampling_params import SamplingParams
 
@@ -68,3 +69,11 @@ class ParsedCall:
                 yield api_event
         for api_event in self._assembler.close():
             yield api_event
+
+    async def _run(self, outputs: AsyncIterator[RequestOutput]) -> None:
+        """Parse ``outputs`` to the end (its events build the answer in the assembler); close the stream."""
+        try:
+            async for _ in self._events(outputs):
+                pass
+        finally:
+            await close_stream(outputs)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from fastapi import Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 T = TypeVar("T")
 
@@ -21,9 +21,19 @@ def sse_event(payload: Any) -> bytes:
     return b"data: " + _json.encode(payload) + b"\n\n"
 
 
+def typed_sse_event(payload: dict[str, Any]) -> bytes:
+    """One ``event: <payload["type"]>`` + ``data:`` event (Anthropic's and the Responses API's framing)."""
+    return b"event: " + payload["type"].encode() + b"\ndata: " + _json.encode(payload) + b"\n\n"
+
+
 def encode_json(payload: Any) -> bytes:
     """Compact JSON bytes (msgspec: fast enough for the per-token path)."""
     return _json.encode(payload)
+
+
+def json_response(payload: Any) -> Response:
+    """A JSON response of ``payload`` (encoded by :func:`encode_json`)."""
+    return Response(encode_json(payload), media_type="application/json")
 
 
 def sse_response(events: AsyncIterator[bytes]) -> StreamingResponse:
@@ -58,6 +68,22 @@ async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
         return task.result()
     task.cancel()
     raise ClientDisconnected()
+
+
+async def json_reply(request: Request, work: Awaitable[Any]) -> Response:
+    """The JSON answer of a non-streaming request once ``work`` is done; 499 (nothing sent) when the client
+    leaves first (``work`` is cancelled, which aborts its requests)."""
+    try:
+        return json_response(await until_disconnect(request, work))
+    except ClientDisconnected:
+        return Response(status_code=499)
+
+
+async def close_stream(stream: AsyncIterator[Any]) -> None:
+    """Close ``stream`` if it can be closed (an engine stream closed early aborts its request)."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 async def merge_streams(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
@@ -129,9 +155,7 @@ async def prime_streams(request: Request, streams: list[AsyncIterator[T]]) -> li
 
 async def _close_all(streams: list[AsyncIterator]) -> None:
     for stream in streams:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception:  # a stream that already failed has nothing left to close
-                pass
+        try:
+            await close_stream(stream)
+        except Exception:  # a stream that already failed has nothing left to close
+            pass

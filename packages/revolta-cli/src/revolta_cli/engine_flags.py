@@ -158,6 +158,14 @@ def engine_args_from(ns: argparse.Namespace) -> Any:
     return EngineArgs.from_kwargs(**given)
 
 
+def llm_from(ns: argparse.Namespace) -> Any:
+    """An offline ``LLM`` with exactly the engine flags the user gave."""
+    from revolta_engine import LLM
+
+    args = engine_args_from(ns)
+    return LLM(**{k: getattr(args, k) for k in args.explicit})
+
+
 
 def model_argument(ns: argparse.Namespace) -> str | None:
     """The model from the positional argument or ``--model`` (vLLM's old spelling); both, if different, is an error."""

@@ -19,12 +19,13 @@ from revolta_api.openai.serving import check_prompt_ids
 from revolta_api.parsed_call import ParsedCall
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
-    ClientDisconnected,
     chain_first,
-    encode_json,
+    close_stream,
+    json_reply,
+    json_response,
     prime_streams,
     sse_response,
-    until_disconnect,
+    typed_sse_event,
 )
 from revolta_api.structured import anthropic_structured_outputs
 from revolta_engine.engine.prompt_input import encode_prompt
@@ -63,7 +64,7 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> Response:
     state = get_state(request)
     state.check_model(body.model)
     tokens = len(_render(state, get_parsing(request), body))
-    return Response(encode_json({"input_tokens": tokens}), media_type="application/json")
+    return json_response({"input_tokens": tokens})
 
 
 @router.post("/v1/messages")
@@ -87,15 +88,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
     if body.stream:
         stream, = await prime_streams(request, [state.client.generate(call.id, prompt_ids, params)])
         return sse_response(call.stream(stream))
-    try:
-        return Response(encode_json(await until_disconnect(request, call.complete())),
-                        media_type="application/json")
-    except ClientDisconnected:
-        return Response(status_code=499)
-
-
-def _event(payload: dict[str, Any]) -> bytes:
-    return b"event: " + payload["type"].encode() + b"\ndata: " + encode_json(payload) + b"\n\n"
+    return await json_reply(request, call.complete())
 
 
 class _MessageCall(ParsedCall):
@@ -152,12 +145,7 @@ class _MessageCall(ParsedCall):
 
     async def complete(self) -> dict:
         """Run to the end and build the ``message`` object."""
-        outputs = self.state.client.generate(self.id, self.prompt_ids, self.params)
-        try:
-            async for _ in self._events(outputs):
-                pass
-        finally:
-            await outputs.aclose()  # type: ignore[attr-defined]
+        await self._run(self.state.client.generate(self.id, self.prompt_ids, self.params))
         return self._message(self.blocks.blocks, *self._stop())
 
     async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
@@ -166,17 +154,16 @@ class _MessageCall(ParsedCall):
             # the first output is already here (prime_streams): it says how much of the prompt the cache held
             first = await anext(outputs)
             self.cached_tokens = first.num_cached_tokens
-            yield _event({"type": "message_start", "message": self._message([], None, None)})
-            yield _event({"type": "ping"})
+            yield typed_sse_event({"type": "message_start", "message": self._message([], None, None)})
+            yield typed_sse_event({"type": "ping"})
             async for block_event in self._events(chain_first(first, outputs)):
-                yield _event(block_event)
+                yield typed_sse_event(block_event)
             stop_reason, stop_sequence = self._stop()
-            yield _event({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                          "usage": self._usage()})
-            yield _event({"type": "message_stop"})
+            yield typed_sse_event({"type": "message_delta",
+                                   "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                                   "usage": self._usage()})
+            yield typed_sse_event({"type": "message_stop"})
         except Exception as exc:
             yield anthropic_error_event(to_api_error(exc))
         finally:
-            aclose = getattr(outputs, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await close_stream(outputs)

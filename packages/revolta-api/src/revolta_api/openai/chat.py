@@ -22,20 +22,13 @@ from revolta_api.openai.serving import (
     logprob_tokens_as_ids,
     random_id,
     sampling_params,
+    stream_usage,
     token_text,
     top_entries,
     usage,
 )
 from revolta_api.state import ServerState, get_state
-from revolta_api.streaming import (
-    DONE_EVENT,
-    ClientDisconnected,
-    encode_json,
-    prime_streams,
-    sse_event,
-    sse_response,
-    until_disconnect,
-)
+from revolta_api.streaming import DONE_EVENT, json_reply, prime_streams, sse_event, sse_response
 from revolta_engine.engine.prompt_input import encode_prompt, truncate_prompt
 from revolta_engine.outputs import PositionLogprobs, RequestOutput
 
@@ -84,11 +77,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     if body.stream:
         stream, = await prime_streams(request, [client.generate(request_id, prompt_ids, params, body.priority)])
         return sse_response(call.stream(stream))
-    try:
-        return Response(encode_json(await until_disconnect(request, call.complete())),
-                        media_type="application/json")
-    except ClientDisconnected:
-        return Response(status_code=499)
+    return await json_reply(request, call.complete())
 
 
 class _ChatCall:
@@ -188,9 +177,7 @@ class _ChatCall:
 
     async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
         """SSE chunks as OpenAI sends them; errors after the start become an error event; always ``[DONE]``."""
-        options = self.body.stream_options
-        include_usage = bool(options and options.include_usage) or self.state.options.force_include_usage
-        continuous = include_usage and bool(options and options.continuous_usage_stats)
+        include_usage, continuous = stream_usage(self.body, self.state)
         n = self.params.n
         counts = [0] * n
         prompt_len = len(self.prompt_ids)

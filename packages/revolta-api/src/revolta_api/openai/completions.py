@@ -20,6 +20,7 @@ from revolta_api.openai.serving import (
     logprob_tokens_as_ids,
     random_id,
     sampling_params,
+    stream_usage,
     token_text,
     top_entries,
     usage,
@@ -27,13 +28,11 @@ from revolta_api.openai.serving import (
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
     DONE_EVENT,
-    ClientDisconnected,
-    encode_json,
+    json_reply,
     merge_streams,
     prime_streams,
     sse_event,
     sse_response,
-    until_disconnect,
 )
 from revolta_engine.engine.prompt_input import encode_prompt, truncate_prompt
 from revolta_engine.outputs import PositionLogprobs
@@ -67,11 +66,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     call = _CompletionCall(state, body, random_id("cmpl", body.request_id), prompts, params)
     if body.stream:
         return sse_response(call.stream(await prime_streams(request, call.streams())))
-    try:
-        return Response(encode_json(await until_disconnect(request, call.complete())),
-                        media_type="application/json")
-    except ClientDisconnected:
-        return Response(status_code=499)
+    return await json_reply(request, call.complete())
 
 
 def _prompts(body: CompletionRequest, tokenizer: Any) -> list[tuple[str | None, list[int]]]:
@@ -204,9 +199,7 @@ class _CompletionCall:
 
     async def stream(self, streams: list[AsyncIterator]) -> AsyncIterator[bytes]:
         """SSE ``text_completion`` chunks; usage chunk when asked; errors as an event; always ``[DONE]``."""
-        options = self.body.stream_options
-        include_usage = bool(options and options.include_usage) or self.state.options.force_include_usage
-        continuous = include_usage and bool(options and options.continuous_usage_stats)
+        include_usage, continuous = stream_usage(self.body, self.state)
         total = len(self.prompts) * self.n
         counts = [0] * total
         offsets = [0] * total

@@ -148,3 +148,11 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) ->
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
             "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+
+
+def stream_usage(body: Any, state: Any) -> tuple[bool, bool]:
+    """(a usage chunk ends the stream, every chunk carries usage so far) from ``stream_options`` and the
+    server's ``force_include_usage``."""
+    options = body.stream_options
+    include_usage = bool(options and options.include_usage) or state.options.force_include_usage
+    return include_usage, include_usage and bool(options and options.continuous_usage_stats)

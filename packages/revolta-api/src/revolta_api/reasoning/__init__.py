@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from revolta_api.reasoning.base import DeepSeekR1ReasoningParser, Qwen3ReasoningParser, ReasoningParser
+from revolta_api.registry import lookup
 
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
     "qwen3": Qwen3ReasoningParser,
@@ -12,11 +13,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {
 
 def get_reasoning_parser(name: str) -> type[ReasoningParser]:
     """The parser class registered as ``name``; ValueError naming the choices otherwise."""
-    try:
-        return REASONING_PARSERS[name]
-    except KeyError:
-        raise ValueError(f"unknown reasoning parser {name!r}; choose one of "
-                         f"{', '.join(sorted(REASONING_PARSERS))}") from None
+    return lookup(REASONING_PARSERS, name, "reasoning parser")
 
 
 __all__ = ["REASONING_PARSERS", "ReasoningParser", "get_reasoning_parser"]

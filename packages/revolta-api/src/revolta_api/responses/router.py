@@ -26,11 +26,12 @@ from revolta_api.responses.items import ItemAssembler
 from revolta_api.responses.protocol import ResponsesRequest, input_messages, output_messages, to_chat_request
 from revolta_api.state import ServerState, get_state
 from revolta_api.streaming import (
-    ClientDisconnected,
-    encode_json,
+    close_stream,
+    json_reply,
+    json_response,
     prime_streams,
     sse_response,
-    until_disconnect,
+    typed_sse_event,
 )
 from revolta_engine.engine.prompt_input import encode_prompt
 from revolta_engine.outputs import RequestOutput
@@ -80,14 +81,11 @@ async def create_response(body: ResponsesRequest, request: Request) -> Response:
     constrain_after_reasoning(params, parser, parsing)
     call = _ResponseCall(state, body, chat, prompt_ids, params, parser, conversation)
     if body.background:
-        return Response(encode_json(call.start_in_background()), media_type="application/json")
+        return json_response(call.start_in_background())
     if body.stream:
         stream, = await prime_streams(request, [client.generate(call.id, prompt_ids, params, chat.priority)])
         return sse_response(call.stream(stream))
-    try:
-        return Response(encode_json(await until_disconnect(request, call.complete())), media_type="application/json")
-    except ClientDisconnected:
-        return Response(status_code=499)
+    return await json_reply(request, call.complete())
 
 
 @router.get("/v1/responses/{response_id}")
@@ -96,7 +94,7 @@ async def get_response(response_id: str, request: Request) -> Response:
     current = get_state(request).responses.current(response_id)
     if current is None:
         raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
-    return Response(encode_json(current), media_type="application/json")
+    return json_response(current)
 
 
 @router.post("/v1/responses/{response_id}/cancel")
@@ -111,7 +109,7 @@ async def cancel_response(response_id: str, request: Request) -> Response:
     await store.cancel(response_id)
     stored = store.get(response_id)
     assert stored is not None  # a cancelled response stores itself before its task ends
-    return Response(encode_json(stored.response), media_type="application/json")
+    return json_response(stored.response)
 
 
 @router.delete("/v1/responses/{response_id}")
@@ -121,8 +119,7 @@ async def delete_response(response_id: str, request: Request) -> Response:
     await store.cancel(response_id)
     if not store.delete(response_id):
         raise ApiError(404, f"No response with id '{response_id}' is stored here.", "not_found")
-    return Response(encode_json({"id": response_id, "object": "response", "deleted": True}),
-                    media_type="application/json")
+    return json_response({"id": response_id, "object": "response", "deleted": True})
 
 
 class _ResponseCall(ParsedCall):
@@ -202,18 +199,13 @@ class _ResponseCall(ParsedCall):
 
     async def complete(self) -> dict[str, Any]:
         """Run to the end and build the ``response`` object."""
-        outputs = self.state.client.generate(self.id, self.prompt_ids, self.params, self.chat.priority)
-        try:
-            async for _ in self._events(outputs):
-                pass
-        finally:
-            await outputs.aclose()  # type: ignore[attr-defined]
+        await self._run(self.state.client.generate(self.id, self.prompt_ids, self.params, self.chat.priority))
         return self._finished()
 
     def _sse(self, payload: dict[str, Any]) -> bytes:
         payload["sequence_number"] = self._sequence
         self._sequence += 1
-        return b"event: " + payload["type"].encode() + b"\ndata: " + encode_json(payload) + b"\n\n"
+        return typed_sse_event(payload)
 
     async def stream(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[bytes]:
         """The Responses SSE sequence; an error after the start becomes an ``error`` event that ends it."""
@@ -228,6 +220,4 @@ class _ResponseCall(ParsedCall):
         except Exception as exc:
             yield openai_error_event(to_api_error(exc))
         finally:
-            aclose = getattr(outputs, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await close_stream(outputs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from revolta_api.registry import lookup
 from revolta_api.tool_parsers.base import ToolParser
 from revolta_api.tool_parsers.json_calls import HermesToolParser, Llama3JsonToolParser
 from revolta_api.tool_parsers.qwen3_coder import Qwen3CoderToolParser
@@ -15,11 +16,7 @@ TOOL_PARSERS: dict[str, type[ToolParser]] = {
 
 def get_tool_parser(name: str) -> type[ToolParser]:
     """The parser class registered as ``name``; ValueError naming the choices otherwise."""
-    try:
-        return TOOL_PARSERS[name]
-    except KeyError:
-        raise ValueError(f"unknown tool call parser {name!r}; choose one of "
-                         f"{', '.join(sorted(TOOL_PARSERS))}") from None
+    return lookup(TOOL_PARSERS, name, "tool call parser")
 
 
 __all__ = ["TOOL_PARSERS", "ToolParser", "get_tool_parser"]

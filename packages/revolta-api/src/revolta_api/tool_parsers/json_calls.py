@@ -16,6 +16,7 @@ from revolta_api.chat_output import OutputEvent
 from revolta_api.tool_parsers.arguments import dump_arguments, parse_arguments
 from revolta_api.tool_parsers.base import ToolParser
 from revolta_api.tool_parsers.json_stream import JsonValueStreamer
+from revolta_api.tool_parsers.tagged import TaggedCallParser
 
 _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
 _ARGS_KEY = re.compile(r'"(?:arguments|parameters)"\s*:')
@@ -65,6 +66,14 @@ class _JsonCallParser(ToolParser):
             return []
         return None
 
+    def _read_json_call(self) -> tuple[list[OutputEvent], bool]:
+        """One step in the ``head`` or ``args`` state: (events, whether more text is needed to go on)."""
+        if self.state == "head":
+            started = self._head()
+            return ([], True) if started is None else (started, False)
+        events = self._stream_args()
+        return events, self.state == "args"
+
     def _stream_args(self) -> list[OutputEvent]:
         assert self.streamer is not None
         body, cut = self.buf, None
@@ -98,7 +107,7 @@ class _JsonCallParser(ToolParser):
         raise NotImplementedError
 
 
-class HermesToolParser(_JsonCallParser):
+class HermesToolParser(_JsonCallParser, TaggedCallParser):
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes, Qwen2.5, Qwen3)."""
 
     open_tag = "<tool_call>"
@@ -107,50 +116,15 @@ class HermesToolParser(_JsonCallParser):
     def _raw(self, body: str) -> str:
         return f"{self.open_tag}{body}{self.close_tag}"
 
-    def feed(self, text: str) -> list[OutputEvent]:
-        """See :meth:`ToolParser.feed`."""
-        events: list[OutputEvent] = []
-        if self.state == "text":
-            found, after = self._text_until(text, self.open_tag)
-            events += found
-            if after is None:
-                return events
-            self.state, self.buf = "head", after
-        else:
-            self.buf += text
-        while True:
-            if self.state == "head":
-                started = self._head()
-                if started is None:
-                    return events
-                events += started
-            elif self.state == "args":
-                events += self._stream_args()
-                if self.state == "args":
-                    return events
-            elif self.state in ("tail", "whole"):
-                pos = self.buf.find(self.close_tag)
-                if pos < 0:
-                    return events
-                if self.state == "whole":
-                    events += self._whole_text(self.buf[:pos])
-                after, self.buf, self.state = self.buf[pos + len(self.close_tag):], "", "text"
-                found, rest = self._text_until(after, self.open_tag)
-                events += found
-                if rest is None:
-                    return events
-                self.state, self.buf = "head", rest
+    def _read_call(self) -> tuple[list[OutputEvent], bool]:
+        return self._read_json_call()
 
-    def finish(self) -> list[OutputEvent]:
-        """See :meth:`ToolParser.finish`."""
-        if self.state == "text":
-            return self._flush_text()
-        if self.state == "args":
-            assert self.streamer is not None
-            return self._args(self.streamer.flush())
-        if self.state in ("head", "whole"):
-            return self._content(self.open_tag + self.buf)
-        return []
+    def _whole_block(self, body: str) -> list[OutputEvent]:
+        return self._whole_text(body)
+
+    def _cut_call(self) -> list[OutputEvent]:
+        assert self.streamer is not None
+        return self._args(self.streamer.flush())
 
 
 class Llama3JsonToolParser(_JsonCallParser):
@@ -190,14 +164,10 @@ class Llama3JsonToolParser(_JsonCallParser):
                     buf, self.buf = self.buf, ""
                     return self._content(buf)
                 self.buf, self.state = lead, "head"
-            elif self.state == "head":
-                started = self._head()
-                if started is None:
-                    return events
-                events += started
-            elif self.state == "args":
-                events += self._stream_args()
-                if self.state == "args":
+            elif self.state in ("head", "args"):
+                step, needs_more = self._read_json_call()
+                events += step
+                if needs_more:
                     return events
             elif self.state == "tail":
                 stripped = self.buf.lstrip().lstrip("}").lstrip()

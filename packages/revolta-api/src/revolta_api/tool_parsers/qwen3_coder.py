@@ -24,7 +24,7 @@ from typing import Any
 
 from revolta_api.chat_output import OutputEvent
 from revolta_api.tool_parsers.arguments import dump_arguments, parse_arguments
-from revolta_api.tool_parsers.base import ToolParser
+from revolta_api.tool_parsers.tagged import TaggedCallParser
 
 _FUNCTION = re.compile(r"\s*<function=([^>\n]+)>")
 _PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>(.*?)</parameter>", re.S)
@@ -78,7 +78,7 @@ def typed_value(text: str, schema: dict[str, Any] | None) -> Any:
     return value
 
 
-class Qwen3CoderToolParser(ToolParser):
+class Qwen3CoderToolParser(TaggedCallParser):
     """``<tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>``."""
 
     open_tag = "<tool_call>"
@@ -86,67 +86,39 @@ class Qwen3CoderToolParser(ToolParser):
 
     def __init__(self, tokenizer: Any, tools: list[dict[str, Any]]) -> None:
         super().__init__(tokenizer, tools)
-        self.state = "text"
-        self.buf = ""
         self.name = ""
         self.params = 0
 
-    def feed(self, text: str) -> list[OutputEvent]:
-        """See :meth:`ToolParser.feed`."""
-        events: list[OutputEvent] = []
-        if self.state == "text":
-            found, after = self._text_until(text, self.open_tag)
-            events += found
-            if after is None:
-                return events
-            self.state, self.buf = "head", after
-        else:
-            self.buf += text
-        while True:
-            if self.state == "head":
-                m = _FUNCTION.match(self.buf)
-                if m is None:
-                    if len(self.buf.lstrip()) >= len("<function=") and not self.buf.lstrip().startswith("<function="):
-                        self.state = "whole"  # not this format: read to the end tag and give it back as text
-                        continue
-                    return events
-                self.name, self.params = m.group(1).strip(), 0
-                self.buf, self.state = self.buf[m.end():], "params"
-                events.append(self._start(self.name))
-            elif self.state == "params":
-                m = _PARAMETER.match(self.buf)
-                if m is not None:
-                    events += self._args(self._param(m.group(1).strip(), m.group(2)))
-                    self.buf = self.buf[m.end():]
-                    continue
-                end = re.match(r"\s*</function>", self.buf)
-                if end is None and self.close_tag not in self.buf:
-                    return events
-                events += self._args(self._close_args())
-                self.buf = self.buf[end.end():] if end else self.buf
-                self.state = "tail"
-            else:  # tail or whole: wait for the end tag, then back to text
-                pos = self.buf.find(self.close_tag)
-                if pos < 0:
-                    return events
-                if self.state == "whole":
-                    events += self._content(self.open_tag + self.buf[:pos + len(self.close_tag)])
-                after, self.buf, self.state = self.buf[pos + len(self.close_tag):], "", "text"
-                found, rest = self._text_until(after, self.open_tag)
-                events += found
-                if rest is None:
-                    return events
-                self.state, self.buf = "head", rest
+    def _read_call(self) -> tuple[list[OutputEvent], bool]:
+        if self.state == "head":
+            m = _FUNCTION.match(self.buf)
+            if m is None:
+                if len(self.buf.lstrip()) >= len("<function=") and not self.buf.lstrip().startswith("<function="):
+                    self.state = "whole"  # not this format: read to the end tag and give it back as text
+                    return [], False
+                return [], True
+            self.name, self.params = m.group(1).strip(), 0
+            self.buf, self.state = self.buf[m.end():], "params"
+            return [self._start(self.name)], False
+        m = _PARAMETER.match(self.buf)
+        if m is not None:
+            events = self._args(self._param(m.group(1).strip(), m.group(2)))
+            self.buf = self.buf[m.end():]
+            return events, False
+        end = re.match(r"\s*</function>", self.buf)
+        if end is None and self.close_tag not in self.buf:
+            return [], True
+        events = self._args(self._close_args())
+        self.buf = self.buf[end.end():] if end else self.buf
+        self.state = "tail"
+        return events, False
 
-    def finish(self) -> list[OutputEvent]:
-        """See :meth:`ToolParser.finish`; a call cut inside a parameter keeps the parameters it completed."""
-        if self.state == "text":
-            return self._flush_text()
-        if self.state == "params":
-            return self._args(self._close_args())
-        if self.state in ("head", "whole"):
-            return self._content(self.open_tag + self.buf)
-        return []
+    def _whole_block(self, body: str) -> list[OutputEvent]:
+        return self._content(self.open_tag + body + self.close_tag)
+
+    def _cut_call(self) -> list[OutputEvent]:
+        """A call cut inside a parameter keeps the parameters it completed."""
+        return self._args(self._close_args())
 
     def _param(self, key: str, raw: str) -> str:
         schema = (self.schemas.get(self.name) or {}).get("properties", {}).get(key)

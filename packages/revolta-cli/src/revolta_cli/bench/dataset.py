@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -34,3 +35,24 @@ def random_requests(num: int, input_len: int, output_len: int, seed: int = 0, ra
         prompt: list[int] | str = tokenizer.decode(ids) if tokenizer is not None else ids
         requests.append(BenchRequest(prompt, n_in, n_out))
     return requests
+
+
+def add_token_range_flag(parser: argparse.ArgumentParser) -> None:
+    """``--random-token-range LOW HIGH``."""
+    parser.add_argument("--random-token-range", type=int, nargs=2, default=list(DEFAULT_TOKEN_RANGE),
+                        metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
+
+
+def add_random_dataset_flags(parser: argparse.ArgumentParser) -> None:
+    """The random-prompt flags of ``bench serve`` and ``bench throughput`` (vLLM's names and defaults)."""
+    parser.add_argument("--num-prompts", type=int, default=64)
+    parser.add_argument("--random-input-len", type=int, default=128)
+    parser.add_argument("--random-output-len", type=int, default=64)
+    parser.add_argument("--random-range-ratio", type=float, default=0.0)
+    add_token_range_flag(parser)
+
+
+def requests_from_flags(ns: argparse.Namespace, seed: int, tokenizer: Any = None) -> list[BenchRequest]:
+    """The requests :func:`add_random_dataset_flags`' flags describe."""
+    return random_requests(ns.num_prompts, ns.random_input_len, ns.random_output_len, seed, ns.random_range_ratio,
+                           tuple(ns.random_token_range), tokenizer=tokenizer)

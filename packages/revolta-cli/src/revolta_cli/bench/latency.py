@@ -4,14 +4,13 @@ prompts generated to exactly ``--output-len`` tokens, warm-up iterations first, 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from typing import Any
 
-from revolta_cli.bench.dataset import DEFAULT_TOKEN_RANGE, random_requests
-from revolta_cli.bench.report import percentile
-from revolta_cli.engine_flags import add_engine_flags, engine_args_from
+from revolta_cli.bench.dataset import add_token_range_flag, random_requests
+from revolta_cli.bench.report import percentile, write_result
+from revolta_cli.engine_flags import add_engine_flags, llm_from
 
 PERCENTILES = (10, 25, 50, 75, 90, 99)
 
@@ -25,22 +24,20 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--num-iters-warmup", type=int, default=2)
     p.add_argument("--num-iters", type=int, default=10)
-    p.add_argument("--random-token-range", type=int, nargs=2, default=list(DEFAULT_TOKEN_RANGE),
-                   metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
+    add_token_range_flag(p)
     p.add_argument("--output-json", default=None, help="write the result JSON here")
     p.set_defaults(func=run)
 
 
 def run(ns: argparse.Namespace) -> int:
     """Load the model, run the warm-up batches, then time ``--num-iters`` batches."""
-    from revolta_engine import LLM, SamplingParams
+    from revolta_engine import SamplingParams
 
     if min(ns.input_len, ns.output_len, ns.batch_size, ns.num_iters) < 1 or ns.num_iters_warmup < 0:
         raise SystemExit("revolta bench latency: lengths, batch size and iterations must be positive")
-    args = engine_args_from(ns)
     requests = random_requests(ns.batch_size, ns.input_len, ns.output_len, ns.seed or 0,
                                token_range=tuple(ns.random_token_range))
-    llm = LLM(**{k: getattr(args, k) for k in args.explicit})
+    llm = llm_from(ns)
     params = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=ns.output_len, ignore_eos=True)
     prompts = [{"prompt_token_ids": r.prompt} for r in requests]
 
@@ -61,8 +58,6 @@ def run(ns: argparse.Namespace) -> int:
           f"{ns.output_len} output tokens each, {ns.num_iters} iterations)")
     for q in PERCENTILES:
         print(f"{q}% percentile latency: {result['percentiles'][str(q)]:.4f} seconds")
-    if ns.output_json:
-        with open(ns.output_json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_result(ns.output_json, result)
     llm.shutdown()
     return 0

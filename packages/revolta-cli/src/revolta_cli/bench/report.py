@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
 
@@ -25,6 +26,13 @@ def summarize(values_s: Sequence[float], percentiles: Sequence[float] = (99,)) -
     for q in percentiles:
         out[f"p{q:g}"] = percentile(ms, q)
     return out
+
+
+def write_result(path: str | None, result: dict) -> None:
+    """Write ``result`` as indented JSON to ``path`` (nothing when None)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(result, f, indent=2)
 
 
 def print_serve_report(result: dict, percentiles: Sequence[float] = (99,)) -> None:

@@ -11,8 +11,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from revolta_cli.bench.dataset import DEFAULT_TOKEN_RANGE, BenchRequest, random_requests
-from revolta_cli.bench.report import print_serve_report, summarize
+from revolta_cli.bench.dataset import BenchRequest, add_random_dataset_flags, requests_from_flags
+from revolta_cli.bench.report import print_serve_report, summarize, write_result
 
 
 @dataclass
@@ -35,12 +35,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--endpoint", default="/v1/completions", choices=["/v1/completions", "/v1/chat/completions"])
     p.add_argument("--model", default=None, help="model name to send (default: the server's first model)")
     p.add_argument("--api-key", default=None)
-    p.add_argument("--num-prompts", type=int, default=64)
-    p.add_argument("--random-input-len", type=int, default=128)
-    p.add_argument("--random-output-len", type=int, default=64)
-    p.add_argument("--random-range-ratio", type=float, default=0.0)
-    p.add_argument("--random-token-range", type=int, nargs=2, default=list(DEFAULT_TOKEN_RANGE),
-                   metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
+    add_random_dataset_flags(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", default=None,
                    help="send text decoded with this tokenizer (HF path) instead of token ids")
@@ -61,14 +56,11 @@ def run(ns: argparse.Namespace) -> int:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(ns.tokenizer)
-    requests = random_requests(ns.num_prompts, ns.random_input_len, ns.random_output_len, ns.seed,
-                               ns.random_range_ratio, tuple(ns.random_token_range), tokenizer=tokenizer)
+    requests = requests_from_flags(ns, ns.seed, tokenizer)
     percentiles = [float(p) for p in ns.percentile_metrics.split(",") if p.strip()]
     result = asyncio.run(benchmark(ns, requests, percentiles))
     print_serve_report(result, percentiles)
-    if ns.result_file:
-        with open(ns.result_file, "w") as f:
-            json.dump(result, f, indent=2)
+    write_result(ns.result_file, result)
     return 1 if result["failed"] else 0
 
 

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
-from revolta_cli.bench.dataset import DEFAULT_TOKEN_RANGE, random_requests
-from revolta_cli.engine_flags import add_engine_flags, engine_args_from
+from revolta_cli.bench.dataset import add_random_dataset_flags, requests_from_flags
+from revolta_cli.bench.report import write_result
+from revolta_cli.engine_flags import add_engine_flags, llm_from
 
 
 def add_parser(subparsers: Any) -> None:
     """Register ``bench throughput``."""
     p = subparsers.add_parser("throughput", help="offline throughput of LLM.generate (no server)")
     add_engine_flags(p)
-    p.add_argument("--num-prompts", type=int, default=64)
-    p.add_argument("--random-input-len", type=int, default=128)
-    p.add_argument("--random-output-len", type=int, default=64)
-    p.add_argument("--random-range-ratio", type=float, default=0.0)
-    p.add_argument("--random-token-range", type=int, nargs=2, default=list(DEFAULT_TOKEN_RANGE),
-                   metavar=("LOW", "HIGH"), help="prompt token ids are drawn from [LOW, HIGH)")
+    add_random_dataset_flags(p)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--output-json", default=None, help="write the result JSON here")
     p.set_defaults(func=run)
@@ -28,13 +23,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     """Load the model, generate every prompt (ignore_eos, exact output lengths) and report tokens/s."""
-    from revolta_engine import LLM, SamplingParams
+    from revolta_engine import SamplingParams
 
-    args = engine_args_from(ns)
-    seed = ns.seed if ns.seed is not None else 0
-    requests = random_requests(ns.num_prompts, ns.random_input_len, ns.random_output_len, seed,
-                               ns.random_range_ratio, tuple(ns.random_token_range))
-    llm = LLM(**{k: getattr(args, k) for k in args.explicit})
+    requests = requests_from_flags(ns, ns.seed if ns.seed is not None else 0)
+    llm = llm_from(ns)
     params = [SamplingParams(temperature=ns.temperature, max_tokens=r.output_len, ignore_eos=True)
               for r in requests]
     start = time.perf_counter()
@@ -48,7 +40,5 @@ def run(ns: argparse.Namespace) -> int:
     print(f"Throughput: {result['request_throughput']:.2f} requests/s, "
           f"{result['total_token_throughput']:.2f} total tokens/s, {result['output_throughput']:.2f} output tokens/s "
           f"({len(requests)} prompts, {total_in} input + {total_out} output tokens in {duration:.1f} s)")
-    if ns.output_json:
-        with open(ns.output_json, "w") as f:
-            json.dump(result, f, indent=2)
+    write_result(ns.output_json, result)
     return 0

@@ -23,9 +23,10 @@ from revolta_engine.layers.moe import SparseMoeBlock
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import QuantConfig, make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
-from revolta_engine.layers.vocab_parallel import VocabParallelEmbedding, VocabParallelHead
-from revolta_engine.models.llama import attention_head_slices
+from revolta_engine.layers.vocab_parallel import VocabParallelHead
+from revolta_engine.models.llama import LlamaModel, attention_head_slices
 from revolta_engine.models.moe_weights import MoeWeightLoader
+from revolta_engine.models.weights import load_causal_lm
 from revolta_engine.worker.state_cache import StateCacheSpec
 from revolta_kernels import ops
 
@@ -94,33 +95,22 @@ class HybridDecoderLayer(nn.Module):
         return self.mlp.forward_prenorm(AddNorm(x, residual, self.post_attention_layernorm))
 
 
-class HybridModel(nn.Module):
+class HybridModel(LlamaModel):
     """Embedding, hybrid layers, final zero-centred norm. ``make_mlp(config, layer_idx)`` picks each MLP;
     ``quant`` is the checkpoint's quantization and ``prefix`` the checkpoint's name of the layers' parent."""
 
     def __init__(self, config: PretrainedConfig, max_position: int, make_mlp, quant: QuantConfig | None = None,
                  prefix: str = "model") -> None:
-        super().__init__()
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        self.rotary = RotaryEmbedding(config, head_dim, max_position)
-        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
         types = list(config.layer_types)
         if any(t not in (LINEAR, FULL) for t in types):
             raise ValueError(f"unsupported layer types {sorted(set(types) - {LINEAR, FULL})}")
-        self.layers = nn.ModuleList(
-            HybridDecoderLayer(config, t, types[:i].count(t), self.rotary, make_mlp(config, i), quant,
-                               f"{prefix}.layers.{i}")
-            for i, t in enumerate(types[: config.num_hidden_layers])
-        )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=True)
+        types = types[: config.num_hidden_layers]
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        x = self.embed_tokens(input_ids)
-        residual = None
-        for layer in self.layers:
-            x, residual = layer(positions, x, residual)
-        x, _ = self.norm(x, residual)
-        return x
+        def make_layer(i: int, rotary: RotaryEmbedding) -> HybridDecoderLayer:
+            return HybridDecoderLayer(config, types[i], types[:i].count(types[i]), rotary, make_mlp(config, i), quant,
+                                      f"{prefix}.layers.{i}")
+
+        super().__init__(config, max_position, make_layer, len(types), zero_centered_norm=True)
 
 
 class HybridForCausalLM(VocabParallelHead, nn.Module):
@@ -186,13 +176,4 @@ class HybridForCausalLM(VocabParallelHead, nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""
-        tie = self.tie_word_embeddings
-
-        def skip(name: str) -> bool:
-            return "rotary_emb.inv_freq" in name or (tie and name == "lm_head.weight")
-
-        def renamed():
-            for name, tensor in self.rename(weights):
-                yield ("lm_head" if name == "lm_head.weight" else name), tensor
-
-        MoeWeightLoader(self, self.stacked_params, skip).load(renamed())
+        load_causal_lm(self, self.rename(weights), self.stacked_params, MoeWeightLoader)

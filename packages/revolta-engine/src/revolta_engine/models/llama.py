@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -18,7 +18,7 @@ from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.layers.vocab_parallel import VocabParallelEmbedding, VocabParallelHead
-from revolta_engine.models.weights import WeightLoader
+from revolta_engine.models.weights import WeightLoader, load_causal_lm
 
 
 def attention_head_slices(num_heads: int, num_kv_heads: int, head_dim: int,
@@ -107,14 +107,17 @@ class LlamaMLP(SwiGLUMLP):
 class LlamaDecoderLayer(nn.Module):
     """Pre-norm attention + MLP block with a residual stream carried between layers."""
 
-    attention_cls: type[LlamaAttention] = LlamaAttention
-
-    def __init__(self, config: PretrainedConfig, layer_idx: int, rotary: RotaryEmbedding) -> None:
+    def __init__(self, config: PretrainedConfig, layer_idx: int, rotary: RotaryEmbedding,
+                 attention_cls: type[LlamaAttention] = LlamaAttention) -> None:
         super().__init__()
-        self.self_attn = self.attention_cls(config, layer_idx, rotary)
-        self.mlp = LlamaMLP(config, f"model.layers.{layer_idx}.mlp")
+        self.self_attn = attention_cls(config, layer_idx, rotary)
+        self.mlp = self.make_mlp(config, layer_idx)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def make_mlp(self, config: PretrainedConfig, layer_idx: int) -> Any:
+        """Layer ``layer_idx``'s feed-forward block (one with ``forward_prenorm``)."""
+        return LlamaMLP(config, f"model.layers.{layer_idx}.mlp")
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None):
         # each norm is handed to the block after it, whose first kernel may compute it (decode GEMVs)
@@ -123,20 +126,19 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    """Embedding, decoder layers and final norm."""
+    """Embedding, decoder layers and final norm; ``make_layer(layer_idx, rotary)`` builds each layer (the
+    hybrid models build theirs over the same stack, with a zero-centred final norm)."""
 
-    layer_cls: type[LlamaDecoderLayer] = LlamaDecoderLayer
-
-    def __init__(self, config: PretrainedConfig, max_position: int) -> None:
+    def __init__(self, config: PretrainedConfig, max_position: int,
+                 make_layer: Callable[[int, RotaryEmbedding], nn.Module], num_layers: int | None = None,
+                 zero_centered_norm: bool = False) -> None:
         super().__init__()
-        num_heads = config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         self.rotary = RotaryEmbedding(config, head_dim, max_position)
         self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(
-            self.layer_cls(config, i, self.rotary) for i in range(config.num_hidden_layers)
-        )
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        count = config.num_hidden_layers if num_layers is None else num_layers
+        self.layers = nn.ModuleList(make_layer(i, self.rotary) for i in range(count))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered=zero_centered_norm)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.embed_tokens(input_ids)
@@ -150,7 +152,9 @@ class LlamaModel(nn.Module):
 class LlamaForCausalLM(VocabParallelHead, nn.Module):
     """Causal LM head over :class:`LlamaModel`; ties the head to the embedding when the config says so."""
 
-    model_cls: type[LlamaModel] = LlamaModel
+    attention_cls: type[LlamaAttention] = LlamaAttention  # the variants differ in their attention flags
+    layer_cls: type[LlamaDecoderLayer] = LlamaDecoderLayer
+    weight_loader_cls: type[WeightLoader] = WeightLoader
     supports_tensor_parallel = True  # attention split by heads, MLPs and experts by channels
     stacked_params = [
         (".q_proj.", ".qkv_proj.", 0), (".k_proj.", ".qkv_proj.", 1), (".v_proj.", ".qkv_proj.", 2),
@@ -160,7 +164,8 @@ class LlamaForCausalLM(VocabParallelHead, nn.Module):
     def __init__(self, config: PretrainedConfig, max_position: int) -> None:
         super().__init__()
         self.config = config
-        self.model = self.model_cls(config, max_position)
+        self.model = LlamaModel(config, max_position,
+                                lambda i, rotary: self.layer_cls(config, i, rotary, self.attention_cls))
         self.init_lm_head(config)
 
     def kv_cache_shape(self) -> tuple[int, int, int]:
@@ -174,11 +179,4 @@ class LlamaForCausalLM(VocabParallelHead, nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill every parameter from HF-named tensors; raise naming anything missing or misshapen."""
-        def skip(name: str) -> bool:
-            return "rotary_emb.inv_freq" in name or (self.tie_word_embeddings and name == "lm_head.weight")
-
-        def renamed():
-            for name, tensor in weights:
-                yield ("lm_head" if name == "lm_head.weight" else name), tensor
-
-        WeightLoader(self, self.stacked_params, skip).load(renamed())
+        load_causal_lm(self, weights, self.stacked_params, self.weight_loader_cls)

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from revolta_engine.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaModel
+from revolta_engine.models.llama import LlamaAttention, LlamaForCausalLM
 
 
 class Qwen2Attention(LlamaAttention):
+    """Llama attention with biases on q/k/v unless the config says otherwise."""
+
     qkv_bias_default = True
-
-
-class Qwen2DecoderLayer(LlamaDecoderLayer):
-    attention_cls = Qwen2Attention
-
-
-class Qwen2Model(LlamaModel):
-    layer_cls = Qwen2DecoderLayer
 
 
 class Qwen2ForCausalLM(LlamaForCausalLM):
     """Qwen2ForCausalLM."""
 
-    model_cls = Qwen2Model
+    attention_cls = Qwen2Attention

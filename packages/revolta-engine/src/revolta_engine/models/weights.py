@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -91,6 +91,21 @@ class WeightLoader:
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise ModelLoadError(f"checkpoint is missing tensor(s): {shown}")
+
+
+def load_causal_lm(model: nn.Module, weights: Iterable[tuple[str, torch.Tensor]], stacked: StackedMapping,
+                   loader_cls: type[WeightLoader] = WeightLoader) -> None:
+    """Fill a causal LM (a :class:`~revolta_engine.layers.vocab_parallel.VocabParallelHead`) from HF-named tensors;
+    raise naming anything missing or misshapen. Rotary caches are skipped, and ``lm_head.weight`` too when the
+    head is tied to the embedding."""
+    def skip(name: str) -> bool:
+        return "rotary_emb.inv_freq" in name or (bool(model.tie_word_embeddings) and name == "lm_head.weight")
+
+    def renamed() -> Iterator[tuple[str, torch.Tensor]]:
+        for name, tensor in weights:
+            yield ("lm_head" if name == "lm_head.weight" else name), tensor
+
+    loader_cls(model, stacked, skip).load(renamed())
 
 
 def finish_quantized_layers(model: nn.Module) -> None:

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 import uvicorn
 
 from revolta_api import build_app
@@ -44,6 +46,16 @@ def serve(api_key: str | None = None, parsing: ChatParsing | None = None, max_mo
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def openai_client(url: str, timeout: float = 300) -> openai.OpenAI:
+    """The ``openai`` SDK on the server at ``url`` (its base URL), without retries."""
+    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=timeout)
+
+
+def anthropic_client(url: str, timeout: float = 300) -> anthropic.Anthropic:
+    """The ``anthropic`` SDK on the server at ``url``, without retries."""
+    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0, timeout=timeout)
 
 
 def raw_events(url: str, body: dict, key: str | None = None) -> list[tuple[str, dict]]:
