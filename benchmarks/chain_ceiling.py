@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from bench_timing import capture, time_ms
-from gemv_common import awq_bytes, copies, copy_bandwidth
+from common.gemv import AWQ_SHAPES as SHAPES
+from common.gemv import awq_bytes, copies
+from common.timing import capture, copy_gbs, time_ms
 
 SOURCE = Path(__file__).parent / "csrc" / "chain_stream.cu"
-SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # issue 6's (K, N)
 LINKS = 32  # the decode step's layer count: chains at least this deep
 
 
@@ -150,7 +150,7 @@ def main() -> None:
     args = ap.parse_args()
     so = build(args.lib)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    bw = copy_bandwidth()
+    bw = copy_gbs()
     res: dict = {"gpu": torch.cuda.get_device_name(), "copy_gbs": bw, "sms": sms}
     print(f"copy {bw:.0f} GB/s, {sms} SMs", flush=True)
 

@@ -20,9 +20,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-import bench_timing
 import torch
 import torch.nn.functional as F
+from common import timing
 
 import revolta_kernels
 from revolta_kernels import ops_hybrid
@@ -30,12 +30,12 @@ from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
 from revolta_kernels.reference import moe as ref_moe
 
-time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=2)  # this benchmark's defaults
+time_ms = functools.partial(timing.time_ms, reps=15, inner=1, warmup=2)  # this benchmark's defaults
 
 
 def graphed(fns) -> Callable[[], None]:
     """All callables in ``fns`` captured in order into one CUDA graph; returns its replay."""
-    return bench_timing.capture(fns).replay
+    return timing.capture(fns).replay
 
 
 def _qkv(n, hk, hv, d, gen):
@@ -263,7 +263,7 @@ def main() -> None:
                     "moe_block_batch1, moe_chain); default all")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    bw = bench_timing.copy_gbs() * 1e9  # bytes/s
+    bw = timing.copy_gbs() * 1e9  # bytes/s
     result: dict = {"gpu": torch.cuda.get_device_name(), "native": revolta_kernels.native_status(),
                     "copy_bandwidth_GBps": bw / 1e9}
     for name, fn in (("gdn_decode", lambda: gdn_decode(bw, gen)), ("gdn_prefill_8k", lambda: gdn_prefill(gen)),

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import torch
-from gpu_e2e import decode_rate
+from common.e2e import decode_rate
 
 from revolta_engine import LLM
 

@@ -24,8 +24,8 @@ import json
 import math
 import statistics
 
-import bench_timing
 import torch
+from common import timing
 
 import revolta_kernels
 from revolta_kernels import native_quant, ops_quant
@@ -37,13 +37,13 @@ GEMV_VARIANTS = list(itertools.product((4, 8), (4, 8), (1, 0), (0, 1)))
 GEMM_VARIANTS = range(5)
 
 
-time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=5, warmup=3)  # this benchmark's defaults
+time_ms = functools.partial(timing.time_ms, reps=15, inner=5, warmup=3)  # this benchmark's defaults
 
 
 def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
     """Microseconds per call of ``calls`` (cycled to at least ``min_calls``) captured in one CUDA graph."""
     seq = [calls[i % len(calls)] for i in range(max(min_calls, len(calls)))]
-    g = bench_timing.capture(seq)
+    g = timing.capture(seq)
     us = time_ms(g.replay, reps=reps, inner=1) * 1e3 / len(seq)
     del g
     return us
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="time every launch variant and use the best")
     args = parser.parse_args()
     assert revolta_kernels.native_available(), revolta_kernels.native_status()
-    copy_gbs, mm = bench_timing.copy_gbs(), bench_timing.matmul_tflops()
+    copy_gbs, mm = timing.copy_gbs(), timing.matmul_tflops()
     result: dict = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "fp16_matmul_tflops": mm,
                     "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "shapes": []}
     print(f"copy bandwidth {copy_gbs:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)

@@ -20,8 +20,8 @@ import functools
 import json
 import math
 
-import bench_timing
 import torch
+from common import timing
 
 from revolta_kernels import native_quant_moe, ops_quant
 from revolta_kernels.reference import quant as ref_quant
@@ -31,7 +31,7 @@ MODELS = [("Qwen3-30B-A3B", 128, 2048, 768, 8), ("Qwen3.5-35B-A3B", 256, 2048, 5
           ("Qwen3.5-122B-A10B", 256, 3072, 1024, 8)]
 TOKENS = (1, 2, 4, 16)
 GROUP = 128
-time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=3)
+time_ms = functools.partial(timing.time_ms, reps=15, inner=1, warmup=3)
 
 
 def stack(e: int, k: int, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -63,7 +63,7 @@ def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int) -
     y_ref = ref_quant.quant_moe_matmul(x, *layers[0][0], ids, 4, GROUP, 0, 0)
     ref = ref_quant.quant_moe_matmul(y_ref, *layers[0][1], ids, 4, GROUP, 0, 1)
     rel = float(torch.linalg.norm(got.float() - ref.float()) / torch.linalg.norm(ref.float()))
-    graph = bench_timing.capture([functools.partial(run, *lay) for lay in layers])
+    graph = timing.capture([functools.partial(run, *lay) for lay in layers])
     us = time_ms(graph.replay) * 1e3 / len(layers)
     nbytes = (touched + tokens * top_k * (2 * inter * 2 * 2 + hidden * 2) + tokens * hidden * 2)
     return {"model": name, "tokens": tokens, "distinct_experts": distinct, "us": us, "GBps": nbytes / us / 1e3,
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--ab", action="store_true", help="also time each case with the original kernel forced")
     args = ap.parse_args()
     default_lean = native_quant_moe.set_lean_tokens(-1)
-    copy = bench_timing.copy_gbs(best=True)
+    copy = timing.copy_gbs(best=True)
     print(f"{torch.cuda.get_device_name()}: copy {copy:.0f} GB/s", flush=True)
     rows = []
     for model in MODELS:

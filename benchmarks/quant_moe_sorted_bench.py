@@ -22,8 +22,8 @@ import functools
 import json
 import math
 
-import bench_timing
 import torch
+from common import timing
 from quant_moe_bench import GROUP, MODELS, expert_bytes, stack
 
 from revolta_engine.layers.quant import QuantConfig
@@ -31,7 +31,7 @@ from revolta_engine.layers.quant_moe import GROUPED_MAX_TOKENS, QuantizedExperts
 from revolta_kernels import native_quant_moe
 
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=3)
+time_ms = functools.partial(timing.time_ms, reps=15, inner=1, warmup=3)
 
 
 def stacks(e: int, hidden: int, inter: int) -> tuple[StackedProjection, StackedProjection]:
@@ -61,13 +61,13 @@ def layer(name: str, e: int, hidden: int, inter: int, top_k: int, tokens: int, g
 
     row = {"model": name, "tokens": tokens, "distinct_experts": distinct}
     got_sorted = sorted_path(layers[0]).float()
-    row["sorted_us"] = time_ms(bench_timing.capture([functools.partial(sorted_path, lay) for lay in layers]).replay) \
+    row["sorted_us"] = time_ms(timing.capture([functools.partial(sorted_path, lay) for lay in layers]).replay) \
         * 1e3 / copies
     if grouped and tokens <= GROUPED_MAX_TOKENS:
         got_grouped = grouped_path(layers[0]).float()
         row["rel_diff"] = float(torch.linalg.norm(got_sorted - got_grouped) / torch.linalg.norm(got_grouped))
         row["grouped_us"] = time_ms(
-            bench_timing.capture([functools.partial(grouped_path, lay) for lay in layers]).replay) * 1e3 / copies
+            timing.capture([functools.partial(grouped_path, lay) for lay in layers]).replay) * 1e3 / copies
         row["sorted_speedup"] = row["grouped_us"] / row["sorted_us"]
     return row
 

@@ -32,7 +32,7 @@ def copy_gbs(best: bool = False) -> float:
     """This GPU's device-to-device copy rate in GB/s: bytes read + written by a 2 GiB copy.
 
     The median of ten timed batches of three copies; ``best``: the fastest of ten single copies after three
-    untimed ones (the end-to-end benchmarks' roofline, as they have always reported it). The allocator's cache is
+    untimed ones (the end-to-end benchmarks' roofline). The allocator's cache is
     emptied after, so a model loaded next has the memory."""
     rate = _copy_rate(best)
     torch.cuda.empty_cache()
@@ -76,7 +76,7 @@ def capture(calls: list[Callable[[], object]], st: dict | None = None) -> ChainG
 
     ``st``: the state dict the calls read and rebind as they run. The graph reads the tensors it holds when
     capture begins, so the graph keeps them itself: otherwise they are freed, and a later capture's
-    ``empty_cache()`` may return their memory to the driver (an illegal address on replay, H200 session 7)."""
+    ``empty_cache()`` may return their memory to the driver (an illegal address on replay)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
