@@ -1,12 +1,13 @@
 """Greedy argmax over LM-head-sized logits: torch's reduction against ``revolta::argmax``, in CUDA graphs.
 
-Usage: ``python benchmarks/argmax_bench.py [--out FILE]``; prints and writes us per call (50 calls per graph).
+Usage: ``python benchmarks/argmax_bench.py [--out bench_out/argmax_bench.json]``; prints and writes us per call (50 calls per graph).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import torch
 
@@ -32,7 +33,7 @@ def _us_per_call(fn, calls: int = 50) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", type=Path, default=Path("bench_out/argmax_bench.json"))
     args = parser.parse_args()
     res: dict[str, float] = {}
     for rows, cols in ((1, 128256), (1, 248320), (64, 128256)):
@@ -42,9 +43,8 @@ def main() -> None:
         res[f"torch_{rows}x{cols}_us"] = round(_us_per_call(lambda x=x: x.argmax(dim=-1)), 2)
         res[f"revolta_{rows}x{cols}_us"] = round(_us_per_call(lambda x=x: ops.argmax(x)), 2)
     print(json.dumps(res))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ The layout section reads an int4 qweight ([K / 8, N] int32) in the skinny GEMV's
 8 warps x U rows per step, its split-K grid) against the same bytes read contiguously by as many blocks: what the
 layout alone costs the DRAM, before any arithmetic.
 
-    python3 benchmarks/chain_ceiling.py --out ceiling.json
+    python3 benchmarks/chain_ceiling.py --out bench_out/chain_ceiling.json
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=640, help="keys the decode attention reads (gpu_e2e: 512..767)")
     ap.add_argument("--weight-gb", type=float, default=5.727854592,
                     help="gpu_e2e's weight_GB of the AWQ config (its roofline's bytes)")
-    ap.add_argument("--out")
+    ap.add_argument("--out", type=Path, default=Path("bench_out/chain_ceiling.json"))
     args = ap.parse_args()
     so = build(args.lib)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -194,8 +194,8 @@ def main() -> None:
         res[label] = {"step_us": step_us, "tok_s": tok_s, "fraction_of_roofline": tok_s / roofline}
         print(f"decode step as {label}: {step_us:.0f} us = {tok_s:.0f} tok/s = {100 * tok_s / roofline:.1f}% of the "
               f"roofline ({roofline:.0f} tok/s)", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":

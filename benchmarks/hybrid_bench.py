@@ -8,7 +8,7 @@
 - Causal conv1d decode update (batch 32, 8192 channels) and 8K prefill, native vs reference.
 - MoE block at batch 1, Qwen3.5-35B-A3B shape (256 experts, top 8, hidden 2048, intermediate 512, gated
   shared expert 512): GB/s over the selected experts' weights, graph replays over 4 weight copies (6 GiB).
-Usage: ``python benchmarks/hybrid_bench.py --out $OUT/hybrid_bench.json``.
+Usage: ``python benchmarks/hybrid_bench.py --out bench_out/hybrid_bench.json``.
 """
 
 from __future__ import annotations
@@ -49,8 +49,6 @@ def _qkv(n, hk, hv, d, gen):
 
 
 def gdn_decode(bw: float, gen) -> dict:
-    from revolta_kernels import native_hybrid
-
     batch, hk, hv, d, sets = 32, 16, 32, 128, 8
     pool = torch.randn(batch * sets * 2, hv, d, d, device="cuda", generator=gen) * 0.1
     perm = torch.randperm(pool.shape[0], device="cuda", generator=gen)
@@ -58,19 +56,13 @@ def gdn_decode(bw: float, gen) -> dict:
     state_bytes = 2 * batch * hv * d * d * 4
     io_bytes = batch * (2 * hk * d * 2 + 2 * hv * d * 2 + hv * (4 + 2))
     out: dict = {"batch": batch, "key_heads": hk, "value_heads": hv, "head_dim": d, "bytes": state_bytes + io_bytes}
-    default = native_hybrid.GDN_DECODE_PERSISTENT
-    for name, persistent in (("persistent", True), ("one_item", False)):
-        native_hybrid.GDN_DECODE_PERSISTENT = persistent  # read when the graph is captured
-        fns = [lambda a=a, s=s: ops_hybrid.gated_delta_rule_decode(*a, pool, s, True) for a, s in steps]
-        ms = time_ms(graphed(fns), reps=20) / sets
-        one = [lambda a=a, s=s: ops_hybrid.gated_delta_rule_decode(*(t[:1] for t in a), pool, s[:1], True)
-               for a, s in steps]
-        ms1 = time_ms(graphed(one), reps=20) / sets
-        gbps = (state_bytes + io_bytes) / (ms / 1e3) / 1e9
-        out[name] = {"us": ms * 1e3, "GBps": gbps, "fraction_of_copy": gbps * 1e9 / bw, "batch1_us": ms1 * 1e3}
-    native_hybrid.GDN_DECODE_PERSISTENT = default
-    best = max(("persistent", "one_item"), key=lambda k: out[k]["fraction_of_copy"])
-    out.update({"best": best, "us": out[best]["us"], "fraction_of_copy": out[best]["fraction_of_copy"]})
+    fns = [lambda a=a, s=s: ops_hybrid.gated_delta_rule_decode(*a, pool, s, True) for a, s in steps]
+    ms = time_ms(graphed(fns), reps=20) / sets
+    one = [lambda a=a, s=s: ops_hybrid.gated_delta_rule_decode(*(t[:1] for t in a), pool, s[:1], True)
+           for a, s in steps]
+    ms1 = time_ms(graphed(one), reps=20) / sets
+    gbps = (state_bytes + io_bytes) / (ms / 1e3) / 1e9
+    out.update({"us": ms * 1e3, "GBps": gbps, "fraction_of_copy": gbps * 1e9 / bw, "batch1_us": ms1 * 1e3})
     # the layer's fused step (gating + delta rule + gated norm), batch 32 and 1
     zs = [torch.randn(batch, 2 * hv + hv * d, device="cuda", generator=gen).half() for _ in range(sets)]
     a_log, dt_bias, w = (torch.randn(hv, device="cuda").half() - 2, torch.randn(hv, device="cuda").half(),
@@ -84,18 +76,10 @@ def gdn_decode(bw: float, gen) -> dict:
                                                         a_log, dt_bias, z, w, 1e-6, pool, slots[:rows], True)
 
     ms = time_ms(graphed([lambda i=i: fused(i, batch) for i in range(sets)]), reps=20) / sets
+    ms2 = time_ms(graphed([lambda i=i: fused(i, 2) for i in range(sets)]), reps=20) / sets
     ms1 = time_ms(graphed([lambda i=i: fused(i, 1) for i in range(sets)]), reps=20) / sets
     out["fused_step"] = {"us": ms * 1e3, "fraction_of_copy": (state_bytes + io_bytes) / (ms / 1e3) / bw,
-                         "batch1_us": ms1 * 1e3}
-    # both kernels of the fused step forced: heads split over 4 blocks, or one block per head
-    split_default = native_hybrid.GDN_SPLIT_MAX_BLOCKS
-    for name, limit in (("split", 1 << 30), ("whole", 0)):
-        native_hybrid.GDN_SPLIT_MAX_BLOCKS = limit  # read when the graph is captured
-        ms = time_ms(graphed([lambda i=i: fused(i, batch) for i in range(sets)]), reps=20) / sets
-        ms2 = time_ms(graphed([lambda i=i: fused(i, 2) for i in range(sets)]), reps=20) / sets
-        ms1 = time_ms(graphed([lambda i=i: fused(i, 1) for i in range(sets)]), reps=20) / sets
-        out["fused_step"][name] = {"batch32_us": ms * 1e3, "batch2_us": ms2 * 1e3, "batch1_us": ms1 * 1e3}
-    native_hybrid.GDN_SPLIT_MAX_BLOCKS = split_default
+                         "batch2_us": ms2 * 1e3, "batch1_us": ms1 * 1e3}
     ref_ms = time_ms(lambda: ref_gdn.gated_delta_rule_recurrent(*steps[0][0], pool, steps[0][1], True), reps=5)
     out.update({"reference_us": ref_ms * 1e3, "speedup_vs_reference": ref_ms / (out["us"] / 1e3)})
     return out
@@ -190,19 +174,12 @@ def moe(bw: float, gen) -> dict:
             "rel_err_vs_reference": float((got.float() - want.float()).norm() / want.float().norm())}
 
 
-# MoE decode variants of revolta_moe_set_config: (v3, pf_down, down)
-MOE_VARIANTS = {"v1": (0, 0, 1), "v3_nopf_down3": (1, 0, 3), "v3_nopf_down1": (1, 0, 1), "v1up_down3": (2, 0, 3),
-                "v3_pf1_down3": (1, 1, 3), "v3_pf2_down3": (1, 2, 3)}
-
-
 def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
     """The whole MoE block as the model runs it at decode, Qwen3.5-35B-A3B shape: residual add + RMSNorm, router,
     up, down, as CUDA-graph replays of 8 steps over 4 weight copies (6 GiB: cold in L2), for each batch size,
-    with the norm fused into the router (moe_router_norm) or as its own kernel (fused_add_rms_norm -> moe_router),
-    and each MoE kernel variant. Bytes = router + the distinct experts the step's tokens chose + shared expert +
+    with the norm fused into the router (moe_router_norm) or as its own kernel (fused_add_rms_norm -> moe_router).
+    Bytes = router + the distinct experts the step's tokens chose + shared expert +
     norm weight, each read once, + activations (x, residual in; h, normed, out written)."""
-    from revolta_kernels import native_moe
-
     e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
     weights = []
     for _ in range(copies):
@@ -226,33 +203,27 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
         logits = ops_hybrid.moe_router(normed, wr)
         return ops_hybrid.moe_block(normed, logits, w13, w2, k, True, *shared), hid
 
-    old = native_moe.moe_set_config()
-    out: dict = {"variants": {n: list(c) for n, c in MOE_VARIANTS.items()}, "default": list(old)}
-    try:
-        for t in batches:
-            steps = [(torch.randn(t, h, device="cuda", generator=gen).half(),
-                      (4 * torch.randn(t, h, device="cuda", generator=gen)).half()) for _ in range(8)]
-            nbytes = 0
-            for i, (x, res) in enumerate(steps):
-                logits, _, _ = ops_hybrid.moe_router_norm(x, res, weights[i % copies][3], weights[i % copies][4],
-                                                          1e-6, True)
-                distinct = int(torch.topk(logits.float(), k, dim=-1).indices.unique().numel())
-                nbytes += (distinct * 3 * h * inter + 3 * i_s * h + h + e * h + h) * 2 + 5 * t * h * 2
-            nbytes /= len(steps)
-            row: dict = {"bytes_per_step": nbytes, "ideal_us_at_copy": nbytes / bw * 1e6}
-            for chain_name, chain in (("fused_norm", fused), ("unfused_norm", unfused)):
-                for name, cfg in MOE_VARIANTS.items():
-                    native_moe.moe_set_config(*cfg)
-                    replay = graphed([lambda i=i, x=x, r=res, c=chain: c(i, x, r) for i, (x, res) in enumerate(steps)])
-                    us = time_ms(replay, reps=20) / len(steps) * 1e3
-                    del replay
-                    row[f"{chain_name}/{name}"] = {"us": us, "fraction_of_copy": nbytes / (us / 1e6) / bw}
-            out[f"batch{t}"] = row
-            print(f"moe chain batch {t}: ideal {row['ideal_us_at_copy']:.1f} us; " + ", ".join(
-                f"{kk} {v['us']:.1f} us ({100 * v['fraction_of_copy']:.0f}%)" for kk, v in row.items()
-                if isinstance(v, dict)), flush=True)
-    finally:
-        native_moe.moe_set_config(*old)
+    out: dict = {}
+    for t in batches:
+        steps = [(torch.randn(t, h, device="cuda", generator=gen).half(),
+                  (4 * torch.randn(t, h, device="cuda", generator=gen)).half()) for _ in range(8)]
+        nbytes = 0
+        for i, (x, res) in enumerate(steps):
+            logits, _, _ = ops_hybrid.moe_router_norm(x, res, weights[i % copies][3], weights[i % copies][4],
+                                                      1e-6, True)
+            distinct = int(torch.topk(logits.float(), k, dim=-1).indices.unique().numel())
+            nbytes += (distinct * 3 * h * inter + 3 * i_s * h + h + e * h + h) * 2 + 5 * t * h * 2
+        nbytes /= len(steps)
+        row: dict = {"bytes_per_step": nbytes, "ideal_us_at_copy": nbytes / bw * 1e6}
+        for chain_name, chain in (("fused_norm", fused), ("unfused_norm", unfused)):
+            replay = graphed([lambda i=i, x=x, r=res, c=chain: c(i, x, r) for i, (x, res) in enumerate(steps)])
+            us = time_ms(replay, reps=20) / len(steps) * 1e3
+            del replay
+            row[chain_name] = {"us": us, "fraction_of_copy": nbytes / (us / 1e6) / bw}
+        out[f"batch{t}"] = row
+        print(f"moe chain batch {t}: ideal {row['ideal_us_at_copy']:.1f} us; " + ", ".join(
+            f"{kk} {v['us']:.1f} us ({100 * v['fraction_of_copy']:.0f}%)" for kk, v in row.items()
+            if isinstance(v, dict)), flush=True)
     return out
 
 
@@ -273,7 +244,7 @@ def main() -> None:
             continue
         try:
             result[name] = fn()
-        except Exception:  # keep the other numbers of this (scarce) device run
+        except Exception:  # one failed section keeps the others' numbers
             result[name] = {"error": traceback.format_exc(limit=3)}
         torch.cuda.empty_cache()
         print(name, json.dumps(result[name]), flush=True)
@@ -281,9 +252,8 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2))
     d, p, m = (result.get(n, {}) for n in ("gdn_decode", "gdn_prefill_8k", "moe_block_batch1"))
     fs = d.get("fused_step", {})
-    print("fused GDN step us (b1 / b2 / b32): " + " | ".join(
-        f"{k} {fs[k]['batch1_us']:.2f} / {fs[k]['batch2_us']:.2f} / {fs[k]['batch32_us']:.1f}"
-        for k in ("split", "whole") if k in fs))
+    if fs:
+        print(f"fused GDN step us (b1 / b2 / b32): {fs['batch1_us']:.2f} / {fs['batch2_us']:.2f} / {fs['us']:.1f}")
     print(f"\ncopy {bw / 1e9:.0f} GB/s | GDN decode {d.get('us', 0):.1f} us = {100 * d.get('fraction_of_copy', 0):.1f}% "
           f"of copy | 8K prefill {p.get('native_ms', 0):.2f} ms vs ref {p.get('reference_ms', 0):.1f} ms = "
           f"{p.get('speedup', 0):.1f}x | MoE b1 {m.get('us', 0):.1f} us = {100 * m.get('fraction_of_copy', 0):.1f}% "
