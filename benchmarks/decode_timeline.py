@@ -5,7 +5,7 @@ kernel starts before the previous one ends. Here the step's kernels are sorted b
 charged the time from the previous kernel's end to its own (the first one: its whole duration), so the
 charges add up to the replay's span and show which kernels lengthen the step, and by how much.
 
-``--probe`` (a native library built with ``-DREVOLTA_GEMV_PROBE``, see ``scripts/build_lib.sh``) reads instead
+``--probe`` (a native library built with ``-DREVOLTA_GEMV_PROBE``, e.g. by ``scripts/build_lib.sh``) reads instead
 the in-kernel records of the skinny quantized GEMVs and the light decode attention of one replay: when each
 probed kernel's blocks start, pass their PDL wait and finish. Launches are grouped (a launch's blocks all exit
 before any block of the next launch of the same kernel does) and each is described against the previous probed
@@ -16,7 +16,8 @@ to the step) and phase medians over blocks (staged, main loop, exit) from clock6
 
 Usage (on a GPU machine, dummy weights):
     python benchmarks/decode_timeline.py --config benchmarks/configs/llama-3.1-8b-awq --out bench_out/timeline.json
-    REVOLTA_NATIVE_LIB=.devcarry/probe/librevolta_native.so python benchmarks/decode_timeline.py --probe
+    xz -dc .devcarry/probe.so.xz >/tmp/probe.so   # from scripts/build_lib.sh probe -DREVOLTA_GEMV_PROBE
+    REVOLTA_NATIVE_LIB=/tmp/probe.so python benchmarks/decode_timeline.py --probe
 """
 
 from __future__ import annotations
