@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from common.e2e import copy_bandwidth, random_prompts, timed_generate
+from common.timing import replay_us
 from gpu_e2e import build_parser, make_llm, measure
 from torch.profiler import ProfilerActivity, profile
 
@@ -140,15 +141,7 @@ def graph_gpu_ms(engine, bs: int, ctx: int, reps: int = 30) -> float | None:
     v["query_start_loc"].copy_(torch.arange(bs + 1, dtype=torch.int32, device=dev))
     v["block_tables"][:, :nb].copy_(torch.arange(1, 1 + bs * nb, dtype=torch.int32, device=dev).view(bs, nb))
     g = graphs.graphs[bs, width]
-    for _ in range(3):
-        g.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        g.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
+    return replay_us(g, reps) / 1e3
 
 
 def gemv_rates(model, rows: list[int]) -> list[dict]:

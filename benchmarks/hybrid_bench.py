@@ -133,8 +133,12 @@ def conv1d(bw: float, gen) -> dict:
             "prefill8k_speedup": pre_ref / pre_ms}
 
 
-def moe(bw: float, gen) -> dict:
-    e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
+MOE_SHAPE = (256, 2048, 512, 8, 512, 4)  # Qwen3.5-35B-A3B: experts, hidden, intermediate, top_k, shared; copies
+
+
+def moe_weights(gen) -> list[tuple]:
+    """Random fp16 experts (w13, w2) and the gated shared expert of each weight copy, Qwen3.5-35B-A3B shape."""
+    e, h, inter, _, i_s, copies = MOE_SHAPE
     weights = []
     for _ in range(copies):
         w13 = (torch.randn(e, 2 * inter, h, device="cuda", generator=gen) / h**0.5).half()
@@ -143,6 +147,12 @@ def moe(bw: float, gen) -> dict:
                   (torch.randn(h, i_s, device="cuda", generator=gen) / i_s**0.5).half(),
                   (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).half())
         weights.append((w13, w2, shared))
+    return weights
+
+
+def moe(bw: float, gen) -> dict:
+    e, h, inter, k, i_s, copies = MOE_SHAPE
+    weights = moe_weights(gen)
     steps = [(torch.randn(1, h, device="cuda", generator=gen).half(),
               torch.randn(1, e, device="cuda", generator=gen).half()) for _ in range(8)]
     fns = [lambda i=i, x=x, lg=lg: ops_hybrid.moe_block(x, lg, weights[i % copies][0], weights[i % copies][1], k,
@@ -180,17 +190,10 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
     with the norm fused into the router (moe_router_norm) or as its own kernel (fused_add_rms_norm -> moe_router).
     Bytes = router + the distinct experts the step's tokens chose + shared expert +
     norm weight, each read once, + activations (x, residual in; h, normed, out written)."""
-    e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
-    weights = []
-    for _ in range(copies):
-        w13 = (torch.randn(e, 2 * inter, h, device="cuda", generator=gen) / h**0.5).half()
-        w2 = (torch.randn(e, h, inter, device="cuda", generator=gen) / inter**0.5).half()
-        shared = ((torch.randn(2 * i_s, h, device="cuda", generator=gen) / h**0.5).half(),
-                  (torch.randn(h, i_s, device="cuda", generator=gen) / i_s**0.5).half(),
-                  (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).half())
-        wr = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half()
-        nw = (0.2 * torch.randn(h, device="cuda", generator=gen)).half()
-        weights.append((w13, w2, shared, wr, nw))
+    e, h, inter, k, i_s, copies = MOE_SHAPE
+    weights = [(w13, w2, shared, (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half(),
+                (0.2 * torch.randn(h, device="cuda", generator=gen)).half())
+               for w13, w2, shared in moe_weights(gen)]
 
     def fused(i, x, res):
         w13, w2, shared, wr, nw = weights[i % copies]

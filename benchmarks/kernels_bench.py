@@ -59,16 +59,9 @@ def decode_bytes(num_seqs, ctx, kv_dtype, h=32, hkv=8, d=128):
 
 
 def graph_call_us(fn, calls: int = 8) -> float:
-    """Microseconds per call of ``fn``, timed as CUDA-graph replays of ``calls`` calls each after one eager
-    warm-up call (several calls per replay take the graph's own launch cost out of short kernels' times and
-    keep the launch gaps between calls, as in an engine step)."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return time_ms(graph.replay, reps=30, inner=10) / calls * 1e3
+    """Microseconds per call of ``fn`` in graph replays of ``calls`` calls (``timing.graph_call_us`` with this
+    benchmark's repetitions)."""
+    return timing.graph_call_us(fn, calls, reps=30, inner=10)
 
 
 def time_decode_graph(args, calls: int = 1) -> float:
@@ -153,25 +146,18 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
         print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy "
               f"(8 calls per graph replay; 1 call per replay: {ms1 * 1e3:.1f} us)", flush=True)
         if sweep_splits and native_attention is not None:
-            r["splits_us"], r["chunks_us"] = {}, {}
-            for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48):
-                native_attention.SPLIT_OVERRIDE = s
-                try:
-                    r["splits_us"][s] = time_decode_graph(args, calls=8) * 1e3
-                finally:
-                    native_attention.SPLIT_OVERRIDE = None
-            print("    even splits (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["splits_us"].items()),
-                  flush=True)
-            for c in (64, 128, 192, 256, 320, 384, 512, 768):
-                if c >= max(lens):
-                    continue
-                native_attention.CHUNK_OVERRIDE = c
-                try:
-                    r["chunks_us"][c] = time_decode_graph(args, calls=8) * 1e3
-                finally:
-                    native_attention.CHUNK_OVERRIDE = None
-            print("    fixed chunks (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["chunks_us"].items()),
-                  flush=True)
+            for key, attr, values in (("splits_us", "SPLIT_OVERRIDE", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)),
+                                      ("chunks_us", "CHUNK_OVERRIDE", (64, 128, 192, 256, 320, 384, 512, 768))):
+                r[key] = {}
+                for v in values:
+                    if attr == "CHUNK_OVERRIDE" and v >= max(lens):
+                        continue
+                    setattr(native_attention, attr, v)
+                    try:
+                        r[key][v] = time_decode_graph(args, calls=8) * 1e3
+                    finally:
+                        setattr(native_attention, attr, None)
+                print(f"    {key} forced: " + ", ".join(f"{k}: {v:.1f}" for k, v in r[key].items()), flush=True)
         out.append(r)
         del args
         torch.cuda.empty_cache()

@@ -25,19 +25,6 @@ def graph_us(seq: list[Callable[[], object]], st: dict | None = None) -> float:
     return us
 
 
-def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
-    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
-    g.replay()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps):
-        g.replay()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3 / reps
-
-
 def l2_bytes() -> int:
     return torch.cuda.get_device_properties(0).L2_cache_size
 

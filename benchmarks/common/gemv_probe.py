@@ -17,8 +17,8 @@ from collections import defaultdict
 
 import torch
 
-from common.gemv import awq_bytes, awq_weights, replay_us
-from common.timing import capture
+from common.gemv import awq_bytes, awq_weights
+from common.timing import capture, replay_us
 from revolta_kernels import native, native_quant, ops_quant
 
 

@@ -65,6 +65,32 @@ def matmul_tflops(n: int = 8192) -> float:
     return 2 * n**3 / time_ms(lambda: a @ b, reps=10, inner=5) / 1e9
 
 
+def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
+    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
+    g.replay()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        g.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e3 / reps
+
+
+def graph_call_us(fn: Callable[[], object], calls: int = 8, reps: int = 30, inner: int = 10) -> float:
+    """Microseconds per call of ``fn``, timed as CUDA-graph replays of ``calls`` calls each after one eager
+    warm-up call (several calls per replay take the graph's own launch cost out of short kernels' times and
+    keep the launch gaps between calls, as in an engine step)."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return time_ms(graph.replay, reps=reps, inner=inner) / calls * 1e3
+
+
 class ChainGraph(torch.cuda.CUDAGraph):
     """A captured chain that holds the tensors its first calls read (``inputs``) for as long as it lives."""
 
