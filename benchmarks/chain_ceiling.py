@@ -3,7 +3,7 @@ GEMV chains and the decode step are measured against, next to the copy bandwidth
 
 ``csrc/chain_stream.cu`` (built here with nvcc) reads ``bytes`` per launch with every load it can keep in flight,
 and takes one value from the previous launch after the PDL wait. No real kernel of that byte size in a dependent
-chain can be faster, so ``fraction of copy`` for the probe is the most that the M=1 GEMV bars can ask of a kernel
+chain can be faster, so ``fraction of copy`` for the probe is the most that the M=1 GEMV figures can ask of a kernel
 of that size. For each size the best of several grids and load depths is kept.
 
 The decode-step chain replays one Llama-3.1-8B AWQ g128 layer as the engine runs it (qkv with the norm, rotary

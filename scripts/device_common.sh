@@ -2,7 +2,7 @@
 # WORK = a scratch folder for the logs and JSON files of one run.
 
 # python_env: the wheels carried in .whl/ (those the device image lacks; see shared/device/wheels.sh) installed
-# into /tmp/site, and PYTHONPATH set to them, the workspace packages' sources and the tests' helper modules.
+# into /tmp/site, and PYTHONPATH set to them, the workspace packages' sources and the tests' shared case builders.
 python_env() {
   if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.whl/*.whl \

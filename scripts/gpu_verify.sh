@@ -10,6 +10,7 @@
 #   --compare-lib PATH  run the headline benchmarks also with this library, interleaved with the first; both go in
 #                       results.json with the ratios compare_lib / lib (a before/after in one run)
 #   --rounds N          headline rounds per library (default 1; figures are medians over rounds)
+#   --only NAMES        only these headline benchmarks (comma-separated: llama8b_fp16,llama8b_awq,qwen35_35b_a3b_awq)
 #   --tests-only        the GPU tests, no benchmarks
 #   --bench-only        the benchmarks, no tests
 #   --kernels           also the kernel benchmarks (kernels_bench.py, gemv_bench.py run) into the logs
@@ -21,13 +22,14 @@ OUT="${OUT:-$ROOT/gpu_verify_out}"
 WORK="$(mktemp -d /tmp/gpu_verify.XXXXXX)"
 BUILD=/tmp/revolta-kernels-build
 BENCH_TIMEOUT=240
-archs="${REVOLTA_CUDA_ARCHS:-90}" lib="" compare="" rounds=1 tests=1 bench=1 kernels=0 baseline="" commit=""
+archs="${REVOLTA_CUDA_ARCHS:-90}" lib="" compare="" rounds=1 only="" tests=1 bench=1 kernels=0 baseline="" commit=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --archs) archs="$2"; shift ;;
     --lib) lib="$2"; shift ;;
     --compare-lib) compare="$2"; shift ;;
     --rounds) rounds="$2"; shift ;;
+    --only) only="$2"; shift ;;
     --tests-only) bench=0 ;;
     --bench-only) tests=0 ;;
     --kernels) kernels=1 ;;
@@ -66,6 +68,7 @@ fi
 
 if [ "$bench" = 1 ]; then
   for name in $(python3 benchmarks/common/results.py names); do
+    [ -n "$only" ] && [[ ",$only," != *",$name,"* ]] && continue
     for round in $(seq 1 "$rounds"); do
       headline "$name" a "$round" "$lib"
       [ -n "$compare" ] && headline "$name" b "$round" "$compare"
