@@ -61,5 +61,6 @@ headline() {
   read -ra argv <<<"$(python3 "$ROOT/benchmarks/common/results.py" argv "$name")"
   REVOLTA_NATIVE_LIB="$lib" timeout "$BENCH_TIMEOUT" python3 "${argv[@]}" --out "$file.json" >"$file.log" 2>&1
   local rc=$?
+  [ -s "$file.json" ] || echo "{\"error\": \"exit status $rc; see $(basename "$file").log in logs.txt\"}" >"$file.json"
   echo "[${SECONDS}s] $name ($tag, round $round) rc=$rc $(grep -hoE '"batch1_decode_tok_s": [0-9.]+' "$file.json" 2>/dev/null)"
 }

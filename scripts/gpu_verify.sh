@@ -92,5 +92,6 @@ if compgen -G "$WORK/*_bench.json" >/dev/null; then
     "$WORK"/*_bench.json >"$OUT/kernel_benchmarks.json"
 fi
 failed=$(cat "$WORK"/*.rc 2>/dev/null | grep -cv '^0$')
-echo "[${SECONDS}s] done; $failed test suite(s) failed"
-exit $(( failed > 0 ))
+broken=$(grep -l '^{"error"' "$WORK"/*.[ab].*.json 2>/dev/null | wc -l)
+echo "[${SECONDS}s] done; $failed test suite(s) failed, $broken benchmark run(s) without results"
+exit $(( failed + broken > 0 ))
