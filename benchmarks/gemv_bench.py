@@ -129,6 +129,7 @@ def dense_sweep(copy_gbs: float) -> dict:
           for n, k, _ in DENSE_SHAPES}
     for warps in (4, 8):
         for rows in (4, 8):
+            # Tuning call site (as common/tuning.py): each swept block shape, process-wide until the next call.
             native_quant.dense_tune(warps, rows)
             row = {}
             for m in (1, 4):
