@@ -3,7 +3,7 @@ GEMV chains and the decode step are measured against, next to the copy bandwidth
 
 ``csrc/chain_stream.cu`` (built here with nvcc) reads ``bytes`` per launch with every load it can keep in flight,
 and takes one value from the previous launch after the PDL wait. No real kernel of that byte size in a dependent
-chain can be faster, so ``fraction of copy`` for the probe is the most that the M=1 GEMV bars can ask of a kernel
+chain can be faster, so ``fraction of copy`` for the probe is the most that the M=1 GEMV figures can ask of a kernel
 of that size. For each size the best of several grids and load depths is kept.
 
 The decode-step chain replays one Llama-3.1-8B AWQ g128 layer as the engine runs it (qkv with the norm, rotary
@@ -15,7 +15,7 @@ The layout section reads an int4 qweight ([K / 8, N] int32) in the skinny GEMV's
 8 warps x U rows per step, its split-K grid) against the same bytes read contiguously by as many blocks: what the
 layout alone costs the DRAM, before any arithmetic.
 
-    python3 benchmarks/chain_ceiling.py --out ceiling.json
+    python3 benchmarks/chain_ceiling.py --out bench_out/chain_ceiling.json
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from bench_timing import capture, time_ms
-from gemv_common import awq_bytes, copies, copy_bandwidth
+from common.gemv import AWQ_SHAPES as SHAPES
+from common.gemv import awq_bytes, copies
+from common.timing import capture, copy_gbs, time_ms
 
 SOURCE = Path(__file__).parent / "csrc" / "chain_stream.cu"
-SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # issue 6's (K, N)
 LINKS = 32  # the decode step's layer count: chains at least this deep
 
 
@@ -146,11 +146,11 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=640, help="keys the decode attention reads (gpu_e2e: 512..767)")
     ap.add_argument("--weight-gb", type=float, default=5.727854592,
                     help="gpu_e2e's weight_GB of the AWQ config (its roofline's bytes)")
-    ap.add_argument("--out")
+    ap.add_argument("--out", type=Path, default=Path("bench_out/chain_ceiling.json"))
     args = ap.parse_args()
     so = build(args.lib)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    bw = copy_bandwidth()
+    bw = copy_gbs()
     res: dict = {"gpu": torch.cuda.get_device_name(), "copy_gbs": bw, "sms": sms}
     print(f"copy {bw:.0f} GB/s, {sms} SMs", flush=True)
 
@@ -194,8 +194,8 @@ def main() -> None:
         res[label] = {"step_us": step_us, "tok_s": tok_s, "fraction_of_roofline": tok_s / roofline}
         print(f"decode step as {label}: {step_us:.0f} us = {tok_s:.0f} tok/s = {100 * tok_s / roofline:.1f}% of the "
               f"roofline ({roofline:.0f} tok/s)", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":

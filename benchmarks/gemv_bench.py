@@ -1,33 +1,32 @@
-"""Decode-size GEMVs with and without programmatic dependent launch (PDL), in CUDA graphs, against this
-GPU's copy bandwidth measured in the same run.
+"""Decode-size GEMVs in CUDA graphs against this GPU's copy bandwidth measured in the same run.
 
-Every time is microseconds per call inside one captured CUDA graph of many calls (replayed, event-timed),
-weights rotated through copies > 3x the L2 so every call streams its weights from DRAM ("cold", as a decode
-step reading each layer once). Three settings, each captured separately with PDL off and on
-(``native_quant.set_pdl``; REVOLTA_PDL=0/1 does the same per process):
+``run`` (the default sections awq, dense, llama8b): every time is microseconds per call inside one captured CUDA
+graph of many calls (replayed, event-timed), weights rotated through copies > 3x the L2 so every call streams its
+weights from DRAM ("cold", as a decode step reading each layer once), each captured with programmatic dependent
+launch (PDL) off and on (``native_quant.set_pdl``):
 
-- ``indep``: the same activations into every call, distinct weights per call (the "isolated" number of
-  quant_bench.py's ``m1_cold``: back-to-back launches that do not depend on each other's data; with PDL off
-  each still starts only after the previous one finished);
-- ``chain``: each call's output feeds the next (K x N alternates with N x K, as up/down projections do):
-  the realistic decode dependency;
-- ``llama8b``: the linears of Llama-3.1-8B's 32 distinct layers at batch 1 in decode order (qkv 6144x4096,
-  o 4096x4096, gate_up 28672x4096, down 4096x14336 as [N x K]), chained, for AWQ g128 (skinny int4 kernel;
-  down with and without the fused SiLU-and-mul), fp16 with the skinny fp16 GEMV (down fused, or after the
-  separate silu_and_mul kernel as the engine runs it), and fp16 with cuBLAS plus the separate silu_and_mul
-  kernel (the engine before this change). The dense section also times lm_head (128256 x 4096) at M = 1, 2.
-- ``dense_norm`` / ``llama8b_norm`` (not in the default sections): the fp16 GEMV with the residual add + RMSNorm
-  fused in (``dense_linear_add_rms_norm``) against the separate ``fused_add_rms_norm`` kernel + GEMV, on the
-  projections a pre-norm feeds (Llama-8B qkv and gate_up, Qwen3.5-35B-A3B GDN in_proj and attention qkv), and in
-  Llama-8B's 32 layers with the residual stream.
+- ``awq``: AWQ g128 int4 at M = 1 (and 4, 8): ``indep`` = the same activations into every call, distinct weights
+  (back-to-back launches that do not depend on each other's data), ``chain`` = each call's output feeds the next
+  (K x N alternates with N x K, as up/down projections do: the real decode dependency);
+- ``dense``: the skinny fp16 GEMV against cuBLAS on Llama-3.1-8B's linears and lm_head (128256 x 4096), M = 1-8,
+  and the down projection with the SiLU-and-mul fused in;
+- ``llama8b``: the linears of Llama-3.1-8B's 32 distinct layers at batch 1 in decode order, chained: AWQ (down with
+  and without the fused SiLU), fp16 skinny GEMV (fused or separate SiLU) and fp16 cuBLAS + the separate SiLU;
+- ``dense_sweep``: the fp16 GEMV's block shapes (warps, rows per block), M = 1 and 4; the best one is applied to
+  the sections after it and reported as ``dense_tune`` (what ``--dense-tune`` takes);
+- ``dense_norm`` / ``llama8b_norm`` / ``awq_norm``: the residual add + RMSNorm fused into the GEMV against the
+  separate norm kernel + GEMV (common/gemv_norm.py).
 
-Sweeps (PDL on): the AWQ kernel's split-K slot share (fill all resident block slots, or half so the next
-kernel's blocks fit beside) and L2 prefetch budget on four chains, and the fp16 GEMV's block shape (warps,
-rows per block); the sections after them use the best of each (``quant_tune`` / ``dense_tune`` in
-the JSON: what REVOLTA_QUANT_TUNE / REVOLTA_DENSE_GEMV_TUNE take, for the engine runs).
+% of copy = bytes / time / copy bandwidth, bytes = weights (packed int4 + scales + zeros for AWQ) + activations in
++ output. The ceiling for a kernel in a dependent chain is chain_ceiling.py's.
 
-% of copy = bytes / time / copy bandwidth, bytes = weights (packed int4 + scales + zeros for AWQ) +
-activations in + output.
+``probe``: with a native library built with ``-DREVOLTA_GEMV_PROBE`` (``scripts/build_lib.sh probe
+-DREVOLTA_GEMV_PROBE``), where the time of PDL-chained M=1 AWQ GEMVs goes from inside the kernels
+(common/gemv_probe.py). ``ncu``: each decode-shape AWQ M=1 call launched ``--reps`` times on distinct weight
+copies, a small target for Nsight Compute (``ncu --kernel-name regex:quant_gemv python benchmarks/gemv_bench.py
+ncu``).
+
+    python benchmarks/gemv_bench.py run --sections awq,dense,llama8b --out bench_out/gemv_bench.json
 """
 
 from __future__ import annotations
@@ -35,25 +34,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from gemv_bench_norm import dense_norm_section, llama8b_norm_section
-from gemv_common import (
-    DENSE_SHAPES,
-    awq_bytes,
-    awq_weights,
-    both_pdl,
-    copies,
-    copy_bandwidth,
-    graph_us,
-    l2_bytes,
-)
+from common import tuning
+from common.gemv import AWQ_SHAPES, DENSE_SHAPES, awq_bytes, awq_weights, both_pdl, copies, graph_us, l2_bytes
+from common.gemv_norm import awq_norm_section, dense_norm_section, llama8b_norm_section
+from common.gemv_probe import probe_available, probe_chains
+from common.timing import copy_gbs as copy_bandwidth
 
 import revolta_kernels
 from revolta_kernels import native_quant, ops, ops_quant
 
-AWQ_SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # (K, N)
+DEFAULT_SECTIONS = "awq,dense,llama8b"
 
 
 def awq_section(copy_gbs: float) -> list:
@@ -128,39 +122,6 @@ def dense_section(copy_gbs: float) -> list:
     return rows
 
 
-QUANT_SWEEP = [(share, kb) for share in (1, 2) for kb in (0, 4096)]  # (slot share, L2 prefetch KB)
-
-
-def quant_sweep(copy_gbs: float) -> dict:
-    """AWQ M=1 chains (K x N then N x K), PDL on, for each split-K slot share (1 = fill every resident block
-    slot, 2 = half: room for the next kernel's blocks) and L2 prefetch budget (whole grid, KB)."""
-    res: dict = {}
-    for k, n in ((4096, 4096), (4096, 14336), (5120, 27648), (4096, 6144)):
-        c = max(copies(awq_bytes(k, n)), 8)
-        fwd, back = [awq_weights(k, n) for _ in range(c)], [awq_weights(n, k) for _ in range(c)]
-        st = {"h": torch.randn(1, k, device="cuda").half()}
-        calls = []
-        for wf, wb in zip(fwd, back, strict=True):
-            calls.append(lambda wf=wf, st=st: st.__setitem__("y", ops_quant.quant_matmul(st["h"], *wf, 4, 128, 0)))
-            calls.append(lambda wb=wb, st=st: st.__setitem__("h", ops_quant.quant_matmul(st["y"], *wb, 4, 128, 0)))
-        row = {}
-        for share, kb in QUANT_SWEEP:
-            native_quant.tune(gemv_prefetch_kb=kb, gemv_share=share)
-            us = graph_us(calls)
-            row[f"{share},{kb}"] = {"us": us, "frac_copy": (awq_bytes(k, n) + awq_bytes(n, k)) / 2 / us / 1e3 / copy_gbs,
-                                    "splits": [native_quant.plan(1, n, k, 4, 128, torch.device("cuda"))["splits"],
-                                               native_quant.plan(1, k, n, 4, 128, torch.device("cuda"))["splits"]]}
-        res[f"{k}x{n}"] = row
-        print(f"AWQ chain {k}x{n} + back: (share, prefetch KB) -> % of copy: "
-              + ", ".join(f"({key}): {100 * v['frac_copy']:.1f} (splits {v['splits']})" for key, v in row.items()),
-              flush=True)
-    native_quant.tune()
-    best = max((f"{a},{b}" for a, b in QUANT_SWEEP),
-               key=lambda key: statistics.geometric_mean(r[key]["frac_copy"] for r in res.values()))
-    res["best_share_prefetch"] = best
-    return res
-
-
 def dense_sweep(copy_gbs: float) -> dict:
     """fp16 GEMV block shapes (warps, rows per block) at M = 1 and 4, PDL on, back-to-back calls."""
     res: dict = {}
@@ -168,6 +129,7 @@ def dense_sweep(copy_gbs: float) -> dict:
           for n, k, _ in DENSE_SHAPES}
     for warps in (4, 8):
         for rows in (4, 8):
+            # Tuning call site (as common/tuning.py): each swept block shape, process-wide until the next call.
             native_quant.dense_tune(warps, rows)
             row = {}
             for m in (1, 4):
@@ -251,41 +213,86 @@ def llama8b_section(copy_gbs: float) -> dict:
     return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", help="write the results as JSON here")
-    ap.add_argument("--sections", default="quant_sweep,awq,dense_sweep,dense,llama8b")
-    args = ap.parse_args()
-    assert revolta_kernels.native_available(), revolta_kernels.native_status()
+def run(args: argparse.Namespace) -> dict:
+    """The ``run`` sections named by ``args.sections``, in a fixed order."""
     copy_gbs = copy_bandwidth()
     result: dict = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "l2_bytes": l2_bytes(),
-                    "pdl_available": native_quant.set_pdl(True)}
+                    "pdl_available": native_quant.set_pdl(True), "tuning": tuning.apply(args)}
     print(f"copy bandwidth {copy_gbs:.0f} GB/s; PDL available: {result['pdl_available']}", flush=True)
     sections = args.sections.split(",")
-    try:
-        if "quant_sweep" in sections:
-            result["awq_share_prefetch_sweep"] = qs = quant_sweep(copy_gbs)
-            share, kb = (int(v) for v in qs["best_share_prefetch"].split(","))
-            # what REVOLTA_QUANT_TUNE takes (built-in launch plan, the best share and prefetch budget)
-            result["quant_tune"] = f"0,0,1,-1,-1,{kb},{share}"
-            native_quant.tune(gemv_prefetch_kb=kb, gemv_share=share)
-        if "awq" in sections:
-            result["awq_m1"] = awq_section(copy_gbs)
-        if "dense_sweep" in sections:
-            result["fp16_gemv_sweep"] = ds = dense_sweep(copy_gbs)
-            result["dense_tune"] = ds["best"]  # what REVOLTA_DENSE_GEMV_TUNE takes
-        if "dense" in sections:
-            result["fp16_gemv"] = dense_section(copy_gbs)
-        if "llama8b" in sections:
-            result["llama8b_linears"] = llama8b_section(copy_gbs)
-        if "dense_norm" in sections:
-            result["fp16_gemv_norm"] = dense_norm_section(copy_gbs)
-        if "llama8b_norm" in sections:
-            result["llama8b_norm"] = llama8b_norm_section(copy_gbs)
-    finally:
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=2)
+    if "awq" in sections:
+        result["awq_m1"] = awq_section(copy_gbs)
+    if "dense_sweep" in sections:
+        result["fp16_gemv_sweep"] = ds = dense_sweep(copy_gbs)
+        result["dense_tune"] = ds["best"]
+    if "dense" in sections:
+        result["fp16_gemv"] = dense_section(copy_gbs)
+    if "llama8b" in sections:
+        result["llama8b_linears"] = llama8b_section(copy_gbs)
+    if "dense_norm" in sections:
+        result["fp16_gemv_norm"] = dense_norm_section(copy_gbs)
+    if "llama8b_norm" in sections:
+        result["llama8b_norm"] = llama8b_norm_section(copy_gbs)
+    if "awq_norm" in sections:
+        result["llama8b_awq_norm"] = awq_norm_section()
+    return result
+
+
+def probe(args: argparse.Namespace) -> dict:
+    """The probe's description of each chain (needs a probe build)."""
+    assert probe_available(), "the probe needs a native library built with -DREVOLTA_GEMV_PROBE"
+    native_quant.set_pdl(True)
+    applied = tuning.apply(args)
+    bw = copy_bandwidth()
+    print(f"copy {bw:.0f} GB/s", flush=True)
+    return {"copy_gbs": bw, "tuning": applied, **probe_chains(bw)}
+
+
+def ncu_target(args: argparse.Namespace) -> dict:
+    """Each decode-shape AWQ M=1 call ``args.reps`` times on distinct weight copies (nothing timed)."""
+    tuning.apply(args)
+    shapes = [("qkv_norm", 4096, 6144, 2), ("o", 4096, 4096, 0), ("gate_up_norm", 4096, 28672, 2),
+              ("down_silu", 14336, 4096, 1), ("up", 4096, 14336, 0), ("down", 14336, 4096, 0)]
+    res = torch.randn(1, 4096, device="cuda").half()
+    g = (torch.randn(4096, device="cuda") * 0.1 + 1).half()
+    for label, k, n, act in shapes:
+        x = torch.randn(1, 2 * k if act == 1 else k, device="cuda").half()
+        for w in [awq_weights(k, n) for _ in range(args.reps)]:
+            if act == 0:
+                ops_quant.quant_matmul(x, *w, 4, 128, 0)
+            elif act == 1:
+                ops_quant.quant_matmul_silu(x, *w, 4, 128, 0)
+            else:
+                ops_quant.quant_matmul_add_rms_norm(x, res, g, 1e-5, False, *w, 4, 128, 0)
+        torch.cuda.synchronize()
+        print(label, k, n, "done", flush=True)
+    return {}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, fn, help_text in (("run", run, "the timed sections"), ("probe", probe, "the in-kernel probe"),
+                                ("ncu", ncu_target, "a target for Nsight Compute")):
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(fn=fn)
+        p.add_argument("--out", type=Path, default=Path(f"bench_out/gemv_{name}.json"))
+        tuning.add_arguments(p)
+        if name == "run":
+            p.add_argument("--sections", default=DEFAULT_SECTIONS,
+                           help="comma-separated: awq, dense_sweep, dense, llama8b, dense_norm, llama8b_norm, awq_norm")
+        if name == "ncu":
+            p.add_argument("--reps", type=int, default=2)
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
+    assert revolta_kernels.native_available(), revolta_kernels.native_status()
+    result = args.fn(args)
+    if args.command != "ncu":
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

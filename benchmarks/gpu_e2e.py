@@ -15,65 +15,13 @@ import argparse
 import json
 import logging
 import re
-import statistics
-import time
 from pathlib import Path
 
-import bench_timing
 import torch
+from common.e2e import copy_bandwidth, decode_rates, random_prompts, timed_generate
 
 import revolta_kernels
-from revolta_engine import LLM, SamplingParams
-
-
-def copy_bandwidth() -> float:
-    """The roofline's copy rate in bytes/s (bench_timing.copy_gbs, best of ten)."""
-    return bench_timing.copy_gbs(best=True) * 1e9
-
-
-def timed_outputs(llm: LLM, prompts: list[list[int]], max_tokens: int) -> tuple[float, list]:
-    """Seconds for one ``generate`` of ``prompts`` (greedy, exactly ``max_tokens`` each) and its outputs."""
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-    torch.cuda.synchronize()
-    assert all(len(o.outputs[0].token_ids) == max_tokens for o in outs)
-    return time.perf_counter() - t0, outs
-
-
-def timed_generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> float:
-    return timed_outputs(llm, prompts, max_tokens)[0]
-
-
-def decode_rates(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> dict[str, float]:
-    """Batch-1 decode tok/s two ways, each the median of ``reps``, after one untimed generation at the prompt's length:
-
-    - ``per_token``: tokens - 1 over the time from the first output token to the last (the engine's token
-      timestamps, ``RequestOutput.metrics``), so the decode steps alone, as vLLM's TPOT;
-    - ``difference``: tokens - 1 over (full generation - prefill-only generation). It also counts a request's start
-      and finish, but a prefill whose time varies between calls moves it: Qwen3.5-35B-A3B AWQ at a 1024-token prompt
-      (its prefill runs a host loop over the routed experts) gave 407, 129 and -618 tok/s on one H200 (session 32).
-    """
-    timed_generate(llm, [prompt], 2)  # first-use costs of this prompt length's shapes, else in one rep's prefill
-    per_token, difference = [], []
-    for _ in range(reps):
-        t1 = timed_generate(llm, [prompt], 1)
-        t, outs = timed_outputs(llm, [prompt], tokens)
-        m = outs[0].metrics
-        per_token.append((tokens - 1) / (m.last_token_time - m.first_token_time))
-        difference.append((tokens - 1) / (t - t1))
-    return {"per_token": statistics.median(per_token), "difference": statistics.median(difference)}
-
-
-def decode_rate(llm: LLM, prompt: list[int], tokens: int, reps: int = 3) -> float:
-    """Decoded tokens/s after the prompt: ``decode_rates``' per-token rate."""
-    return decode_rates(llm, prompt, tokens, reps)["per_token"]
-
-
-def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(100, vocab - 100, (length,), generator=g).tolist() for _ in range(n)]
+from revolta_engine import LLM
 
 
 class _CapacityLog(logging.Handler):
@@ -90,8 +38,9 @@ class _CapacityLog(logging.Handler):
             self.kv_tokens = int(m.group(1))
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__)
+def build_parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    """The engine and workload options (gpu_profile.py adds its own to the same parser)."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="benchmarks/configs/llama-3.1-8b")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--input-len", type=int, default=512)
@@ -103,9 +52,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--enforce-eager", action="store_true")
     ap.add_argument("--no-async-scheduling", action="store_true")
     ap.add_argument("--decode-only", action="store_true", help="skip the concurrent and long-prefill runs")
+    ap.add_argument("--activation-quant", choices=("none", "int8"), default="none",
+                    help="int8: the quantized decode projections round their activations to int8 (AWQ/GPTQ only)")
     ap.add_argument("--baseline", type=Path, help="an earlier result (e.g. fp16) to report the speed-up over")
     ap.add_argument("--out", type=Path, default=Path("bench_out/gpu_e2e.json"))
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of this benchmark."""
+    return build_parser().parse_args(argv)
 
 
 def make_llm(args: argparse.Namespace) -> tuple[LLM, _CapacityLog]:
@@ -116,7 +72,7 @@ def make_llm(args: argparse.Namespace) -> tuple[LLM, _CapacityLog]:
     llm = LLM(args.config, load_format="dummy", dtype=args.dtype, max_model_len=args.prefill_len + 64,
               max_num_seqs=args.concurrency, max_num_batched_tokens=max(args.max_num_batched_tokens, args.prefill_len),
               enforce_eager=args.enforce_eager, enable_prefix_caching=False,
-              async_scheduling=not args.no_async_scheduling)
+              async_scheduling=not args.no_async_scheduling, activation_quant=args.activation_quant)
     return llm, log
 
 
@@ -130,8 +86,8 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
     spec_bytes = engine.runner.kv_caches[0].key.element_size()
 
     timed_generate(llm, random_prompts(2, 64, vocab, 0), 8)  # warm-up
-    # Median of three reps (decode_rates): a single (prefill-only, full) pair let a first-use cost or a host pause
-    # in either timing move the difference-based rate by several percent (H200 session 11 run 3: 550 against 519).
+    # Median of three reps (decode_rates): a single (prefill-only, full) pair lets a first-use cost or a host pause
+    # in either timing move the difference-based rate by several percent.
     rates = decode_rates(llm, random_prompts(1, args.input_len, vocab, 1)[0], args.output_len)
     decode_tok_s = rates["per_token"]
     roofline = bw / weight_bytes
@@ -149,6 +105,7 @@ def measure(llm: LLM, args: argparse.Namespace, log: _CapacityLog, bw: float) ->
 
     result = {
         "config": args.config, "dtype": args.dtype, "enforce_eager": args.enforce_eager,
+        "activation_quant": getattr(args, "activation_quant", "none"),
         "async_scheduling": engine.async_scheduling,
         "max_num_batched_tokens": engine.scheduler.max_num_batched_tokens,
         "gpu": torch.cuda.get_device_name(), "copy_bandwidth_GBps": bw / 1e9,

@@ -14,7 +14,6 @@ Usage (on a GPU machine): python benchmarks/gpu_profile.py --out-dir $OUT/profil
 from __future__ import annotations
 
 import json
-import sys
 import time
 import traceback
 from collections import defaultdict
@@ -22,13 +21,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from common.e2e import copy_bandwidth, random_prompts, timed_generate
+from common.timing import replay_us
+from gpu_e2e import build_parser, make_llm, measure
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).parent))
-from gpu_e2e import copy_bandwidth, make_llm, measure, parse_args, random_prompts, timed_generate  # noqa: E402
-
-from revolta_engine import SamplingParams  # noqa: E402
-from revolta_engine.engine import inflight  # noqa: E402
+from revolta_engine import SamplingParams
+from revolta_engine.engine import inflight
 
 
 class PhaseTimes:
@@ -142,15 +141,7 @@ def graph_gpu_ms(engine, bs: int, ctx: int, reps: int = 30) -> float | None:
     v["query_start_loc"].copy_(torch.arange(bs + 1, dtype=torch.int32, device=dev))
     v["block_tables"][:, :nb].copy_(torch.arange(1, 1 + bs * nb, dtype=torch.int32, device=dev).view(bs, nb))
     g = graphs.graphs[bs, width]
-    for _ in range(3):
-        g.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        g.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
+    return replay_us(g, reps) / 1e3
 
 
 def gemv_rates(model, rows: list[int]) -> list[dict]:
@@ -193,13 +184,10 @@ def kernel_table(prof, path: Path, steps: int) -> str:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    out_dir = Path("bench_out/profile")
-    if "--out-dir" in argv:
-        i = argv.index("--out-dir")
-        out_dir = Path(argv[i + 1])
-        argv = argv[:i] + argv[i + 2:]
-    args = parse_args(argv)
+    ap = build_parser(__doc__)
+    ap.add_argument("--out-dir", type=Path, default=Path("bench_out/profile"), help="where the profile files go")
+    args = ap.parse_args()
+    out_dir = args.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     summary: list[str] = []
 

@@ -8,7 +8,7 @@
 - Causal conv1d decode update (batch 32, 8192 channels) and 8K prefill, native vs reference.
 - MoE block at batch 1, Qwen3.5-35B-A3B shape (256 experts, top 8, hidden 2048, intermediate 512, gated
   shared expert 512): GB/s over the selected experts' weights, graph replays over 4 weight copies (6 GiB).
-Usage: ``python benchmarks/hybrid_bench.py --out $OUT/hybrid_bench.json``.
+Usage: ``python benchmarks/hybrid_bench.py --out bench_out/hybrid_bench.json``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-import bench_timing
 import torch
 import torch.nn.functional as F
+from common import timing
 
 import revolta_kernels
 from revolta_kernels import ops_gdn, ops_moe
@@ -30,12 +30,12 @@ from revolta_kernels.reference import conv1d as ref_conv
 from revolta_kernels.reference import gdn as ref_gdn
 from revolta_kernels.reference import moe as ref_moe
 
-time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=1, warmup=2)  # this benchmark's defaults
+time_ms = functools.partial(timing.time_ms, reps=15, inner=1, warmup=2)  # this benchmark's defaults
 
 
 def graphed(fns) -> Callable[[], None]:
     """All callables in ``fns`` captured in order into one CUDA graph; returns its replay."""
-    return bench_timing.capture(fns).replay
+    return timing.capture(fns).replay
 
 
 def _qkv(n, hk, hv, d, gen):
@@ -76,11 +76,10 @@ def gdn_decode(bw: float, gen) -> dict:
                                                         a_log, dt_bias, z, w, 1e-6, pool, slots[:rows], True)
 
     ms = time_ms(graphed([lambda i=i: fused(i, batch) for i in range(sets)]), reps=20) / sets
+    ms2 = time_ms(graphed([lambda i=i: fused(i, 2) for i in range(sets)]), reps=20) / sets
     ms1 = time_ms(graphed([lambda i=i: fused(i, 1) for i in range(sets)]), reps=20) / sets
     out["fused_step"] = {"us": ms * 1e3, "fraction_of_copy": (state_bytes + io_bytes) / (ms / 1e3) / bw,
-                         "batch1_us": ms1 * 1e3}
-    ms2 = time_ms(graphed([lambda i=i: fused(i, 2) for i in range(sets)]), reps=20) / sets
-    out["fused_step"]["batch2_us"] = ms2 * 1e3
+                         "batch2_us": ms2 * 1e3, "batch1_us": ms1 * 1e3}
     ref_ms = time_ms(lambda: ref_gdn.gated_delta_rule_recurrent(*steps[0][0], pool, steps[0][1], True), reps=5)
     out.update({"reference_us": ref_ms * 1e3, "speedup_vs_reference": ref_ms / (out["us"] / 1e3)})
     return out
@@ -134,8 +133,12 @@ def conv1d(bw: float, gen) -> dict:
             "prefill8k_speedup": pre_ref / pre_ms}
 
 
-def moe(bw: float, gen) -> dict:
-    e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
+MOE_SHAPE = (256, 2048, 512, 8, 512, 4)  # Qwen3.5-35B-A3B: experts, hidden, intermediate, top_k, shared; copies
+
+
+def moe_weights(gen) -> list[tuple]:
+    """Random fp16 experts (w13, w2) and the gated shared expert of each weight copy, Qwen3.5-35B-A3B shape."""
+    e, h, inter, _, i_s, copies = MOE_SHAPE
     weights = []
     for _ in range(copies):
         w13 = (torch.randn(e, 2 * inter, h, device="cuda", generator=gen) / h**0.5).half()
@@ -144,6 +147,12 @@ def moe(bw: float, gen) -> dict:
                   (torch.randn(h, i_s, device="cuda", generator=gen) / i_s**0.5).half(),
                   (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).half())
         weights.append((w13, w2, shared))
+    return weights
+
+
+def moe(bw: float, gen) -> dict:
+    e, h, inter, k, i_s, copies = MOE_SHAPE
+    weights = moe_weights(gen)
     steps = [(torch.randn(1, h, device="cuda", generator=gen).half(),
               torch.randn(1, e, device="cuda", generator=gen).half()) for _ in range(8)]
     fns = [lambda i=i, x=x, lg=lg: ops_moe.moe_block(x, lg, weights[i % copies][0], weights[i % copies][1], k,
@@ -181,17 +190,10 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
     with the norm fused into the router (moe_router_norm) or as its own kernel (fused_add_rms_norm -> moe_router).
     Bytes = router + the distinct experts the step's tokens chose + shared expert +
     norm weight, each read once, + activations (x, residual in; h, normed, out written)."""
-    e, h, inter, k, i_s, copies = 256, 2048, 512, 8, 512, 4
-    weights = []
-    for _ in range(copies):
-        w13 = (torch.randn(e, 2 * inter, h, device="cuda", generator=gen) / h**0.5).half()
-        w2 = (torch.randn(e, h, inter, device="cuda", generator=gen) / inter**0.5).half()
-        shared = ((torch.randn(2 * i_s, h, device="cuda", generator=gen) / h**0.5).half(),
-                  (torch.randn(h, i_s, device="cuda", generator=gen) / i_s**0.5).half(),
-                  (torch.randn(1, h, device="cuda", generator=gen) / h**0.5).half())
-        wr = (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half()
-        nw = (0.2 * torch.randn(h, device="cuda", generator=gen)).half()
-        weights.append((w13, w2, shared, wr, nw))
+    e, h, inter, k, i_s, copies = MOE_SHAPE
+    weights = [(w13, w2, shared, (torch.randn(e, h, device="cuda", generator=gen) / h**0.5).half(),
+                (0.2 * torch.randn(h, device="cuda", generator=gen)).half())
+               for w13, w2, shared in moe_weights(gen)]
 
     def fused(i, x, res):
         w13, w2, shared, wr, nw = weights[i % copies]
@@ -210,7 +212,8 @@ def moe_chain(bw: float, gen, batches=(1, 2, 4, 8)) -> dict:
                   (4 * torch.randn(t, h, device="cuda", generator=gen)).half()) for _ in range(8)]
         nbytes = 0
         for i, (x, res) in enumerate(steps):
-            logits, _, _ = ops_moe.moe_router_norm(x, res, weights[i % copies][3], weights[i % copies][4], 1e-6, True)
+            logits, _, _ = ops_moe.moe_router_norm(x, res, weights[i % copies][3], weights[i % copies][4],
+                                                      1e-6, True)
             distinct = int(torch.topk(logits.float(), k, dim=-1).indices.unique().numel())
             nbytes += (distinct * 3 * h * inter + 3 * i_s * h + h + e * h + h) * 2 + 5 * t * h * 2
         nbytes /= len(steps)
@@ -234,7 +237,7 @@ def main() -> None:
                     "moe_block_batch1, moe_chain); default all")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    bw = bench_timing.copy_gbs() * 1e9  # bytes/s
+    bw = timing.copy_gbs() * 1e9  # bytes/s
     result: dict = {"gpu": torch.cuda.get_device_name(), "native": revolta_kernels.native_status(),
                     "copy_bandwidth_GBps": bw / 1e9}
     for name, fn in (("gdn_decode", lambda: gdn_decode(bw, gen)), ("gdn_prefill_8k", lambda: gdn_prefill(gen)),
@@ -244,7 +247,7 @@ def main() -> None:
             continue
         try:
             result[name] = fn()
-        except Exception:  # keep the other numbers of this (scarce) device run
+        except Exception:  # one failed section keeps the others' numbers
             result[name] = {"error": traceback.format_exc(limit=3)}
         torch.cuda.empty_cache()
         print(name, json.dumps(result[name]), flush=True)

@@ -11,16 +11,14 @@ Usage: ``python benchmarks/hybrid_e2e.py --config benchmarks/configs/qwen3.5-35b
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import statistics
 import time
 from pathlib import Path
 
-import bench_timing
 import torch
-from gpu_e2e import copy_bandwidth, decode_rate, decode_rates, timed_generate
+from common.e2e import copy_bandwidth, decode_rate, decode_rates, event_ms, kernel_breakdown, timed_generate
 
 from revolta_engine import LLM, SamplingParams
 
@@ -39,33 +37,6 @@ def active_bytes(model, config) -> tuple[int, int]:
     return int(active), total
 
 
-event_ms = functools.partial(bench_timing.time_ms, reps=20, warmup=1)
-
-
-def kernel_breakdown(fn, reps: int = 5, top: int = 25) -> list[dict]:
-    """GPU time per call of ``fn`` by kernel name (torch profiler), the largest first."""
-    try:
-        from torch.profiler import ProfilerActivity, profile
-
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(reps):
-                fn()
-            torch.cuda.synchronize()
-        rows = []
-        for ev in prof.key_averages():
-            dev_us = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
-            if dev_us:
-                rows.append({"kernel": ev.key[:120], "us_per_call": dev_us / reps, "count_per_call": ev.count / reps})
-        rows.sort(key=lambda r: -r["us_per_call"])
-        total = sum(r["us_per_call"] for r in rows)
-        return [{"kernel": "TOTAL (sum of kernel times)", "us_per_call": total,
-                 "count_per_call": sum(r["count_per_call"] for r in rows)}] + rows[:top]
-    except Exception as exc:  # the breakdown is a diagnosis; keep the measured rates
-        return [{"error": repr(exc)}]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default="benchmarks/configs/qwen3.5-35b-a3b")
@@ -73,7 +44,7 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--eager-output-len", type=int, default=24)
-    ap.add_argument("--sync", action="store_true", help="the synchronous engine loop (A/B of async scheduling)")
+    ap.add_argument("--sync", action="store_true", help="the synchronous engine loop instead of async scheduling")
     ap.add_argument("--out", type=Path, default=Path("bench_out/hybrid_e2e.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -107,7 +107,7 @@ class ActQuant:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=8192, help="evaluation tokens (rounded down to 512-windows)")
-    ap.add_argument("--out", default="benchmarks/results/int8_activation_accuracy.json")
+    ap.add_argument("--out", default="bench_out/int8_activation_accuracy.json")
     run(ap.parse_args())
 
 

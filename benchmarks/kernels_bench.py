@@ -5,6 +5,12 @@ Ceilings: copy bandwidth (a 2 GiB device-to-device copy, bytes read + written) a
 prefill reports TFLOP/s (causal FLOPs counted exactly) over the matmul rate and against
 torch.nn.functional.scaled_dot_product_attention on the same shapes. Timings are medians of CUDA-event
 timed repetitions after warm-up; decode is timed as CUDA-graph replays, as an engine runs it.
+
+``--split-sweep`` also times the engine decode cases with every forced context split count and fixed chunk size
+next to the occupancy model's plan. ``--ncu-target`` launches each case once, untimed, for Nsight Compute:
+
+    python benchmarks/kernels_bench.py --out bench_out/kernels_bench.json
+    ncu --kernel-name regex:"paged_" --section SpeedOfLight python benchmarks/kernels_bench.py --ncu-target
 """
 
 from __future__ import annotations
@@ -13,16 +19,16 @@ import argparse
 import functools
 import json
 import math
-import os
+from pathlib import Path
 
-import bench_timing
 import torch
 import torch.nn.functional as F
+from common import timing
 
 import revolta_kernels
 from revolta_kernels import ops
 
-time_ms = functools.partial(bench_timing.time_ms, reps=20, inner=5, warmup=3)  # this benchmark's defaults
+time_ms = functools.partial(timing.time_ms, reps=20, inner=5, warmup=3)  # this benchmark's defaults
 
 
 def make_cache(num_blocks, hkv, bs, d, kv_dtype):
@@ -53,16 +59,9 @@ def decode_bytes(num_seqs, ctx, kv_dtype, h=32, hkv=8, d=128):
 
 
 def graph_call_us(fn, calls: int = 8) -> float:
-    """Microseconds per call of ``fn``, timed as CUDA-graph replays of ``calls`` calls each after one eager
-    warm-up call (several calls per replay take the graph's own launch cost out of short kernels' times and
-    keep the launch gaps between calls, as in an engine step)."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return time_ms(graph.replay, reps=30, inner=10) / calls * 1e3
+    """Microseconds per call of ``fn`` in graph replays of ``calls`` calls (``timing.graph_call_us`` with this
+    benchmark's repetitions)."""
+    return timing.graph_call_us(fn, calls, reps=30, inner=10)
 
 
 def time_decode_graph(args, calls: int = 1) -> float:
@@ -115,8 +114,8 @@ def engine_decode_bytes(lens, kv_dtype, h, hkv, d):
 
 def bench_engine_decode(copy_bw, sweep_splits: bool):
     """The decode attention calls the Llama-3.1-8B / Qwen3.5 engine makes (graph replays), optionally with
-    every forced split count (native_attention.SPLIT_OVERRIDE) next to the default plan."""
-    import revolta_kernels
+    every forced split count and chunk size (``native_attention.SPLIT_OVERRIDE`` / ``CHUNK_OVERRIDE``) next to
+    the default plan."""
     from revolta_kernels import native_attention as attention_impl
 
     native_attention = attention_impl if revolta_kernels.native_available() else None
@@ -146,35 +145,19 @@ def bench_engine_decode(copy_bw, sweep_splits: bool):
              "GB/s": nbytes / ms / 1e6, "frac_copy_bw": nbytes / ms / 1e6 / copy_bw}
         print(f"engine decode {name:32s} {ms * 1e3:8.1f} us {100 * r['frac_copy_bw']:5.1f}% of copy "
               f"(8 calls per graph replay; 1 call per replay: {ms1 * 1e3:.1f} us)", flush=True)
-        if native_attention is not None and dt == torch.float16:
-            r["light_us"] = {}  # the light fp16 decode kernel off (0) and taking every case (2)
-            for mode in (0, 2):
-                old = native_attention.set_decode_light(mode)
-                try:
-                    r["light_us"][mode] = time_decode_graph(args, calls=8) * 1e3
-                finally:
-                    native_attention.set_decode_light(old)
-            print(f"    light kernel off / forced: {r['light_us'][0]:.1f} / {r['light_us'][2]:.1f} us", flush=True)
         if sweep_splits and native_attention is not None:
-            r["splits_us"], r["chunks_us"] = {}, {}
-            for s in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48):
-                native_attention.SPLIT_OVERRIDE = s
-                try:
-                    r["splits_us"][s] = time_decode_graph(args, calls=8) * 1e3
-                finally:
-                    native_attention.SPLIT_OVERRIDE = None
-            print("    even splits (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["splits_us"].items()),
-                  flush=True)
-            for c in (64, 128, 192, 256, 320, 384, 512, 768):
-                if c >= max(lens):
-                    continue
-                native_attention.CHUNK_OVERRIDE = c
-                try:
-                    r["chunks_us"][c] = time_decode_graph(args, calls=8) * 1e3
-                finally:
-                    native_attention.CHUNK_OVERRIDE = None
-            print("    fixed chunks (us): " + ", ".join(f"{k}: {v:.1f}" for k, v in r["chunks_us"].items()),
-                  flush=True)
+            for key, attr, values in (("splits_us", "SPLIT_OVERRIDE", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)),
+                                      ("chunks_us", "CHUNK_OVERRIDE", (64, 128, 192, 256, 320, 384, 512, 768))):
+                r[key] = {}
+                for v in values:
+                    if attr == "CHUNK_OVERRIDE" and v >= max(lens):
+                        continue
+                    setattr(native_attention, attr, v)
+                    try:
+                        r[key][v] = time_decode_graph(args, calls=8) * 1e3
+                    finally:
+                        setattr(native_attention, attr, None)
+                print(f"    {key} forced: " + ", ".join(f"{k}: {v:.1f}" for k, v in r[key].items()), flush=True)
         out.append(r)
         del args
         torch.cuda.empty_cache()
@@ -218,42 +201,6 @@ def bench_rotary_cache():
               flush=True)
         out.append(r)
     return out
-
-
-def bench_rope_attention():
-    """Llama-3.1-8B batch-1 decode attention (600 keys, graph replays of 8 calls): rotary + cache write +
-    attention as one op (revolta::rotary_cache_and_attention) against rotary_and_cache then paged attention."""
-    from revolta_kernels import native_rope_attention
-
-    h, hkv, d, bs, ctx = 32, 8, 128, 16, 600
-    q0, kc, vc, tables, lens, qsl, _, scale, _, _ = attn_inputs(1, ctx, 1, h, hkv, d, bs, torch.float16)
-    qkv = torch.randn(1, (h + 2 * hkv) * d, device="cuda").half()
-    q, k, v = (qkv[:, : h * d].view(1, h, d), qkv[:, h * d : (h + hkv) * d].view(1, hkv, d),
-               qkv[:, (h + hkv) * d :].view(1, hkv, d))
-    pos = (lens - 1).long()
-    slots = (tables[0, (ctx - 1) // bs].long() * bs + (ctx - 1) % bs).view(1)
-    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, device="cuda").float() / d))
-    cos_sin = torch.cat([(torch.arange(4096, device="cuda")[:, None] * inv).cos(),
-                         (torch.arange(4096, device="cuda")[:, None] * inv).sin()], dim=-1)
-
-    def fused():
-        ops.rotary_cache_and_attention(pos, q, k, v, cos_sin, True, kc, vc, slots, tables, lens, qsl, 1, scale)
-
-    def two_ops():
-        qr = ops.rotary_and_cache(pos, q, k, v, cos_sin, True, kc, vc, slots)
-        ops.paged_attention_decode(qr, kc, vc, tables, lens, qsl, 1, scale, None, None)
-
-    res = {}
-    try:
-        native_rope_attention.FUSED = True
-        res["fused_us"] = graph_call_us(fused)
-        res["two_ops_us"] = graph_call_us(two_ops)
-        native_rope_attention.FUSED = False
-        res["fused_switched_off_us"] = graph_call_us(fused)
-    finally:
-        native_rope_attention.FUSED = None
-    print("rope+cache+attention b1 ctx600: " + ", ".join(f"{k} {v:.2f}" for k, v in res.items()), flush=True)
-    return res
 
 
 def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
@@ -301,21 +248,32 @@ def bench_prefill(seq, mm_rate, h=32, hkv=8, d=128, bs=16):
     }
 
 
+def ncu_target() -> None:
+    """One untimed launch of each decode case (fp16 and int8 KV) and of the 8K prefill."""
+    for kv in (torch.float16, torch.int8):
+        ops.paged_attention_decode(*attn_inputs(32, 4096, 1, 32, 8, 128, 16, kv))
+        torch.cuda.synchronize()
+    q, kc, vc, tables, lens, qsl, _, scale, _, _ = attn_inputs(1, 8192, 8192, 32, 8, 128, 16, torch.float16)
+    ops.paged_attention_prefill(q, kc, vc, tables, lens, qsl, 8192, scale, None, None)
+    torch.cuda.synchronize()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default="kernels_bench.json")
-    parser.add_argument("--sweep", action="store_true", help="also time every kernel variant (kernels_sweep.py)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("bench_out/kernels_bench.json"))
     parser.add_argument("--engine-only", action="store_true",
                         help="only the engine's decode shapes and the rotary/cache ops (no 4K/128K/prefill cases)")
-    parser.add_argument("--no-split-sweep", action="store_true", help="do not time forced split counts")
-    parser.add_argument(
-        "--prefill-only", action="store_true", help="only the prefill case (and with --sweep its variants)"
-    )
+    parser.add_argument("--prefill-only", action="store_true", help="only the prefill case")
+    parser.add_argument("--split-sweep", action="store_true", help="also time forced split counts and chunk sizes")
+    parser.add_argument("--ncu-target", action="store_true", help="launch each case once, untimed, for ncu")
     args = parser.parse_args()
     torch.manual_seed(0)
+    if args.ncu_target:
+        ncu_target()
+        return
     status = revolta_kernels.native_status()
     print(status, flush=True)
-    copy_bw, mm = bench_timing.copy_gbs(), bench_timing.matmul_tflops()
+    copy_bw, mm = timing.copy_gbs(), timing.matmul_tflops()
     print(f"ceilings: copy {copy_bw:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
     results = {
         "device": torch.cuda.get_device_name(),
@@ -326,32 +284,29 @@ def main() -> None:
         "decode": [],
         "prefill": [],
     }
-    results["pdl_env"] = os.environ.get("REVOLTA_PDL", "")
     if not args.prefill_only:
-        results["engine_decode"] = bench_engine_decode(copy_bw, not args.no_split_sweep)
+        results["engine_decode"] = bench_engine_decode(copy_bw, args.split_sweep)
         results["rotary_cache"] = bench_rotary_cache()
-        results["rope_attention"] = bench_rope_attention()
-    if args.engine_only:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
-        return
+    if not args.engine_only:
+        bench_standalone(results, copy_bw, mm, decode=not args.prefill_only)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+
+
+def bench_standalone(results: dict, copy_bw: float, mm: float, decode: bool) -> None:
+    """The 4K / 128K decode cases (when ``decode``) and the 8K causal prefill, into ``results``."""
     decode_cases = [
         ("32x4K fp16", 32, 4096, torch.float16),
         ("32x4K int8", 32, 4096, torch.int8),
         ("32x4K fp8e4m3", 32, 4096, torch.float8_e4m3fn),
         ("1x128K fp16 split-K", 1, 131072, torch.float16),
         ("1x128K int8 split-K", 1, 131072, torch.int8),
-    ]
-    if args.prefill_only:
-        decode_cases = []
+    ] if decode else []
     for name, n, ctx, dt in decode_cases:
         r = bench_decode(name, n, ctx, dt, copy_bw)
         results["decode"].append(r)
-        print(
-            f"decode {name:22s} {r['ms'] * 1e3:8.1f} us {r['GB/s']:7.0f} GB/s "
-            f"{100 * r['frac_copy_bw']:5.1f}% of copy",
-            flush=True,
-        )
+        print(f"decode {name:22s} {r['ms'] * 1e3:8.1f} us {r['GB/s']:7.0f} GB/s {100 * r['frac_copy_bw']:5.1f}% of copy",
+              flush=True)
         torch.cuda.empty_cache()
     if decode_cases:
         dec = {r["case"]: r for r in results["decode"]}
@@ -359,18 +314,9 @@ def main() -> None:
         print(f"int8 speed-up over fp16 (32x4K): {results['int8_speedup_32x4K']:.2f}x", flush=True)
     r = bench_prefill(8192, mm)
     results["prefill"].append(r)
-    print(
-        f"{r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s "
-        f"({100 * r['frac_matmul']:.1f}% of matmul), SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, "
-        f"ours/SDPA speed {r['speed_vs_sdpa']:.2f}, rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}",
-        flush=True,
-    )
-    if args.sweep:
-        import kernels_sweep
-
-        results["sweep"] = kernels_sweep.run(copy_bw, mm, prefill_only=args.prefill_only)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
+    print(f"{r['case']}: {r['ms']:.2f} ms {r['TFLOP/s']:.0f} TFLOP/s ({100 * r['frac_matmul']:.1f}% of matmul), "
+          f"SDPA {r['sdpa_TFLOP/s']:.0f} TFLOP/s {r['sdpa_ms']}, ours/SDPA speed {r['speed_vs_sdpa']:.2f}, "
+          f"rel err vs SDPA {r['rel_err_vs_sdpa']:.2e}", flush=True)
 
 
 if __name__ == "__main__":

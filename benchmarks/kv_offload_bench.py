@@ -16,17 +16,14 @@ import argparse
 import gc
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from common.e2e import random_prompts
 
 from revolta_engine import LLM, SamplingParams
-
-sys.path.insert(0, str(Path(__file__).parent))
-from gpu_e2e import random_prompts  # noqa: E402
 
 ONE_TOKEN = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
 

@@ -6,13 +6,17 @@ over the copy bandwidth, timed as CUDA-graph replays (as decode runs) in two way
 set repeatedly (up to 60 MB of it stays in L2), ``cold`` rotates through enough copies to exceed 3x the L2,
 as a decode step that reads every layer once does. ``--sweep`` first times every skinny launch-plan variant
 (warps per block, rows per step, waves) cold on every shape and every tensor-core tile variant at M = 4096,
-then reports the table with the best of each (``tune`` in the JSON, for REVOLTA_QUANT_TUNE). ``llama8b_linear_decode`` times the seven projections
-of Llama-3.1-8B's 32 distinct layers at batch 1 (merged q/k/v and gate/up, AWQ g128) against the same fp16
-matmuls: the weight-bound part of a decode step (attention, norms and lm_head excluded).
+then reports the table with the best of each (``quant_tune`` in the JSON: what ``--quant-tune`` takes).
+``llama8b_linear_decode`` times the seven projections of Llama-3.1-8B's 32 distinct layers at batch 1 (merged
+q/k/v and gate/up, AWQ g128) against the same fp16 matmuls: the weight-bound part of a decode step (attention,
+norms and lm_head excluded). ``--int8-activations`` and the other launch overrides of common/tuning.py apply to
+the whole run.
 
-The skinny kernel is launched with programmatic dependent launch on sm_90+ (REVOLTA_PDL=0 turns it off for
-the whole process), so the graphs here measure back-to-back PDL launches. ``benchmarks/gemv_bench.py`` reports
-the same shapes with PDL off and on, isolated and as chains of dependent calls, and the fp16 skinny GEMV.
+The skinny kernel is launched with programmatic dependent launch on sm_90+, so the graphs here measure
+back-to-back PDL launches. gemv_bench.py reports the same shapes with PDL off and on, isolated and as chains of
+dependent calls, and the fp16 skinny GEMV.
+
+    python benchmarks/quant_bench.py --out bench_out/quant_bench.json
 """
 
 from __future__ import annotations
@@ -23,45 +27,32 @@ import itertools
 import json
 import math
 import statistics
+from pathlib import Path
 
-import bench_timing
 import torch
+from common import timing, tuning
+from common.gemv import AWQ_SHAPES as SHAPES
+from common.gemv import awq_bytes, awq_weights, copies
 
 import revolta_kernels
 from revolta_kernels import native_quant, ops_quant
 from revolta_kernels.reference import quant as ref_quant
 
-SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]  # (K, N)
 # (warps per block, rows per step, split policy: 1 = one wave floor / 0 = balanced whole waves, deferred scale)
 GEMV_VARIANTS = list(itertools.product((4, 8), (4, 8), (1, 0), (0, 1)))
 GEMM_VARIANTS = range(5)
 
 
-time_ms = functools.partial(bench_timing.time_ms, reps=15, inner=5, warmup=3)  # this benchmark's defaults
+time_ms = functools.partial(timing.time_ms, reps=15, inner=5, warmup=3)  # this benchmark's defaults
 
 
 def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
     """Microseconds per call of ``calls`` (cycled to at least ``min_calls``) captured in one CUDA graph."""
     seq = [calls[i % len(calls)] for i in range(max(min_calls, len(calls)))]
-    g = bench_timing.capture(seq)
+    g = timing.capture(seq)
     us = time_ms(g.replay, reps=reps, inner=1) * 1e3 / len(seq)
     del g
     return us
-
-
-def weights(k: int, n: int, group: int = 128):
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k // 8, n), dtype=torch.int32, device="cuda")
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n // 8), dtype=torch.int32, device="cuda")
-    scales = (torch.rand(k // group, n, device="cuda") * 2e-3 + 1e-3).half()
-    return qweight, scales, qzeros
-
-
-def m1_bytes(k: int, n: int, m: int = 1) -> int:
-    return k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2 + m * (k + n) * 2
-
-
-def cold_copies(nbytes: int) -> int:
-    return max(2, math.ceil(3 * torch.cuda.get_device_properties(0).L2_cache_size / nbytes))
 
 
 class Shape:
@@ -69,7 +60,7 @@ class Shape:
 
     def __init__(self, k: int, n: int) -> None:
         self.k, self.n = k, n
-        self.sets = [weights(k, n) for _ in range(cold_copies(m1_bytes(k, n)))]
+        self.sets = [awq_weights(k, n) for _ in range(copies(awq_bytes(k, n)))]
         self.x = {m: torch.randn(m, k, device="cuda").half() for m in (1, 4, 8, 64)}
         self.ref = {m: (x.float() @ ref_quant.dequantize(*self.sets[0], 4, 128, 0)) for m, x in self.x.items()}
 
@@ -85,8 +76,8 @@ class Shape:
         return graph_us([lambda s=s: ops_quant.quant_matmul(x, *s, 4, 128, 0) for s in sets])
 
     def dense_us(self, cold: bool) -> float:
-        copies = min(cold_copies(self.k * self.n * 2), 8) if cold else 1
-        dense = [torch.randn(self.k, self.n, device="cuda").half() for _ in range(copies)]
+        count = min(copies(self.k * self.n * 2), 8) if cold else 1
+        dense = [torch.randn(self.k, self.n, device="cuda").half() for _ in range(count)]
         x = self.x[1]
         us = graph_us([lambda w=w: x @ w for w in dense])
         del dense
@@ -107,12 +98,13 @@ def sweep(shapes: list[Shape], copy_gbs: float) -> dict:
     """Cold M = 1 GB/s of every skinny variant and M = 4096 TFLOP/s of every GEMM tile variant."""
     gemv: dict[str, dict] = {}
     for w, u, waves, defer in GEMV_VARIANTS:
+        # Tuning call site (as common/tuning.py): each swept launch plan, process-wide until the next call.
         native_quant.tune(w, u, waves, gemv_defer=defer)
         row, worst = {}, 0.0
         for sh in shapes:
             worst = max(worst, sh.rel_error(1), sh.rel_error(8))
             us = sh.skinny_us(1, cold=True)
-            row[f"{sh.k}x{sh.n}"] = m1_bytes(sh.k, sh.n) / us / 1e3 / copy_gbs
+            row[f"{sh.k}x{sh.n}"] = awq_bytes(sh.k, sh.n) / us / 1e3 / copy_gbs
         # A variant that computes the wrong thing is never "best": its geomean counts as 0.
         ok = worst < 5e-3
         row["geomean"] = math.exp(statistics.mean(math.log(v) for v in row.values())) if ok else 0.0
@@ -134,7 +126,7 @@ def sweep(shapes: list[Shape], copy_gbs: float) -> dict:
 
 def llama8b_decode() -> dict:
     layer = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]  # qkv, o, gate_up, down
-    quant = [[weights(k, n) for k, n in layer] for _ in range(32)]
+    quant = [[awq_weights(k, n) for k, n in layer] for _ in range(32)]
     xs = {k: torch.randn(1, k, device="cuda").half() for k, _ in layer}
     calls = [lambda k=k, w=w: ops_quant.quant_matmul(xs[k], *w, 4, 128, 0)
              for lw in quant for (k, _n), w in zip(layer, lw, strict=True)]
@@ -144,19 +136,21 @@ def llama8b_decode() -> dict:
     calls = [lambda k=k, w=w: xs[k] @ w for lw in dense for (k, _n), w in zip(layer, lw, strict=True)]
     d_ms = graph_us(calls, reps=10) * len(calls) / 1e3
     del dense
-    qbytes = 32 * sum(m1_bytes(k, n) for k, n in layer)
+    qbytes = 32 * sum(awq_bytes(k, n) for k, n in layer)
     return {"awq_ms": q_ms, "fp16_ms": d_ms, "speedup": d_ms / q_ms, "awq_gbs": qbytes / q_ms / 1e6}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--out", type=Path, default=Path("bench_out/quant_bench.json"))
     parser.add_argument("--sweep", action="store_true", help="time every launch variant and use the best")
+    tuning.add_arguments(parser)
     args = parser.parse_args()
     assert revolta_kernels.native_available(), revolta_kernels.native_status()
-    copy_gbs, mm = bench_timing.copy_gbs(), bench_timing.matmul_tflops()
+    copy_gbs, mm = timing.copy_gbs(), timing.matmul_tflops()
     result: dict = {"device": torch.cuda.get_device_name(), "copy_gbs": copy_gbs, "fp16_matmul_tflops": mm,
-                    "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "shapes": []}
+                    "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "shapes": [],
+                    "tuning": tuning.apply(args)}
     print(f"copy bandwidth {copy_gbs:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
     shapes = [Shape(k, n) for k, n in SHAPES]
     if args.sweep:
@@ -164,9 +158,10 @@ def main() -> None:
         best = max(result["sweep"]["skinny_frac_copy_cold"].items(), key=lambda kv: kv[1]["geomean"])[0]
         w, u, waves, defer = (int(p) for p in best.split(","))
         variant = result["sweep"]["best_gemm_variant"]
-        native_quant.tune(w, u, waves, variant, defer)
-        # warps,rows,waves,variant,defer: what REVOLTA_QUANT_TUNE takes (the e2e run reuses the choice)
-        result["tune"] = f"{w},{u},{waves},{variant},{defer}"
+        result["quant_tune"] = (f"gemv_warps={w},gemv_rows={u},gemv_waves={waves},gemm_variant={variant},"
+                                f"gemv_defer={defer}")
+        args.quant_tune = result["quant_tune"]
+        tuning.apply(args)
         print(f"best: skinny warps,rows,policy,defer = {best}; GEMM variant {variant}", flush=True)
     for sh in shapes:
         row: dict = {"K": sh.k, "N": sh.n, "bits": 4, "group": 128,
@@ -175,13 +170,13 @@ def main() -> None:
             tag = "cold" if cold else "hot"
             us = sh.skinny_us(1, cold)
             row[f"m1_{tag}_us"] = us
-            row[f"m1_{tag}_gbs"] = m1_bytes(sh.k, sh.n) / us / 1e3
+            row[f"m1_{tag}_gbs"] = awq_bytes(sh.k, sh.n) / us / 1e3
             row[f"m1_{tag}_frac_copy_bw"] = row[f"m1_{tag}_gbs"] / copy_gbs
             row[f"m1_fp16_{tag}_us"] = sh.dense_us(cold)
         for m in (4, 8):
             us = sh.skinny_us(m, cold=True)
             row[f"m{m}_cold_us"] = us
-            row[f"m{m}_cold_frac_copy_bw"] = m1_bytes(sh.k, sh.n, m) / us / 1e3 / copy_gbs
+            row[f"m{m}_cold_frac_copy_bw"] = awq_bytes(sh.k, sh.n, m) / us / 1e3 / copy_gbs
         row["m4096_tflops"] = sh.gemm_tflops()
         row["m4096_frac_matmul"] = row["m4096_tflops"] / mm
         row["m4096_fp16_tflops"] = sh.dense_gemm_tflops()
@@ -195,9 +190,8 @@ def main() -> None:
     torch.cuda.empty_cache()
     result["llama8b_linear_decode"] = llama8b_decode()
     print("llama8b linear decode:", result["llama8b_linear_decode"], flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

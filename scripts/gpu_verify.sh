@@ -1,28 +1,97 @@
 #!/usr/bin/env bash
-# On the GPU machine: one verification pass of main with a library built elsewhere (REVOLTA_NATIVE_LIB):
-# every kernel GPU test, the engine GPU tests (graphs, hybrid, structured output), the kernel benchmark and
-# the end-to-end Llama-3.1-8B-shape benchmark. Wheels the machine lacks are expected in .whl/.
+# On a GPU machine: build the native kernels, run every kernel and engine GPU test, then the headline benchmarks
+# (Llama-3.1-8B fp16 batch 1 / 64 concurrent / 8K prefill, Llama-3.1-8B AWQ batch 1, Qwen3.5-35B-A3B AWQ batch 1),
+# and write summary.txt and results.json under $OUT (default ./gpu_verify_out). Wheels the machine lacks are
+# taken from .whl/ when present.
+#
+# Usage: scripts/gpu_verify.sh [options]
+#   --archs LIST        archs to build for (default $REVOLTA_CUDA_ARCHS, else 90)
+#   --lib PATH          use this prebuilt library (.so, or .so.xz from scripts/build_lib.sh) instead of building
+#   --compare-lib PATH  run the headline benchmarks also with this library, interleaved with the first; both go in
+#                       results.json with the ratios compare_lib / lib (a before/after in one run)
+#   --rounds N          headline rounds per library (default 1; figures are medians over rounds)
+#   --only NAMES        only these headline benchmarks (comma-separated: llama8b_fp16,llama8b_awq,qwen35_35b_a3b_awq)
+#   --tests-only        the GPU tests, no benchmarks
+#   --bench-only        the benchmarks, no tests
+#   --kernels           also the kernel benchmarks (kernels_bench.py, gemv_bench.py run) into the logs
+#   --baseline KIND     also write baselines/KIND.json under $OUT (e.g. h100), for benchmarks/baselines/
+#   --commit SHA        the commit measured, for results.json (default: the checkout's HEAD, if it is one)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-OUT="${OUT:-$ROOT/gpu_check_out}"
+OUT="${OUT:-$ROOT/gpu_verify_out}"
+WORK="$(mktemp -d /tmp/gpu_verify.XXXXXX)"
+BUILD=/tmp/revolta-kernels-build
+BENCH_TIMEOUT=240
+archs="${REVOLTA_CUDA_ARCHS:-90}" lib="" compare="" rounds=1 only="" tests=1 bench=1 kernels=0 baseline="" commit=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --archs) archs="$2"; shift ;;
+    --lib) lib="$2"; shift ;;
+    --compare-lib) compare="$2"; shift ;;
+    --rounds) rounds="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    --tests-only) bench=0 ;;
+    --bench-only) tests=0 ;;
+    --kernels) kernels=1 ;;
+    --baseline) baseline="$2"; shift ;;
+    --commit) commit="$2"; shift ;;
+    -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+# shellcheck source=scripts/device_common.sh
+source "$ROOT/scripts/device_common.sh"
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-cd "$ROOT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+cd "$ROOT" || exit 1
+exec > >(tee "$WORK/verify.log") 2>&1
+nvidia-smi --query-gpu=name,compute_cap,clocks.sm,clocks.mem,memory.total --format=csv,noheader
+python_env || exit 1
+
+if [ -n "$lib" ]; then
+  lib="$(library_at "$lib" lib)" || exit 1
+else
+  lib="$(build_native "$archs")" || { cp "$WORK/build.log" "$OUT/"; exit 1; }
 fi
-export PYTHONPATH="$ROOT/packages/revolta-kernels/src:$ROOT/packages/revolta-kernels/tests:$ROOT/packages/revolta-engine/src:$ROOT/packages/revolta-engine/tests:/tmp/site"
-python3 -c 'import revolta_kernels as r; print(r.native_status())'
-t0=$(date +%s)
-timeout "${T_KTEST:-150}" python3 -m pytest packages/revolta-kernels/tests -q -m gpu -p no:cacheprovider -o addopts="" \
-  -x --maxfail=20 >"$OUT/kernel_gpu_tests.log" 2>&1
-echo "kernel GPU tests rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "passed|failed|^FAILED|^ERROR" "$OUT/kernel_gpu_tests.log" | tail -8
-t0=$(date +%s)
-timeout "${T_ETEST:-90}" python3 -m pytest packages/revolta-engine/tests/test_gpu_engine.py \
-  packages/revolta-engine/tests/test_gpu_hybrid.py packages/revolta-engine/tests/test_gpu_structured.py \
-  -q -m gpu -p no:cacheprovider -o addopts="" >"$OUT/engine_gpu_tests.log" 2>&1
-echo "engine GPU tests rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "passed|failed|^FAILED|^ERROR|Error" "$OUT/engine_gpu_tests.log" | tail -8
-timeout "${T_BENCH:-60}" python3 benchmarks/kernels_bench.py --out "$OUT/kernels_bench.json" >"$OUT/kernels_bench.log" 2>&1
-echo "kernels_bench rc=$?"; tail -25 "$OUT/kernels_bench.log"
-timeout "${T_E2E:-120}" python3 benchmarks/gpu_e2e.py --out "$OUT/gpu_e2e.json" ${E2E_ARGS:-} >"$OUT/gpu_e2e.log" 2>&1
-echo "gpu_e2e rc=$?"; grep -vE "^(Loaded|Captured)" "$OUT/gpu_e2e.log" | tail -25
+check_library "$lib" || exit 1
+libs=(--lib "lib=$lib")
+if [ -n "$compare" ]; then
+  compare="$(library_at "$compare" compare)" && check_library "$compare" || exit 1
+  libs+=(--lib "compare_lib=$compare")
+fi
+export REVOLTA_NATIVE_LIB="$lib"
+
+if [ "$tests" = 1 ]; then
+  gpu_tests kernels 300 packages/revolta-kernels/tests
+  gpu_tests engine 300 packages/revolta-engine/tests
+fi
+
+if [ "$bench" = 1 ]; then
+  for name in $(python3 benchmarks/common/results.py names); do
+    [ -n "$only" ] && [[ ",$only," != *",$name,"* ]] && continue
+    for round in $(seq 1 "$rounds"); do
+      headline "$name" a "$round" "$lib"
+      [ -n "$compare" ] && headline "$name" b "$round" "$compare"
+    done
+  done
+  if [ "$kernels" = 1 ]; then
+    timeout 120 python3 benchmarks/kernels_bench.py --out "$WORK/kernels_bench.json" >"$WORK/kernels_bench.log" 2>&1
+    echo "[${SECONDS}s] kernels_bench rc=$?"
+    timeout 120 python3 benchmarks/gemv_bench.py run --out "$WORK/gemv_bench.json" >"$WORK/gemv_bench.log" 2>&1
+    echo "[${SECONDS}s] gemv_bench rc=$?"
+  fi
+fi
+
+python3 benchmarks/common/results.py collect --dir "$WORK" --out "$OUT" --root "$ROOT" "${libs[@]}" \
+  --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+  ${baseline:+--baseline "$baseline"} ${commit:+--commit "$commit"}
+# every log in one file, the kernel benchmarks' JSON in another (at most 8 files come back from $OUT)
+for f in "$WORK"/*.log; do echo "===== $(basename "$f")"; cat "$f"; done >"$OUT/logs.txt"
+if compgen -G "$WORK/*_bench.json" >/dev/null; then
+  python3 -c 'import json, pathlib, sys; print(json.dumps({pathlib.Path(p).stem: json.loads(pathlib.Path(p).read_text()) for p in sys.argv[1:]}, indent=1))' \
+    "$WORK"/*_bench.json >"$OUT/kernel_benchmarks.json"
+fi
+failed=$(cat "$WORK"/*.rc 2>/dev/null | grep -cv '^0$')
+broken=$(grep -l '^{"error"' "$WORK"/*.[ab].*.json 2>/dev/null | wc -l)
+echo "[${SECONDS}s] done; $failed test suite(s) failed, $broken benchmark run(s) without results"
+exit $(( failed + broken > 0 ))

@@ -6,7 +6,7 @@
 //
 // benchmarks/chain_ceiling.py builds this with nvcc on the GPU machine (sm_90: griddepcontrol needs it) and times
 // 32-deep chains of it in CUDA graphs: per-kernel time against the copy bandwidth is the ceiling that any kernel
-// of that byte size reaches in a dependent chain, the bar that the GEMV chains are compared against.
+// of that byte size reaches in a dependent chain, which the GEMV chains are compared against.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# build_variant_lib.sh NAME "CUDA FLAGS" [ARCHS]: the native kernels of this tree, built with nvcc for ARCHS (default 90)
-# and those extra flags (e.g. "-DREVOLTA_GEMV_PROBE"), checked not to link libtorch, stripped and compressed into
-# .devcarry/NAME.so.xz for a device run (scripts/device_common.sh: device_libs NAME). About 2 minutes on 2 cores.
+# build_lib.sh NAME ["CUDA FLAGS"] [ARCHS]: the native kernels of this tree built with nvcc for ARCHS (default 90)
+# and those extra flags (e.g. "-DREVOLTA_GEMV_PROBE" for the in-kernel probe), checked not to link libtorch,
+# stripped and compressed into .devcarry/NAME.so.xz, so a device call can carry it and use it:
+#   scripts/gpu_verify.sh --lib .devcarry/NAME.so.xz        (or --compare-lib, for a before/after)
+# About 2 minutes on 2 cores for one arch.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 name="$1"

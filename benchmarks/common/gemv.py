@@ -1,4 +1,4 @@
-"""What the GEMV benchmarks share besides bench_timing: per-call and per-replay graph timing, the copy bandwidth they
+"""What the GEMV benchmarks share besides common.timing: per-call and per-replay graph timing, the copy bandwidth they
 are measured against, and random AWQ g128 weights with their byte counts."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import math
 from collections.abc import Callable
 
 import torch
-from bench_timing import capture, time_ms
-from bench_timing import copy_gbs as copy_bandwidth  # noqa: F401 (the GEMV benchmarks' name for it)
 
+from common.timing import capture, time_ms
 from revolta_kernels import native_quant
 
+# (K, N) of the AWQ g128 decode GEMVs: Llama-3.1-8B's MLP pair and o projection, Qwen2.5-32B's MLP pair
+AWQ_SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]
 # Llama-3.1-8B's linears as (N, K, name), the fp16 sections' shapes
 DENSE_SHAPES = [(6144, 4096, "qkv"), (4096, 4096, "o"), (28672, 4096, "gate_up"), (4096, 14336, "down")]
 
@@ -22,19 +23,6 @@ def graph_us(seq: list[Callable[[], object]], st: dict | None = None) -> float:
     us = time_ms(g.replay) * 1e3 / len(seq)
     del g
     return us
-
-
-def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
-    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
-    g.replay()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps):
-        g.replay()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3 / reps
 
 
 def l2_bytes() -> int:

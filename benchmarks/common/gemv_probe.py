@@ -1,38 +1,40 @@
-"""Where the time of a PDL-chained batch-1 AWQ GEMV goes, from inside the kernels.
+"""The in-kernel probe of the skinny quantized GEMVs: reading its records and describing PDL-chained launches.
 
-Needs a native library built with ``-DREVOLTA_GEMV_PROBE`` (quant_gemv.cuh's probe: thread 0 of every block
-records %globaltimer and clock64 at block start, before the PDL wait, after it, x staged, compute done, exit).
-Chains of M=1 calls are captured in one CUDA graph (PDL on, weights rotated through copies > 3x L2) and
-replayed; the records of the last replay are grouped into launches (a launch's blocks all record before any
-block of the next one passes its wait) and each launch is described relative to the previous launch's last
-block exit ("prev_end"): first block start, wait return (median / max over blocks), staging, compute and
-exit phases (median / max), and the launch's own last exit ("path" = what it adds to the chain).
-
-Usage (GPU): REVOLTA_NATIVE_LIB=probe.so python benchmarks/gemv_probe.py --out probe.json
+A native library built with ``-DREVOLTA_GEMV_PROBE`` has thread 0 of every block record %globaltimer and clock64
+at block start, before the PDL wait, after it, x staged, compute done and exit. Chains of M=1 calls are captured
+in one CUDA graph (PDL on, weights rotated through copies > 3x L2) and replayed; the records of the last replay
+are grouped into launches (a launch's blocks all record before any block of the next one passes its wait) and
+each launch is described relative to the previous launch's last block exit ("prev_end"): first block start,
+wait return (median / max over blocks), staging, compute and exit phases (median / max), and the launch's own
+last exit ("path" = what it adds to the chain).
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
-import json
-import math
 import statistics
 from collections import defaultdict
 
 import torch
-from bench_timing import capture
-from gemv_common import awq_bytes, awq_weights, copy_bandwidth, replay_us
 
+from common.gemv import awq_bytes, awq_weights
+from common.timing import capture, replay_us
 from revolta_kernels import native, native_quant, ops_quant
 
 
+def probe_available() -> bool:
+    """Whether the loaded native library was built with the probe."""
+    return native.LIB is not None and hasattr(native.LIB, "revolta_gemv_probe_read")
+
+
 class Rec(ctypes.Structure):
+    """One block's record: globaltimer (``t``) and clock64 (``c``) at the six points, its SM, block and shape."""
+
     _fields_ = [("t", ctypes.c_uint64 * 6), ("c", ctypes.c_uint64 * 6), ("smid", ctypes.c_int),
                 ("block", ctypes.c_int), ("n", ctypes.c_int), ("k", ctypes.c_int)]
 
 
-CAP = 1 << 17
+CAP = 1 << 17  # records the probe buffer holds
 
 
 def read_probe(symbol: str = "revolta_gemv_probe_read") -> list[Rec]:
@@ -47,6 +49,7 @@ def read_probe(symbol: str = "revolta_gemv_probe_read") -> list[Rec]:
 
 
 def grid_of(k: int, n: int, act: int) -> int:
+    """Blocks of an M=1 call's launch (column tiles x K splits), for grouping the records into launches."""
     pl = native_quant.plan(1, n, k, 4, 128, torch.device("cuda"))
     assert act != 1 or not pl.get("full"), "act 1 never takes the split-K-free kernel: pick K > 4096"
     return pl["column_tiles"] * pl["splits"]
@@ -152,42 +155,76 @@ def run_chain(name: str, steps: list[tuple], copies: int, bw_gbs: float) -> dict
     return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out")
-    ap.add_argument("--tunes", default="", help="';'-separated REVOLTA_QUANT_TUNE specs to repeat the chains with")
-    args = ap.parse_args()
-    assert hasattr(native.LIB, "revolta_gemv_probe_read"), "build with -DREVOLTA_GEMV_PROBE"
-    native_quant.set_pdl(True)
-    bw = copy_bandwidth()
-    print(f"copy {bw:.0f} GB/s", flush=True)
+# The probe of a whole decode step: the light decode attention records into a second buffer
+# (``revolta_attn_probe_read``) with the same six points, so a captured step's GEMVs and attention line up.
+def read_step_probe() -> list[Rec]:
+    """The records of the GEMV and attention probe buffers together, emptying both."""
+    return read_probe() + read_probe("revolta_attn_probe_read")
+
+
+def launches(recs: list[Rec]) -> list[list[Rec]]:
+    """Consecutive records (by exit time) of one kernel shape form one launch (split-K blocks exit several us
+    apart; two launches of one shape are a whole layer apart)."""
+    out: list[list[Rec]] = []
+    for r in sorted(recs, key=lambda r: r.t[5]):
+        if out and (out[-1][0].n, out[-1][0].k) == (r.n, r.k) and r.t[5] - out[-1][-1].t[5] < 10000:
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def label(r: Rec) -> str:
+    """A record's kernel: the light decode attention (negative n: head size, k: splits) or a GEMV shape."""
+    return f"attention d{-r.n} splits {r.k}" if r.n < 0 else f"gemv K={r.k} N={r.n}"
+
+
+def describe(groups: list[list[Rec]]) -> dict:
+    """Per kernel label: the mean over its launches of the hand-off, post-wait span, path and phase medians."""
+    ratios = [(r.t[5] - r.t[0]) / (r.c[5] - r.c[0]) for g in groups for r in g if r.c[5] > r.c[0] and r.t[5] > r.t[0]]
+    ns_per_cycle = statistics.median(ratios)
+    per: dict = defaultdict(lambda: defaultdict(list))
+    prev_end = None
+    for g in sorted(groups, key=lambda g: max(r.t[5] for r in g)):
+        end = max(r.t[5] for r in g)
+        if prev_end is not None:
+            d = per[label(g[0])]
+            first_wait = min(r.t[2] for r in g)
+            d["first_start_us"].append((min(r.t[0] for r in g) - prev_end) / 1e3)
+            d["release_us"].append((first_wait - prev_end) / 1e3)
+            d["post_wait_us"].append((end - first_wait) / 1e3)
+            d["path_us"].append((end - prev_end) / 1e3)
+            d["wait_spread_us"].append((statistics.median(r.t[2] for r in g) - first_wait) / 1e3)
+            for name, a, b in (("staged", 2, 3), ("main_loop", 3, 4), ("exit", 4, 5)):
+                v = sorted((r.c[b] - r.c[a]) * ns_per_cycle / 1e3 for r in g)
+                d[f"{name}_med_us"].append(statistics.median(v))
+                d[f"{name}_max_us"].append(v[-1])
+            d["blocks"].append(len(g))
+        prev_end = end
+    return {k: {m: round(statistics.mean(v), 3) for m, v in d.items()} | {"launches": len(d["path_us"])}
+            for k, d in per.items()}
+
+
+# The chains the probe describes: (label, K, N, act) in chain order; act 0 plain, 1 fused SiLU, 2 fused norm.
+PROBE_CHAINS = {
+    "4096x4096": [("o4096", 4096, 4096, 0), ("o4096b", 4096, 4096, 0)],
+    "4096x14336": [("up14336", 4096, 14336, 0), ("dn14336", 14336, 4096, 0)],
+    "llama_layer": [("qkv_norm", 4096, 6144, 2), ("o", 4096, 4096, 0), ("gate_up_norm", 4096, 28672, 2),
+                    ("down_silu", 14336, 4096, 1)],
+}
+
+
+def probe_chains(bw_gbs: float) -> dict:
+    """Every chain of :data:`PROBE_CHAINS`, weights rotated through copies > 3x the L2; a chain that fails is
+    recorded as an error and the others still run."""
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    chains = {
-        "4096x4096": [("o4096", 4096, 4096, 0), ("o4096b", 4096, 4096, 0)],
-        "4096x14336": [("up14336", 4096, 14336, 0), ("dn14336", 14336, 4096, 0)],
-        "llama_layer": [("qkv_norm", 4096, 6144, 2), ("o", 4096, 4096, 0), ("gate_up_norm", 4096, 28672, 2),
-                        ("down_silu", 14336, 4096, 1)],
-    }
-    result: dict = {"copy_gbs": bw}
-    specs = [""] + [t for t in args.tunes.split(";") if t]
-    for spec in specs:
-        if spec:
-            native_quant.tune(*[int(v) for v in spec.split(",")])
-        for name, steps in chains.items():
-            per = sum(awq_bytes(k, n) for (_, k, n, _) in steps)
-            copies = max(4, math.ceil(3 * l2 / per))
-            key = f"{name}|{spec or 'default'}"
-            try:
-                result[key] = run_chain(key, steps, copies, bw)
-            except Exception as e:  # noqa: BLE001 - keep the other chains
-                print(f"{key} failed: {e!r}", flush=True)
-                result[key] = {"error": repr(e)}
-            torch.cuda.empty_cache()
-        native_quant.tune()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-
-
-if __name__ == "__main__":
-    main()
+    result: dict = {}
+    for name, steps in PROBE_CHAINS.items():
+        per = sum(awq_bytes(k, n) for (_, k, n, _) in steps)
+        try:
+            result[name] = run_chain(name, steps, max(4, -(-3 * l2 // per)), bw_gbs)
+        except Exception as e:  # noqa: BLE001 - keep the other chains
+            print(f"{name} failed: {e!r}", flush=True)
+            result[name] = {"error": repr(e)}
+        torch.cuda.empty_cache()
+    return result

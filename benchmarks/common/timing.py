@@ -32,7 +32,7 @@ def copy_gbs(best: bool = False) -> float:
     """This GPU's device-to-device copy rate in GB/s: bytes read + written by a 2 GiB copy.
 
     The median of ten timed batches of three copies; ``best``: the fastest of ten single copies after three
-    untimed ones (the end-to-end benchmarks' roofline, as they have always reported it). The allocator's cache is
+    untimed ones (the end-to-end benchmarks' roofline). The allocator's cache is
     emptied after, so a model loaded next has the memory."""
     rate = _copy_rate(best)
     torch.cuda.empty_cache()
@@ -65,6 +65,32 @@ def matmul_tflops(n: int = 8192) -> float:
     return 2 * n**3 / time_ms(lambda: a @ b, reps=10, inner=5) / 1e9
 
 
+def replay_us(g: torch.cuda.CUDAGraph, reps: int = 5) -> float:
+    """Mean microseconds per replay of a captured graph, after one warm-up replay."""
+    g.replay()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        g.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e3 / reps
+
+
+def graph_call_us(fn: Callable[[], object], calls: int = 8, reps: int = 30, inner: int = 10) -> float:
+    """Microseconds per call of ``fn``, timed as CUDA-graph replays of ``calls`` calls each after one eager
+    warm-up call (several calls per replay take the graph's own launch cost out of short kernels' times and
+    keep the launch gaps between calls, as in an engine step)."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return time_ms(graph.replay, reps=reps, inner=inner) / calls * 1e3
+
+
 class ChainGraph(torch.cuda.CUDAGraph):
     """A captured chain that holds the tensors its first calls read (``inputs``) for as long as it lives."""
 
@@ -76,7 +102,7 @@ def capture(calls: list[Callable[[], object]], st: dict | None = None) -> ChainG
 
     ``st``: the state dict the calls read and rebind as they run. The graph reads the tensors it holds when
     capture begins, so the graph keeps them itself: otherwise they are freed, and a later capture's
-    ``empty_cache()`` may return their memory to the driver (an illegal address on replay, H200 session 7)."""
+    ``empty_cache()`` may return their memory to the driver (an illegal address on replay)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
