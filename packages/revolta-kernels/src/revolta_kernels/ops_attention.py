@@ -306,7 +306,7 @@ def rotary_cache_and_attention(
 ) -> torch.Tensor:
     """:func:`rotary_and_cache` then :func:`paged_attention` on the rotated query; returns the attention
     output [T, H, D]. On CUDA, a decode step of few sequences with an fp16 cache runs as one kernel (the
-    light decode kernel rotates q and the new k itself and writes the cache); anything else, and the CPU,
+    vec decode kernel rotates q and the new k itself and writes the cache); anything else, and the CPU,
     runs the two ops."""
     if query.device.type == "cpu" and not torch.compiler.is_compiling():
         return _rope_cache_attention_two_ops(
