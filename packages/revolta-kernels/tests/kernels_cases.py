@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 import torch
 
+import revolta_kernels
+
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+# The marks of a test module that needs a CUDA GPU and the native library (skipped, with the reason, otherwise).
+NATIVE_GPU = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
+]
 
 
 @dataclass
@@ -178,3 +187,9 @@ def random_expert_stacks(e: int, k: int, n: int, bits: int, group: int,
                            generator=gen)
     scales = (torch.rand(e, k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
     return qweight, scales, qzeros
+
+
+def poison(numel: int) -> None:
+    """Allocate and free ``4 * numel`` NaN floats, so the next outputs of about ``numel`` elements start as NaN in
+    the caching allocator (an element a kernel forgets to write shows)."""
+    torch.full((numel * 4,), float("nan"), device="cuda")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import FP8, make_attn_case, newest_slots, poison_allocator, rel_err
+from kernels_cases import FP8, NATIVE_GPU, make_attn_case, newest_slots, poison_allocator, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -17,11 +17,7 @@ from revolta_kernels import ops, reference
 if revolta_kernels.native_available():
     from revolta_kernels import native_attention
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation
 

@@ -14,22 +14,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, poison
 
-import revolta_kernels
 from revolta_kernels import native_dense, ops_quant, tuning
 from revolta_kernels.reference import norm as ref_norm
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 EPS = 1e-6
-
-
-def poison(numel: int) -> None:
-    torch.full((numel * 4,), float("nan"), device="cuda")
 
 
 def case(m: int, k: int, n: int, residual: bool, zero_centered: bool, seed: int):

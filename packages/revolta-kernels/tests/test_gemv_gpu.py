@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, poison
 
-import revolta_kernels
 from revolta_kernels import native_dense, ops, ops_quant, tuning
 from revolta_kernels.reference import quant as rq
 from revolta_kernels.reference.activation import silu_and_mul as ref_silu_and_mul
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
-
-
-def poison(numel: int) -> None:
-    torch.full((numel * 4,), float("nan"), device="cuda")
+pytestmark = NATIVE_GPU
 
 
 def dense_case(m: int, k: int, n: int, seed: int):

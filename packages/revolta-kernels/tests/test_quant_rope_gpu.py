@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU
 from quant_rope_cases import BLOCK_SIZE, BLOCKS, EPS, SENTINEL, make_case, oracle
 
-import revolta_kernels
 from revolta_kernels import native_qkv_rope, ops, ops_quant
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 
 def two_steps(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kc, vc, slots, int8x=False):

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, poison
 
-import revolta_kernels
 from revolta_kernels import ops, ops_quant, tuning
 from revolta_kernels.reference import norm as ref_norm
 from revolta_kernels.reference import quant as rq
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 XQ = {"int8_activations": True}
 
@@ -36,10 +32,6 @@ def kernel(request):
     tuning.quant_tune(gemv_full=request.param)
     yield
     tuning.quant_tune()
-
-
-def poison(numel: int) -> None:
-    torch.full((numel * 4,), float("nan"), device="cuda")
 
 
 def make_weights(k: int, n: int, group: int, seed: int, bits: int = 4):

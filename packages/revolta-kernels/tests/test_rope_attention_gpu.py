@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from kernels_cases import cos_sin_table, make_attn_case, newest_slots, rel_err
+from kernels_cases import NATIVE_GPU, cos_sin_table, make_attn_case, newest_slots, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -20,11 +20,7 @@ from revolta_kernels import ops, reference
 if revolta_kernels.native_available():
     from revolta_kernels import native_attention, native_rope_attention
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation, as the other attention tests
 
