@@ -15,7 +15,7 @@ import torch
 from revolta_kernels import ops
 from revolta_kernels import reference as ref
 from revolta_kernels.native import LIB, AttnParams, check
-from revolta_kernels.native_ops import _sm_count, _split_counters, _stream
+from revolta_kernels.native_ops import _sm_count, _split_counters, _stream, int8_scales_ok
 
 _KV_KIND = {torch.float16: 0, torch.int8: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
 _HEAD_DIMS = (64, 128, 256)
@@ -198,49 +198,19 @@ def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, quer
 
 
 def _attention(prefill: bool):
-    def impl(
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        context_lens,
-        query_start_loc,
-        max_query_len,
-        scale,
-        k_scales=None,
-        v_scales=None,
-    ):
+    def impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+             k_scales=None, v_scales=None):
         kind = _KV_KIND.get(key_cache.dtype)
-        d = query.shape[-1]
         ok = (
             query.dtype == torch.float16
             and kind is not None
             and query.dim() == 3
-            and paged_cache_ok(d, query.shape[1], key_cache, value_cache)
-            and (
-                kind != 1
-                or (
-                    k_scales is not None
-                    and v_scales is not None
-                    and k_scales.dtype == torch.float32
-                    and v_scales.dtype == torch.float32
-                    and k_scales.is_contiguous()
-                    and v_scales.is_contiguous()
-                )
-            )
+            and paged_cache_ok(query.shape[-1], query.shape[1], key_cache, value_cache)
+            and (kind != 1 or int8_scales_ok(k_scales, v_scales))
         )
         if not ok:
-            return ref.paged_attention(
-                query,
-                key_cache,
-                value_cache,
-                block_tables,
-                context_lens,
-                query_start_loc,
-                scale,
-                k_scales,
-                v_scales,
-            )
+            return ref.paged_attention(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
+                                       scale, k_scales, v_scales)
         q = query.contiguous()
         out = torch.empty_like(q)
         if context_lens.shape[0] == 0 or q.shape[0] == 0:

@@ -198,6 +198,12 @@ def rotary_embedding(positions, query, key, cos_sin_cache, is_neox):
     return q_out, k_out
 
 
+def int8_scales_ok(k_scales: torch.Tensor | None, v_scales: torch.Tensor | None) -> bool:
+    """Whether an int8 cache's per-(token, head) scales are what the native kernels read: contiguous float32."""
+    return (k_scales is not None and v_scales is not None and k_scales.dtype == torch.float32
+            and v_scales.dtype == torch.float32 and k_scales.is_contiguous() and v_scales.is_contiguous())
+
+
 def _cache_kind(key, value, key_cache, value_cache, k_scales, v_scales) -> int | None:
     """The cache kind code the native cache writes take for these operands (0 = the key's own dtype, 1 = int8 with
     float32 scales, 2 / 3 = fp8), or None when they cannot: strided [T, Hkv, D] keys and values of one dtype, a
@@ -214,17 +220,7 @@ def _cache_kind(key, value, key_cache, value_cache, k_scales, v_scales) -> int |
         and value_cache.is_contiguous()
         and key.shape == value.shape
         and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
-        and (
-            kind != 1
-            or (
-                k_scales is not None
-                and v_scales is not None
-                and k_scales.is_contiguous()
-                and v_scales.is_contiguous()
-                and k_scales.dtype == torch.float32
-                and v_scales.dtype == torch.float32
-            )
-        )
+        and (kind != 1 or int8_scales_ok(k_scales, v_scales))
     )
     return kind if ok else None
 

@@ -180,18 +180,8 @@ def _attention_schema(name: str, doc: str, cpu_impl):
                         max_query_len, scale, k_scales, v_scales)
 
     @op.register_fake
-    def _(
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        context_lens,
-        query_start_loc,
-        max_query_len,
-        scale,
-        k_scales=None,
-        v_scales=None,
-    ):
+    def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+          k_scales=None, v_scales=None):
         return torch.empty_like(query)
 
     op.__doc__ = doc
@@ -230,18 +220,8 @@ def paged_attention(
 ) -> torch.Tensor:
     """Pick the decode kernel for short query runs and the prefill kernel otherwise."""
     op = paged_attention_decode if max_query_len <= 8 else paged_attention_prefill
-    return op(
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        context_lens,
-        query_start_loc,
-        max_query_len,
-        scale,
-        k_scales,
-        v_scales,
-    )
+    return op(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+              k_scales, v_scales)
 
 
 @torch.library.custom_op(
