@@ -193,3 +193,15 @@ def poison(numel: int) -> None:
     """Allocate and free ``4 * numel`` NaN floats, so the next outputs of about ``numel`` elements start as NaN in
     the caching allocator (an element a kernel forgets to write shows)."""
     torch.full((numel * 4,), float("nan"), device="cuda")
+
+
+def random_quant_weight(k: int, n: int, bits: int, group: int,
+                        gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(qweight, scales, qzeros)`` of a random kernel-layout int4/int8 ``[K, N]`` matrix on the GPU (every packed
+    bit pattern possible, scales of 1e-3..1.1e-2), drawn from ``gen``."""
+    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
+                            generator=gen)
+    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
+                           generator=gen)
+    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    return qweight, scales, qzeros

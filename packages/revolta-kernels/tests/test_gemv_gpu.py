@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import NATIVE_GPU, poison
+from kernels_cases import NATIVE_GPU, poison, random_quant_weight
 
 from revolta_kernels import native_dense, ops, ops_quant, tuning
 from revolta_kernels.reference import quant as rq
@@ -96,11 +96,7 @@ def test_quant_prefetch_settings(prefetch_kb):
 
 def quant_case(m: int, k: int, n: int, bits: int, group: int, silu: bool, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_quant_weight(k, n, bits, group, gen)
     x = torch.randn(m, 2 * k if silu else k, device="cuda", generator=gen).half()
     return x, qweight, scales, qzeros
 

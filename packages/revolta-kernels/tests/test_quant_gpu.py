@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import NATIVE_GPU
+from kernels_cases import NATIVE_GPU, random_quant_weight
 
 from revolta_kernels import ops_quant, tuning
 from revolta_kernels.reference import quant as rq
@@ -20,11 +20,7 @@ pytestmark = NATIVE_GPU
 
 def make_case(m: int, k: int, n: int, bits: int, group: int, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_quant_weight(k, n, bits, group, gen)
     x = torch.randn(m, k, device="cuda", generator=gen).half()
     return x, qweight, scales, qzeros
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import NATIVE_GPU, poison
+from kernels_cases import NATIVE_GPU, poison, random_quant_weight
 
 from revolta_kernels import native_quant, ops_quant, tuning
 from revolta_kernels.reference import norm as ref_norm
@@ -24,11 +24,7 @@ pytestmark = NATIVE_GPU
 
 def make_case(m: int, k: int, n: int, bits: int, group: int, seed: int, residual: bool, magnitude: float = 1.0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_quant_weight(k, n, bits, group, gen)
     x = (torch.randn(m, k, device="cuda", generator=gen) * 3 * magnitude).half()
     res = (torch.randn(m, k, device="cuda", generator=gen) * 5 * magnitude).half() if residual else None
     w = (torch.rand(k, device="cuda", generator=gen) * 1.5 + 0.25).half()
