@@ -1,21 +1,18 @@
-"""The ``activation_quant`` engine option: validated at startup, resolved with its source, a warning (not an error)
-where the native quantized-weight kernels are not in use, and the native setting made either way on a CUDA engine."""
+"""The ``activation_quant`` engine option: validated at startup, resolved with its source, and given to the model's
+quantized linear layers as an argument of their ops, so two engines in one process keep their own setting."""
 
 from __future__ import annotations
-
-import logging
-import types
 
 import pytest
 import torch
 
-import revolta_kernels
 from revolta_engine import LLM, SamplingParams
 from revolta_engine.config import ResolvedValue
 from revolta_engine.errors import InvalidRequestError
-from revolta_engine.layers import activation_quant
+from revolta_engine.quantize import quantize_checkpoint
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+PROJECTIONS = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
 KW = dict(dtype="float32", max_model_len=128, max_num_seqs=4)
 ENV = "REVOLTA_ACTIVATION_QUANT"
 
@@ -38,19 +35,46 @@ def test_unknown_env_value_fails_too(tiny_llama, monkeypatch):
     assert err.value.param == "activation_quant"
 
 
-def test_int8_on_the_cpu_warns_and_generates_as_without(tiny_llama, caplog):
+@pytest.fixture(scope="module")
+def tiny_awq(tiny_checkpoints, tmp_path_factory):
+    """The tiny Llama as an AWQ int4 checkpoint (group 32)."""
+    dst = tmp_path_factory.mktemp("awq") / "q"
+    quantize_checkpoint(tiny_checkpoints["llama"], dst, "awq", 4, 32)
+    return dst
+
+
+def _projections(llm: LLM) -> dict[str, torch.nn.Module]:
+    layer = llm.llm_engine.model.model.layers[0]
+    return {name: layer.get_submodule(name) for name in PROJECTIONS}
+
+
+def test_two_engines_in_one_process_keep_their_own_setting(tiny_awq):
+    """An int8 engine built between two fp32 ones changes neither: its quantized layers round their decode
+    activations to int8 (the reference path models the kernels' rounding), the others' do not."""
+    first = LLM(str(tiny_awq), **KW)
+    int8 = LLM(str(tiny_awq), activation_quant="int8", **KW)
+    last = LLM(str(tiny_awq), **KW)
+    assert int8.llm_engine.resolver.values["activation_quant"] == ResolvedValue("int8", "user")
+    gen = torch.Generator().manual_seed(0)
+    for name, layer in _projections(int8).items():
+        assert layer.int8_activations, name
+        plain_a, plain_b = _projections(first)[name], _projections(last)[name]
+        assert not plain_a.int8_activations and not plain_b.int8_activations, name
+        x = torch.randn(2, layer.in_features, generator=gen)
+        want = plain_a(x)
+        assert torch.equal(plain_b(x), want), name
+        got = layer(x)
+        assert not torch.equal(got, want), f"{name}: int8_activations did not reach the op"
+        assert float(torch.linalg.norm(got - want) / torch.linalg.norm(want)) < 3e-2, name
     prompt = {"prompt_token_ids": [5, 9, 17, 33, 2, 41]}
-    plain = LLM(str(tiny_llama), **KW)
-    assert plain.llm_engine.resolver.values["activation_quant"] == ResolvedValue("none", "default")
-    with caplog.at_level(logging.WARNING, logger=activation_quant.__name__):
-        llm = LLM(str(tiny_llama), activation_quant="int8", **KW)
-    warnings = [r.getMessage() for r in caplog.records if r.name == activation_quant.__name__]
-    assert len(warnings) == 1 and "only affects the native CUDA quantized-weight kernels" in warnings[0], warnings
-    assert "fp16/fp32 activations" in warnings[0]
-    assert llm.llm_engine.resolver.values["activation_quant"] == ResolvedValue("int8", "user")
-    got = llm.generate(prompt, GREEDY)[0].outputs[0].token_ids
-    assert len(got) == GREEDY.max_tokens
-    assert got == plain.generate(prompt, GREEDY)[0].outputs[0].token_ids  # the reference path is unchanged
+    assert len(int8.generate(prompt, GREEDY)[0].outputs[0].token_ids) == GREEDY.max_tokens
+    first_ids = first.generate(prompt, GREEDY)[0].outputs[0].token_ids
+    assert first_ids == last.generate(prompt, GREEDY)[0].outputs[0].token_ids
+
+
+def test_dense_models_have_no_setting_to_change(tiny_llama):
+    llm = LLM(str(tiny_llama), activation_quant="int8", **KW)
+    assert not any(hasattr(m, "int8_activations") for m in llm.llm_engine.model.modules())
 
 
 def test_env_sets_it_and_an_explicit_argument_wins(tiny_llama, monkeypatch):
@@ -60,31 +84,3 @@ def test_env_sets_it_and_an_explicit_argument_wins(tiny_llama, monkeypatch):
     assert ("activation_quant", "int8", "env") in engine.config_report()
     engine = LLM(str(tiny_llama), activation_quant="none", **KW).llm_engine
     assert engine.resolver.values["activation_quant"] == ResolvedValue("none", "user")
-
-
-def test_cuda_engine_sets_the_native_flag_both_ways(monkeypatch, caplog):
-    """With the native kernels, "none" clears the flag too (an earlier engine may have set it); no CPU warning."""
-    calls: list[bool] = []
-    fake = types.SimpleNamespace(set_int8_activations=calls.append)
-    monkeypatch.setattr(revolta_kernels, "native_available", lambda: True)
-    monkeypatch.setattr(revolta_kernels, "native_quant", fake, raising=False)
-    with caplog.at_level(logging.INFO, logger=activation_quant.__name__):
-        activation_quant.apply_activation_quant("int8", torch.device("cuda", 0))
-        activation_quant.apply_activation_quant("none", torch.device("cuda"))
-    assert calls == [True, False]
-    messages = [r.getMessage() for r in caplog.records if r.name == activation_quant.__name__]
-    assert len(messages) == 1 and "not bit-equal" in messages[0] and caplog.records[0].levelno == logging.INFO
-
-
-def test_without_native_kernels_nothing_is_set(monkeypatch):
-    def fail(on: bool) -> None:
-        raise AssertionError("set_int8_activations called without native kernels")
-
-    monkeypatch.setattr(revolta_kernels, "native_available", lambda: False)
-    monkeypatch.setattr(revolta_kernels, "native_quant", types.SimpleNamespace(set_int8_activations=fail),
-                        raising=False)
-    activation_quant.apply_activation_quant("none", torch.device("cuda"))
-    activation_quant.apply_activation_quant("int8", torch.device("cuda"))
-    activation_quant.apply_activation_quant("int8", torch.device("cpu"))
-    with pytest.raises(InvalidRequestError):
-        activation_quant.apply_activation_quant("INT8", torch.device("cpu"))

@@ -1,4 +1,4 @@
-"""With the fp16 fused norm turned on (``FUSED_NORM_DENSE``, forced here), the batch-1 decode path of fp16 models
+"""The batch-1 decode path of fp16 models
 takes the fused residual add + RMSNorm + GEMV (``revolta::dense_linear_add_rms_norm``) for every pre-norm projection
 it should: Llama's qkv and gate_up, the hybrid models' GDN in_proj / attention qkv and dense MLP gate_up (marker
 ``gpu``). Counted at the op's Python entry, eagerly and while CUDA graphs are captured."""
@@ -10,14 +10,12 @@ import torch
 
 import revolta_kernels
 from revolta_engine import LLM, SamplingParams
-from revolta_engine.layers import linear as linear_mod
 from revolta_kernels import ops_quant
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
     pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-    pytest.mark.skipif(not linear_mod.FUSED_NORM, reason="REVOLTA_FUSED_NORM=0"),
 ]
 
 TOKENS = 6
@@ -53,7 +51,6 @@ def test_fp16_decode_fuses_the_prenorms(tmp_path, monkeypatch, family, eager):
         return real(x, *args)
 
     monkeypatch.setattr(ops_quant, "dense_linear_add_rms_norm", counted)
-    monkeypatch.setattr(linear_mod, "FUSED_NORM_DENSE", True)
     llm = LLM(str(path), dtype="float16", max_model_len=256, max_num_seqs=4, kv_cache_memory_bytes=2**30,
               enforce_eager=eager)
     captured = len(calls)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from revolta_engine.layers import linear as linear_mod
 from revolta_engine.layers.linear import Linear
 from revolta_engine.layers.norm import AddNorm, RMSNorm
 from revolta_engine.layers.quant.config import QuantConfig
@@ -82,7 +81,7 @@ def test_cuda_quant_prenorm_matches_unfused(m, residual, zc):
     x = torch.randn(m, 4096, device="cuda").half()
     r = torch.randn(m, 4096, device="cuda").half() if residual else None
     inp = AddNorm(x, r, norm)
-    assert layer.fuses_norm(inp) == (linear_mod.FUSED_NORM and m <= 8 and revolta_kernels.native_available())
+    assert layer.fuses_norm(inp) == (m <= 8 and revolta_kernels.native_available())
     y, h = layer.forward_prenorm(inp)
     normed, h_ref = inp.run()
     assert torch.equal(h, h_ref)

@@ -132,11 +132,10 @@ def test_act_order_cuda_graphs_decode_as_eager(base, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_int8_activations_engine_option_on_cuda(base, tmp_path):
-    """activation_quant="int8" sets the kernels' process-wide flag at startup and an engine without it clears it;
-    with it on, the int4 decode projections leave the fp16 path's results but stay within int8 rounding of the
-    dequantized twin (relative L2 error)."""
+    """activation_quant="int8" gives the engine's quantized layers int8 activations and an engine without it, built
+    after, keeps fp16 ones; the int8 engine's int4 decode projections leave the fp16 path's results but stay within
+    int8 rounding of the dequantized twin (relative L2 error)."""
     import revolta_kernels
-    from revolta_kernels import native_quant
 
     if not revolta_kernels.native_available():
         pytest.skip(revolta_kernels.native_status())
@@ -144,20 +143,15 @@ def test_int8_activations_engine_option_on_cuda(base, tmp_path):
     quantize_checkpoint(base["qwen2"], quant_dir, "awq", 4, 32, dequantized_dst=dense_dir)
     kw = dict(dtype="float16", device="cuda", max_model_len=128, kv_cache_memory_bytes=2**24)
     names = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
-    try:
-        int8 = LLM(str(quant_dir), activation_quant="int8", **kw).llm_engine
-        assert native_quant.int8_activations()
-        assert int8.resolver.values["activation_quant"].value == "int8"
-        LLM(str(quant_dir), **kw)
-        assert not native_quant.int8_activations()
-        dense = LLM(str(dense_dir), **kw).llm_engine.model.model.layers[1]
-        layer = int8.model.model.layers[1]
-        xs = {n: torch.randn(1, layer.get_submodule(n).in_features, device="cuda", dtype=torch.float16) for n in names}
-        fp16 = {n: layer.get_submodule(n)(xs[n]).float() for n in names}
-        native_quant.set_int8_activations(True)  # process-wide: the later engines' startups cleared it
-        for n in names:
-            got, want = layer.get_submodule(n)(xs[n]).float(), dense.get_submodule(n)(xs[n]).float()
-            assert not torch.equal(got, fp16[n]), f"{n}: int8 activations did not change the kernel"
-            assert float(torch.linalg.norm(got - want) / torch.linalg.norm(want)) < 3e-2, n
-    finally:
-        native_quant.tune()
+    int8 = LLM(str(quant_dir), activation_quant="int8", **kw).llm_engine
+    assert int8.resolver.values["activation_quant"].value == "int8"
+    plain = LLM(str(quant_dir), **kw).llm_engine.model.model.layers[1]
+    dense = LLM(str(dense_dir), **kw).llm_engine.model.model.layers[1]
+    layer = int8.model.model.layers[1]
+    for n in names:
+        x = torch.randn(1, layer.get_submodule(n).in_features, device="cuda", dtype=torch.float16)
+        assert layer.get_submodule(n).int8_activations and not plain.get_submodule(n).int8_activations
+        got, fp16 = layer.get_submodule(n)(x).float(), plain.get_submodule(n)(x).float()
+        want = dense.get_submodule(n)(x).float()
+        assert not torch.equal(got, fp16), f"{n}: int8 activations did not change the kernel"
+        assert float(torch.linalg.norm(got - want) / torch.linalg.norm(want)) < 3e-2, n

@@ -1,11 +1,10 @@
 // The extern "C" entry points: argument checks that need no device access, dtype dispatch, launch.
-#include <cstdlib>
 #include <cstring>
 
 #include "revolta_kernels.h"
 #include "quant_common.cuh"
 #include "cache.cuh"
-#include "frag_layout.cuh"
+#include "mma_layout.cuh"
 #include "norm.cuh"
 #include "rotary.cuh"
 #include "sampling.cuh"
@@ -22,54 +21,30 @@ cudaError_t attention_rope_decode(const AttnParams&, const DecodeRope&, int, int
 namespace {
 int g_decode_variant = 0, g_prefill_variant = 0;
 constexpr int kMaxDevices = 64;
-int g_frag_ok[kMaxDevices] = {};  // set by revolta_frag_layout_probe, per device
+int g_frag_ok[kMaxDevices] = {};  // set by revolta_mma_layout_probe, per device
 }  // namespace
 
 namespace {
-int g_pdl_cached[kMaxDevices] = {};  // 0 = unknown, 1 = off, 2 = on
-int g_pdl_force = -1;                // revolta_set_pdl: -1 = REVOLTA_PDL and the device decide, 0 = off
+int g_pdl_cached[kMaxDevices] = {};  // 0 = unknown, 1 = off, 2 = on (sm_90+)
+bool g_pdl_allowed = true;           // revolta_set_pdl
+int g_decode_vec = 1;              // revolta_set_decode_vec
+int g_sm_count[kMaxDevices] = {};
 }  // namespace
 
 bool pdl_enabled() {
-  int* cached = g_pdl_cached;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
-  if (cached[dev] == 0) {
-    const char* env = std::getenv("REVOLTA_PDL");
+  if (g_pdl_cached[dev] == 0) {
     int major = 0;
-    const bool ok = !(env && env[0] == '0') &&
-                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-    cached[dev] = ok ? 2 : 1;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    g_pdl_cached[dev] = ok ? 2 : 1;
   }
-  return cached[dev] == 2 && g_pdl_force != 0;
+  return g_pdl_cached[dev] == 2 && g_pdl_allowed;
 }
 
 int decode_variant() { return g_decode_variant; }
 
-namespace {
-int g_decode_light = -1;  // -1: REVOLTA_DECODE_LIGHT decides (default 1)
-int g_sm_count[kMaxDevices] = {};
-}  // namespace
-
-namespace {
-int g_decode_light_wide = -1;  // -1: REVOLTA_DECODE_LIGHT_WIDE decides (0 never, 1 always, else 2 = one-wave grids)
-
-// A mode switch from the environment: its first character as a digit 0..max_mode, else `fallback`.
-int env_mode(const char* name, int max_mode, int fallback) {
-  const char* env = std::getenv(name);
-  return env && env[0] >= '0' && env[0] <= '0' + max_mode ? env[0] - '0' : fallback;
-}
-}  // namespace
-
-int decode_light_mode() {
-  if (g_decode_light < 0) g_decode_light = env_mode("REVOLTA_DECODE_LIGHT", 2, 1);
-  return g_decode_light;
-}
-
-int decode_light_wide_mode() {
-  if (g_decode_light_wide < 0) g_decode_light_wide = env_mode("REVOLTA_DECODE_LIGHT_WIDE", 1, 2);
-  return g_decode_light_wide;
-}
+int decode_vec_mode() { return g_decode_vec; }
 
 int sm_count() {
   int dev = 0;
@@ -79,7 +54,7 @@ int sm_count() {
   return g_sm_count[dev];
 }
 int prefill_variant() { return g_prefill_variant; }
-bool frag_layout_ok() {
+bool mma_layout_ok() {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
   return g_frag_ok[dev] == 1;
@@ -101,7 +76,7 @@ inline unsigned chunks_of(int n, int per_block) {
 
 using namespace revolta;
 
-#define REVOLTA_DTYPE_DISPATCH(dtype, ...)           \
+#define DISPATCH_DTYPE(dtype, ...)           \
   switch (dtype) {                                   \
     case 0: { using T = __half; __VA_ARGS__; break; }  \
     case 1: { using T = __nv_bfloat16; __VA_ARGS__; break; } \
@@ -135,7 +110,7 @@ int revolta_attention_blocks_per_sm(int head_dim, int kv_kind, int prefill, int 
                  : attention_decode(p, head_dim, kv_kind, 0, rows, nullptr, blocks);
 }
 
-int revolta_frag_layout_probe(int* ok, int* maps) {
+int revolta_mma_layout_probe(int* ok, int* maps) {
   *ok = 0;
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
@@ -155,14 +130,13 @@ int revolta_frag_layout_probe(int* ok, int* maps) {
   return cudaSuccess;
 }
 
-// PDL for later launches (A/B benchmarks; graphs keep what they captured): 0 = off, 1 (or any other
-// value) = as REVOLTA_PDL and the device say (on for sm_90+ unless REVOLTA_PDL=0). Returns the new state
-// for the current device (1 = on).
-// 1 when later launches on the current device use PDL (sm_90+, REVOLTA_PDL and revolta_set_pdl allowing).
+// 1 when later launches on the current device use PDL (sm_90+, unless revolta_set_pdl(0) turned it off).
 int revolta_pdl_on() { return pdl_enabled() ? 1 : 0; }
 
+// PDL for later launches: 0 = off, any other value = on where the device has it (sm_90+). Captured graphs keep
+// what they were captured with. Returns the new state for the current device (1 = on).
 int revolta_set_pdl(int mode) {
-  g_pdl_force = mode == 0 ? 0 : -1;
+  g_pdl_allowed = mode != 0;
   return pdl_enabled() ? 1 : 0;
 }
 
@@ -173,20 +147,20 @@ int revolta_set_attention_variant(int decode, int prefill) {
   return cudaSuccess;
 }
 
-// paged_decode_light_kernel for later decode calls: 0 = never, 1 = batches with no more (sequence, KV head)
-// pairs than SMs (the default; REVOLTA_DECODE_LIGHT sets it at start), 2 = every fp16 one-token decode it
-// can take (tests). Returns the previous mode.
-int revolta_set_decode_light(int mode) {
+// paged_decode_warp_split_kernel for later decode calls: 0 = never, 1 = batches with at most half as many
+// (sequence, KV head) pairs as SMs (the default), 2 = every fp16 one-token decode it can take (tests). Returns
+// the previous mode.
+int revolta_set_decode_vec(int mode) {
   if (mode < 0 || mode > 2) return -1;
-  const int old = decode_light_mode();
-  g_decode_light = mode;
+  const int old = decode_vec_mode();
+  g_decode_vec = mode;
   return old;
 }
 
 int revolta_rms_norm(void* out, const void* x, const void* w, int rows, int hidden, float eps,
                      int zero_centered, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(rms_norm_kernel<T>, rows, threads_for(hidden / 4), 0, stream,
+  DISPATCH_DTYPE(dtype, if (cudaError_t e = launch(rms_norm_kernel<T>, rows, threads_for(hidden / 4), 0, stream,
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(w), eps, hidden, zero_centered != 0)) return e)
   return cudaSuccess;
 }
@@ -195,7 +169,7 @@ int revolta_fused_add_rms_norm(void* out, void* residual_out, const void* x, con
                                const void* w, int rows, int hidden, float eps, int zero_centered, int dtype,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(fused_add_rms_norm_kernel<T>, rows, threads_for(hidden / 4), 0, stream,
+  DISPATCH_DTYPE(dtype, if (cudaError_t e = launch(fused_add_rms_norm_kernel<T>, rows, threads_for(hidden / 4), 0, stream,
       static_cast<T*>(out), static_cast<T*>(residual_out), static_cast<const T*>(x),
       static_cast<const T*>(residual), static_cast<const T*>(w), eps, hidden, zero_centered != 0)) return e)
   return cudaSuccess;
@@ -213,7 +187,7 @@ int revolta_sigmoid_gate_mul(void* out, const void* x, const void* gate, int row
                              long long gate_row, long long gate_head, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const dim3 grid(rows, chunks_of(heads * d, kElementwiseThreads));
-  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(sigmoid_gate_mul_kernel<T>, grid, kElementwiseThreads, 0,
+  DISPATCH_DTYPE(dtype, if (cudaError_t e = launch(sigmoid_gate_mul_kernel<T>, grid, kElementwiseThreads, 0,
       stream, static_cast<T*>(out), static_cast<const T*>(x), static_cast<const T*>(gate), heads, d, gate_row,
       gate_head)) return e)
   return cudaSuccess;
@@ -222,7 +196,7 @@ int revolta_sigmoid_gate_mul(void* out, const void* x, const void* gate, int row
 int revolta_silu_and_mul(void* out, const void* x, int rows, int d, int dtype, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const dim3 grid(rows, chunks_of(d, kElementwiseThreads));
-  REVOLTA_DTYPE_DISPATCH(dtype, if (cudaError_t e = launch(silu_and_mul_kernel<T>, grid, kElementwiseThreads, 0, stream,
+  DISPATCH_DTYPE(dtype, if (cudaError_t e = launch(silu_and_mul_kernel<T>, grid, kElementwiseThreads, 0, stream,
       static_cast<T*>(out), static_cast<const T*>(x), d)) return e)
   return cudaSuccess;
 }
@@ -234,13 +208,13 @@ int revolta_rotary_embedding(void* q_out, void* k_out, const void* q, const void
                              int neox, int dtype, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
   const dim3 grid(num_tokens, chunks_of((num_heads + num_kv_heads) * head_dim, kElementwiseThreads));
-#define REVOLTA_ROPE(CS)                                                                              \
+#define LAUNCH_ROPE(CS)                                                                              \
   if (cudaError_t e = launch(rotary_kernel<T, CS>, grid, kElementwiseThreads, 0, stream,                   \
       static_cast<T*>(q_out), static_cast<T*>(k_out), static_cast<const T*>(q), static_cast<const T*>(k), \
       positions, static_cast<const CS*>(cos_sin), num_heads, num_kv_heads, head_dim, rot_dim,         \
       q_tok_stride, q_head_stride, k_tok_stride, k_head_stride, neox != 0)) return e
-  REVOLTA_DTYPE_DISPATCH(dtype, if (cos_sin_is_f32) { REVOLTA_ROPE(float); } else { REVOLTA_ROPE(T); })
-#undef REVOLTA_ROPE
+  DISPATCH_DTYPE(dtype, if (cos_sin_is_f32) { LAUNCH_ROPE(float); } else { LAUNCH_ROPE(T); })
+#undef LAUNCH_ROPE
   return cudaSuccess;
 }
 
@@ -251,19 +225,19 @@ int revolta_reshape_and_cache(const void* key, const void* value, void* key_cach
                               int dtype, int cache_kind, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
   const int threads = num_kv_heads >= 4 ? 256 : 64 * num_kv_heads;
-#define REVOLTA_CACHE(KIND)                                                                          \
+#define LAUNCH_CACHE(KIND)                                                                          \
   if (cudaError_t e = launch(reshape_and_cache_kernel<T, KIND>, num_tokens, threads, 0, stream,     \
       static_cast<const T*>(key), static_cast<const T*>(value), key_cache, value_cache, k_scales,    \
       v_scales, slots, num_kv_heads, head_dim, block_size, k_tok_stride, k_head_stride, v_tok_stride, \
       v_head_stride)) return e
-  REVOLTA_DTYPE_DISPATCH(dtype, switch (cache_kind) {
-    case CACHE_SAME: REVOLTA_CACHE(CACHE_SAME); break;
-    case CACHE_I8: REVOLTA_CACHE(CACHE_I8); break;
-    case CACHE_E4M3: REVOLTA_CACHE(CACHE_E4M3); break;
-    case CACHE_E5M2: REVOLTA_CACHE(CACHE_E5M2); break;
+  DISPATCH_DTYPE(dtype, switch (cache_kind) {
+    case CACHE_SAME: LAUNCH_CACHE(CACHE_SAME); break;
+    case CACHE_I8: LAUNCH_CACHE(CACHE_I8); break;
+    case CACHE_E4M3: LAUNCH_CACHE(CACHE_E4M3); break;
+    case CACHE_E5M2: LAUNCH_CACHE(CACHE_E5M2); break;
     default: return cudaErrorInvalidValue;
   })
-#undef REVOLTA_CACHE
+#undef LAUNCH_CACHE
   return cudaSuccess;
 }
 
@@ -279,24 +253,24 @@ int revolta_rotary_and_cache(void* q_out, const void* q, const void* k, const vo
   if ((q_norm_w != nullptr || k_norm_w != nullptr) && head_dim > kRopeNormMaxDim) return cudaErrorInvalidValue;
   constexpr int kWarps = kRopeCacheWarps;  // one warp per (token, head of q, k or v)
   const dim3 grid(num_tokens, (num_heads + 2 * num_kv_heads + kWarps - 1) / kWarps);
-#define REVOLTA_ROPE_CACHE(CS, KIND)                                                                          \
+#define LAUNCH_ROPE_CACHE(CS, KIND)                                                                          \
   if (cudaError_t e = launch(rotary_and_cache_kernel<T, CS, KIND>, grid, 32 * kWarps, 0, stream,                \
       static_cast<T*>(q_out), static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),     \
       positions, static_cast<const CS*>(cos_sin), key_cache, value_cache, k_scales, v_scales, slots, num_heads, \
       num_kv_heads, head_dim, rot_dim, block_size, q_tok_stride, q_head_stride, k_tok_stride, k_head_stride,    \
       v_tok_stride, v_head_stride, neox != 0, static_cast<const T*>(q_norm_w), static_cast<const T*>(k_norm_w), \
       eps, zero_centered != 0)) return e
-#define REVOLTA_ROPE_CACHE_KINDS(CS)                               \
+#define LAUNCH_ROPE_CACHE_KINDS(CS)                               \
   switch (cache_kind) {                                            \
-    case CACHE_SAME: REVOLTA_ROPE_CACHE(CS, CACHE_SAME); break;    \
-    case CACHE_I8: REVOLTA_ROPE_CACHE(CS, CACHE_I8); break;        \
-    case CACHE_E4M3: REVOLTA_ROPE_CACHE(CS, CACHE_E4M3); break;    \
-    case CACHE_E5M2: REVOLTA_ROPE_CACHE(CS, CACHE_E5M2); break;    \
+    case CACHE_SAME: LAUNCH_ROPE_CACHE(CS, CACHE_SAME); break;    \
+    case CACHE_I8: LAUNCH_ROPE_CACHE(CS, CACHE_I8); break;        \
+    case CACHE_E4M3: LAUNCH_ROPE_CACHE(CS, CACHE_E4M3); break;    \
+    case CACHE_E5M2: LAUNCH_ROPE_CACHE(CS, CACHE_E5M2); break;    \
     default: return cudaErrorInvalidValue;                         \
   }
-  REVOLTA_DTYPE_DISPATCH(dtype, if (cos_sin_is_f32) { REVOLTA_ROPE_CACHE_KINDS(float) } else { REVOLTA_ROPE_CACHE_KINDS(T) })
-#undef REVOLTA_ROPE_CACHE_KINDS
-#undef REVOLTA_ROPE_CACHE
+  DISPATCH_DTYPE(dtype, if (cos_sin_is_f32) { LAUNCH_ROPE_CACHE_KINDS(float) } else { LAUNCH_ROPE_CACHE_KINDS(T) })
+#undef LAUNCH_ROPE_CACHE_KINDS
+#undef LAUNCH_ROPE_CACHE
   return cudaSuccess;
 }
 

@@ -41,7 +41,7 @@ struct AttnParams {
 };
 
 // The unrotated projections of the decode step's tokens (strided views, 16-byte aligned rows) and the rotary
-// inputs, for paged_decode_light_kernel's ROPE variant (decode_light.cuh). cos_sin: float32
+// inputs, for paged_decode_vec_kernel's ROPE variant (decode_vec.cuh). cos_sin: float32
 // [max_position, rot_dim] (cos halves, then sin halves).
 struct DecodeRope {
   const __half* q;  // [T, H, D] view

@@ -3,22 +3,21 @@
 
 #include "revolta_kernels.h"
 #include "decode.cuh"
-#include "decode_frag.cuh"
+#include "decode_mma.cuh"
 #include "prefill.cuh"
-#include "prefill_frag.cuh"
+#include "prefill_mma.cuh"
 
 namespace revolta {
 
-// Kernel choice (api.cu). Variant 0 picks the best kernel for the case: the frag kernels where
-// revolta_frag_layout_probe() succeeded on the device, else the generic ones; 1 forces the generic
+// Kernel choice (api.cu). Variant 0 picks the best kernel for the case: the mma kernels where
+// revolta_mma_layout_probe() succeeded on the device, else the generic ones; 1 forces the generic
 // kernels (decode.cuh, prefill.cuh); 2 and up force a frag configuration without consulting the probe,
 // for benchmarks that tune the defaults (wrong results on a GPU whose fragments differ, e.g. Volta).
 int decode_variant();
-int decode_light_mode();  // paged_decode_light_kernel: 0 never, 1 small batches (default), 2 wherever it applies
-int decode_light_wide_mode();  // its 256-thread variant: 0 never, 1 always, 2 one-wave grids (REVOLTA_DECODE_LIGHT_WIDE)
+int decode_vec_mode();  // paged_decode_vec_kernel: 0 never, 1 small batches (default), 2 wherever it applies
 int sm_count();           // of the current device
 int prefill_variant();
-bool frag_layout_ok();
+bool mma_layout_ok();
 
 // Opt a kernel into its dynamic shared memory once, then report/launch. `configured` is per
 // instantiation; the race on it is benign (every caller sets the same attribute).

@@ -115,12 +115,12 @@ paged_decode_kernel(const AttnParams p) {
   // Block ids of the next tile to load are fetched one tile earlier still, so the block-table read
   // and the K/V read it addresses are never back to back on the critical path.
   int bidn[C::NCH];
-#define REVOLTA_BIDS(K0)                                                                     \
+#define DECODE_LOAD_BLOCK_IDS(K0)                                                                     \
   _Pragma("unroll") for (int n = 0; n < C::NCH; ++n) {                                      \
     const int kp = (K0) + tk0 + n * TSTEP;                                                  \
     bidn[n] = kp < kend ? __ldg(btab + (kp >> p.block_shift)) : 0;                          \
   }
-#define REVOLTA_LOAD(S, K0)                                                                  \
+#define DECODE_LOAD_TILE(S, K0)                                                                  \
   _Pragma("unroll") for (int n = 0; n < C::NCH; ++n) {                                      \
     const int kp = (K0) + tk0 + n * TSTEP;                                                  \
     stK[S][n] = make_uint4(0, 0, 0, 0);                                                     \
@@ -141,10 +141,10 @@ paged_decode_kernel(const AttnParams p) {
 #pragma unroll
   for (int s = 0; s < STAGES; ++s)
     if (s < ntiles) {
-      REVOLTA_BIDS(kbeg + s * BN)
-      REVOLTA_LOAD(s, kbeg + s * BN)
+      DECODE_LOAD_BLOCK_IDS(kbeg + s * BN)
+      DECODE_LOAD_TILE(s, kbeg + s * BN)
     }
-  if (STAGES < ntiles) { REVOLTA_BIDS(kbeg + STAGES * BN) }
+  if (STAGES < ntiles) { DECODE_LOAD_BLOCK_IDS(kbeg + STAGES * BN) }
 
   if (tid < ROWS) {
     const int gr = row0 + tid;
@@ -193,8 +193,8 @@ paged_decode_kernel(const AttnParams p) {
         }
         __syncthreads();
         if (it + STAGES < ntiles) {
-          REVOLTA_LOAD(s, k0 + STAGES * BN)
-          if (it + STAGES + 1 < ntiles) { REVOLTA_BIDS(k0 + (STAGES + 1) * BN) }
+          DECODE_LOAD_TILE(s, k0 + STAGES * BN)
+          if (it + STAGES + 1 < ntiles) { DECODE_LOAD_BLOCK_IDS(k0 + (STAGES + 1) * BN) }
         }
 
         // S slice of this warp
@@ -270,8 +270,8 @@ paged_decode_kernel(const AttnParams p) {
       }
     }
   }
-#undef REVOLTA_LOAD
-#undef REVOLTA_BIDS
+#undef DECODE_LOAD_TILE
+#undef DECODE_LOAD_BLOCK_IDS
 
   if (spart == 0) {
     sRowM[srow] = m_run;

@@ -1,4 +1,4 @@
-// Merge of the split partials inside the decode kernels (decode.cuh, decode_frag.cuh, decode_light.cuh): no
+// Merge of the split partials inside the decode kernels (decode.cuh, decode_mma.cuh, decode_vec.cuh): no
 // second launch. Every non-empty split of a row tile has written its rows' partials (o already divided by its
 // own sum l, plus max m and l) when it calls merge_splits; the barrier orders those stores before thread 0's
 // acquire-release arrival (split_arrive, as in quant_gemv.cuh). The last of the n_active splits to arrive
@@ -21,7 +21,7 @@ namespace revolta {
 
 constexpr int kMergeBatch = 8;  // partial float4s per batch of the second pass (two batches in flight)
 // Up to this many splits the one-pass merge takes two rounds of loads at most, where the two passes' extra round
-// trip and barriers cost more (H200, session 32 run 1: batch 1 x 600 keys, d128, 5 splits: 6.1 -> 6.7 us).
+// trip and barriers cost more (H200: batch 1 x 600 keys, d128, 5 splits: 6.1 us one-pass against 6.7 us two-pass).
 constexpr int kMergeRunningMax = 8;
 
 // Output row (token x head) of the row tile's row r.

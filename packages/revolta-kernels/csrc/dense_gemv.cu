@@ -10,143 +10,85 @@ using namespace revolta;
 namespace {
 
 constexpr int kDenseMaxM = 8;
-constexpr long long kDenseDefaultPrefetch = 0;  // as the quantized kernel's (measured no better)
-// Bytes of weights the whole grid prefetches to L2 before its PDL wait (as the quantized skinny kernel).
-long long g_dense_prefetch_bytes = kDenseDefaultPrefetch;
 // Block shape: warps per block (4 or 8) and weight rows per block (4 or 8; always 4 at M > 4, for registers).
 // Default = the best of the H200 sweep (8 warps x 4 rows: 87-103% of copy at M=1 on the Llama-8B shapes).
 constexpr int kDenseDefaultWarps = 8, kDenseDefaultRows = 4;
 int g_dense_warps = kDenseDefaultWarps, g_dense_rows = kDenseDefaultRows;
-
-int dense_rows(int mt) { return mt >= 8 ? 4 : g_dense_rows; }
-
-template <int MT, int R, int W, bool ACT>
-cudaError_t launch_dense(const DenseGemvParams& p, cudaStream_t stream) {
-  const int blocks = (p.N + R - 1) / R;
-  return launch(dense_gemv_kernel<MT, R, W, ACT>, dim3(blocks), dim3(W * 32), 0, stream, p);
-}
-
-template <int MT, bool ACT>
-cudaError_t launch_dense_rw(const DenseGemvParams& p, cudaStream_t stream) {
-  const int rows = dense_rows(MT);
-  if constexpr (MT >= 8) {
-    return g_dense_warps == 4 ? launch_dense<MT, 4, 4, ACT>(p, stream) : launch_dense<MT, 4, 8, ACT>(p, stream);
-  } else {
-    if (rows == 4) {
-      return g_dense_warps == 4 ? launch_dense<MT, 4, 4, ACT>(p, stream) : launch_dense<MT, 4, 8, ACT>(p, stream);
-    }
-    return g_dense_warps == 4 ? launch_dense<MT, 8, 4, ACT>(p, stream) : launch_dense<MT, 8, 8, ACT>(p, stream);
-  }
-}
-
-template <bool ACT>
-cudaError_t launch_dense_mt(const DenseGemvParams& p, int mt, cudaStream_t stream) {
-  switch (mt) {
-    case 1: return launch_dense_rw<1, ACT>(p, stream);
-    case 2: return launch_dense_rw<2, ACT>(p, stream);
-    case 4: return launch_dense_rw<4, ACT>(p, stream);
-    default: return launch_dense_rw<8, ACT>(p, stream);
-  }
-}
-
-template <int MT, int R, int W>
-cudaError_t launch_dense_norm(const DenseGemvNormParams& p, cudaStream_t stream) {
-  const int blocks = (p.N + R - 1) / R;
-  return launch(dense_gemv_norm_kernel<MT, R, W>, dim3(blocks), dim3(W * 32), 0, stream, p);
-}
-
-// Variant of the fused add + RMSNorm GEMV: 1 (default) = one pass, the norm recomputed in every block; 2 = the
-// norm staged once per resident block in shared memory (exactly the norm kernel's arithmetic), persistent GEMV.
-// Its own block shape (warps, rows per block). Defaults from the H200 sweep (benchmarks/results/dense/run2):
-// variant 1 with 4 warps x 4 rows was the fastest fused kernel on all four measured shapes at M=1 (chained,
-// PDL: 14.0 / 56.8 / 14.8 / 11.3 us on 6144x4096 / 28672x4096 / 12352x2048 / 9216x2048); variant 2 with the
-// GEMV's 8 x 4 reproduces the unfused ops bit for bit but measured no faster than them.
-constexpr int kDenseNormDefaultVariant = 1, kDenseNormDefaultWarps = 4, kDenseNormDefaultRows = 4;
-constexpr size_t kDenseNormMaxStage = 80 * 1024;  // variant 2's M x K fp16 staging (Volta: <= 96 KB per block)
-int g_dense_norm_variant = kDenseNormDefaultVariant;
+// The fused add + RMSNorm GEMV's own block shape: 4 warps x 4 rows was the fastest on all four measured shapes at
+// M=1 (H200, chained, PDL: 14.0 / 56.8 / 14.8 / 11.3 us on 6144x4096 / 28672x4096 / 12352x2048 / 9216x2048). Staging
+// the norm once per resident block in shared memory (a persistent GEMV, bit-equal to the unfused ops) measured no
+// faster than the two separate kernels.
+constexpr int kDenseNormDefaultWarps = 4, kDenseNormDefaultRows = 4;
 int g_norm_warps = kDenseNormDefaultWarps, g_norm_rows = kDenseNormDefaultRows;
-int norm_rows(int mt) { return mt >= 8 ? 4 : g_norm_rows; }
 
-template <int MT, int R, int W>
-cudaError_t launch_dense_norm2(const DenseGemvNormParams& p, cudaStream_t stream) {
-  auto kernel = dense_gemv_norm2_kernel<MT, R, W>;
-  const size_t smem = static_cast<size_t>(p.M) * p.K * 2;
-  // Dynamic + static shared memory above 48 KB needs the opt-in (once per instantiation; the static part is
-  // ~2 KB, so opt in from 40 KB of staging: the H200 run failed at exactly 48 KB, M=3 x K=8192, without it).
-  static bool opted = false;
-  if (smem > 40 * 1024 && !opted) {
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(kDenseNormMaxStage)))
-      return e;
-    opted = true;
-  }
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaError_t e = cudaGetDevice(&dev)) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) return e;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, W * 32, smem)) return e;
-  const long long groups = (p.N + R - 1) / R;
-  const long long resident = static_cast<long long>(sms) * (per_sm > 0 ? per_sm : 1);
-  const int blocks = static_cast<int>(groups < resident ? groups : resident);
-  return launch(kernel, dim3(blocks), dim3(W * 32), smem, stream, p);
-}
+int row_tile(int M) { return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8; }
 
-template <int MT, int R, int W>
-cudaError_t launch_dense_norm_v(const DenseGemvNormParams& p, cudaStream_t stream) {
-  if (g_dense_norm_variant == 2 && static_cast<size_t>(p.M) * p.K * 2 <= kDenseNormMaxStage)
-    return launch_dense_norm2<MT, R, W>(p, stream);
-  return launch_dense_norm<MT, R, W>(p, stream);
-}
-
-template <int MT>
-cudaError_t launch_dense_norm_rw(const DenseGemvNormParams& p, cudaStream_t stream) {
+// Launch `Kernel<MT, R, W>` for the block shape (warps, rows); rows is always 4 at MT = 8 (registers).
+template <int MT, template <int, int, int> class Launch, class P>
+cudaError_t launch_shape(const P& p, int warps, int rows, cudaStream_t stream) {
   if constexpr (MT >= 8) {
-    return g_norm_warps == 4 ? launch_dense_norm_v<MT, 4, 4>(p, stream) : launch_dense_norm_v<MT, 4, 8>(p, stream);
+    return warps == 4 ? Launch<MT, 4, 4>::run(p, stream) : Launch<MT, 4, 8>::run(p, stream);
   } else {
-    if (norm_rows(MT) == 4) {
-      return g_norm_warps == 4 ? launch_dense_norm_v<MT, 4, 4>(p, stream) : launch_dense_norm_v<MT, 4, 8>(p, stream);
-    }
-    return g_norm_warps == 4 ? launch_dense_norm_v<MT, 8, 4>(p, stream) : launch_dense_norm_v<MT, 8, 8>(p, stream);
+    if (rows == 4) return warps == 4 ? Launch<MT, 4, 4>::run(p, stream) : Launch<MT, 4, 8>::run(p, stream);
+    return warps == 4 ? Launch<MT, 8, 4>::run(p, stream) : Launch<MT, 8, 8>::run(p, stream);
   }
 }
+
+template <template <int, int, int> class Launch, class P>
+cudaError_t launch_rows(const P& p, int warps, int rows, cudaStream_t stream) {
+  switch (row_tile(p.M)) {
+    case 1: return launch_shape<1, Launch>(p, warps, rows, stream);
+    case 2: return launch_shape<2, Launch>(p, warps, rows, stream);
+    case 4: return launch_shape<4, Launch>(p, warps, rows, stream);
+    default: return launch_shape<8, Launch>(p, warps, rows, stream);
+  }
+}
+
+template <int MT, int R, int W>
+struct DenseLaunch {
+  static cudaError_t run(const DenseGemvParams& p, cudaStream_t stream) {
+    return launch(dense_gemv_kernel<MT, R, W>, dim3((p.N + R - 1) / R), dim3(W * 32), 0, stream, p);
+  }
+};
+
+template <int MT, int R, int W>
+struct DenseNormLaunch {
+  static cudaError_t run(const DenseGemvNormParams& p, cudaStream_t stream) {
+    return launch(dense_gemv_norm_kernel<MT, R, W>, dim3((p.N + R - 1) / R), dim3(W * 32), 0, stream, p);
+  }
+};
 
 }  // namespace
 
 extern "C" {
 
-// out[M, N] (fp16) = a[M, K] @ w[N, K]^T (fp16 weights in torch's Linear layout), a = x (act 0; x rows
-// x_stride apart) or silu(gate) * up (act 1; x rows are [gate (K), up (K)]). M <= 8, K % 8 == 0,
-// x_stride % 8 == 0, 16-byte aligned x and w.
-int revolta_dense_gemv(void* out, const void* x, const void* w, int M, int N, int K, int x_stride, int act,
+// out[M, N] (fp16) = x[M, K] @ w[N, K]^T (fp16 weights in torch's Linear layout; x rows x_stride apart).
+// M <= 8, K % 8 == 0, x_stride % 8 == 0, x_stride >= K, 16-byte aligned x and w.
+int revolta_dense_gemv(void* out, const void* x, const void* w, int M, int N, int K, int x_stride,
                        cudaStream_t stream) {
   if (M == 0 || N == 0) return cudaSuccess;
-  if (M < 0 || M > kDenseMaxM || N < 0 || K <= 0 || K % 8 || x_stride % 8 || (act != 0 && act != 1) ||
-      x_stride < (act ? 2 * K : K))
+  if (M < 0 || M > kDenseMaxM || N < 0 || K <= 0 || K % 8 || x_stride % 8 || x_stride < K)
     return cudaErrorInvalidValue;
-  const int mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
-  const int rows = dense_rows(mt);
-  const long long blocks = (N + rows - 1) / rows;
-  const long long per_block = g_dense_prefetch_bytes / blocks / (static_cast<long long>(rows) * kDenseChunk * 2);
-  const int chunks = (K + kDenseChunk - 1) / kDenseChunk;
-  DenseGemvParams p{static_cast<const __half*>(x), static_cast<const __half*>(w), static_cast<__half*>(out),
-                    M, N, K, x_stride, act, static_cast<int>(per_block < chunks ? per_block : chunks)};
-  const cudaError_t e = act ? launch_dense_mt<true>(p, mt, stream) : launch_dense_mt<false>(p, mt, stream);
+  const DenseGemvParams p{static_cast<const __half*>(x), static_cast<const __half*>(w), static_cast<__half*>(out),
+                          M, N, K, x_stride};
+  const cudaError_t e = launch_rows<DenseLaunch>(p, g_dense_warps, g_dense_rows, stream);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-// Overrides for sweeps: L2 prefetch budget of a whole grid before its PDL wait in KB (0 = none, < 0 = the
-// default: none), warps per block (4 or 8; other = default), weight rows per block (4 or 8; other = default).
-int revolta_dense_gemv_tune(int prefetch_kb, int warps, int rows) {
-  g_dense_prefetch_bytes = prefetch_kb < 0 ? kDenseDefaultPrefetch : static_cast<long long>(prefetch_kb) * 1024;
-  g_dense_warps = warps == 4 || warps == 8 ? warps : kDenseDefaultWarps;
-  g_dense_rows = rows == 4 || rows == 8 ? rows : kDenseDefaultRows;
+// Block shape overrides for sweeps: warps per block (4 or 8; other = default), weight rows per block (4 or 8;
+// other = default), for the plain GEMV (norm = 0) or the fused add + RMSNorm one (norm = 1).
+int revolta_dense_gemv_tune(int norm, int warps, int rows) {
+  int& w = norm ? g_norm_warps : g_dense_warps;
+  int& r = norm ? g_norm_rows : g_dense_rows;
+  w = warps == 4 || warps == 8 ? warps : (norm ? kDenseNormDefaultWarps : kDenseDefaultWarps);
+  r = rows == 4 || rows == 8 ? rows : (norm ? kDenseNormDefaultRows : kDenseDefaultRows);
   return cudaSuccess;
 }
 
-// The block shape a call with M rows uses: info[0] = warps, info[1] = rows per block.
-int revolta_dense_gemv_plan(int M, int* info) {
-  const int mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
-  info[0] = g_dense_warps;
-  info[1] = dense_rows(mt);
+// The block shape a call with M rows uses: info[0] = warps, info[1] = rows per block (norm as in the tune call).
+int revolta_dense_gemv_plan(int norm, int M, int* info) {
+  info[0] = norm ? g_norm_warps : g_dense_warps;
+  info[1] = row_tile(M) >= 8 ? 4 : (norm ? g_norm_rows : g_dense_rows);
   return cudaSuccess;
 }
 
@@ -158,28 +100,12 @@ int revolta_dense_gemv_norm(void* out, void* h_out, const void* x, const void* r
   if (M == 0) return cudaSuccess;
   if (M < 0 || M > kDenseMaxM || N <= 0 || K <= 0 || K % 8 || !h_out || !x || !norm_w || !w)
     return cudaErrorInvalidValue;
-  DenseGemvNormParams p{static_cast<const __half*>(x), static_cast<const __half*>(residual),
-                        static_cast<const __half*>(norm_w), static_cast<const __half*>(w),
-                        static_cast<__half*>(out), static_cast<__half*>(h_out), M, N, K, eps, zero_centered ? 1 : 0};
-  const int mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
-  cudaError_t e;
-  switch (mt) {
-    case 1: e = launch_dense_norm_rw<1>(p, stream); break;
-    case 2: e = launch_dense_norm_rw<2>(p, stream); break;
-    case 4: e = launch_dense_norm_rw<4>(p, stream); break;
-    default: e = launch_dense_norm_rw<8>(p, stream); break;
-  }
+  const DenseGemvNormParams p{static_cast<const __half*>(x), static_cast<const __half*>(residual),
+                              static_cast<const __half*>(norm_w), static_cast<const __half*>(w),
+                              static_cast<__half*>(out), static_cast<__half*>(h_out), M, N, K, eps,
+                              zero_centered ? 1 : 0};
+  const cudaError_t e = launch_rows<DenseNormLaunch>(p, g_norm_warps, g_norm_rows, stream);
   return e != cudaSuccess ? e : cudaGetLastError();
-}
-
-// Which fused add + RMSNorm GEMV later calls use: variant 1 or 2 (other = the default, 1), warps per block 4 or 8
-// and weight rows per block 4 or 8 (other = the defaults, 4 and 4; always 4 rows at M > 4). Returns the variant
-// now set. Variant 2 takes calls with M x K x 2 bytes <= 80 KB; larger ones run variant 1.
-int revolta_dense_gemv_norm_variant(int variant, int warps, int rows) {
-  g_dense_norm_variant = variant == 1 || variant == 2 ? variant : kDenseNormDefaultVariant;
-  g_norm_warps = warps == 4 || warps == 8 ? warps : kDenseNormDefaultWarps;
-  g_norm_rows = rows == 4 || rows == 8 ? rows : kDenseNormDefaultRows;
-  return g_dense_norm_variant;
 }
 
 }  // extern "C"

@@ -10,23 +10,33 @@ namespace revolta {
 
 constexpr int kNormRegs = 8;
 
-template <typename T>
-__global__ void rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w,
-                                float eps, int hidden, bool zero_centered) {
-  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
-  pdl_trigger();
-  __shared__ float scratch[32];
+// One row per block: out = rms_norm(h) * (w, or 1 + w when zero_centered) with h = x (ADD = false), or h = x +
+// residual rounded to T and written to residual_out (ADD = true, as the reference fused_add_rms_norm rounds it).
+template <typename T, bool ADD>
+__device__ __forceinline__ void rms_norm_row(T* __restrict__ out, T* __restrict__ residual_out,
+                                             const T* __restrict__ x, const T* __restrict__ residual,
+                                             const T* __restrict__ w, float eps, int hidden, bool zero_centered,
+                                             float* scratch) {
   const size_t base = static_cast<size_t>(blockIdx.x) * hidden;
+  auto load_h = [&](int i) {
+    if constexpr (ADD) {
+      const T s = from_float<T>(to_float(x[base + i]) + to_float(residual[base + i]));
+      residual_out[base + i] = s;
+      return to_float(s);
+    } else {
+      return to_float(x[base + i]);
+    }
+  };
   float cached[kNormRegs];
   float ss = 0.f;
 #pragma unroll
   for (int j = 0; j < kNormRegs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    cached[j] = i < hidden ? to_float(x[base + i]) : 0.f;
+    cached[j] = i < hidden ? load_h(i) : 0.f;
     ss += cached[j] * cached[j];
   }
   for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
-    const float v = to_float(x[base + i]);
+    const float v = load_h(i);
     ss += v * v;
   }
   ss = block_sum(ss, scratch);
@@ -39,10 +49,20 @@ __global__ void rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, co
       out[base + i] = from_float<T>(cached[j] * inv * wv);
     }
   }
+  const T* h = ADD ? residual_out : x;  // the rest of a long row is read again
   for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
     const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
-    out[base + i] = from_float<T>(to_float(x[base + i]) * inv * wv);
+    out[base + i] = from_float<T>(to_float(h[base + i]) * inv * wv);
   }
+}
+
+template <typename T>
+__global__ void rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w,
+                                float eps, int hidden, bool zero_centered) {
+  pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
+  pdl_trigger();
+  __shared__ float scratch[32];
+  rms_norm_row<T, false>(out, nullptr, x, nullptr, w, eps, hidden, zero_centered, scratch);
 }
 
 // residual_out = x + residual (rounded to T, as the reference does); out = rms_norm(residual_out).
@@ -53,40 +73,7 @@ __global__ void fused_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ r
   pdl_wait();  // launched with PDL (pdl.cuh): inputs come from the previous kernel
   pdl_trigger();
   __shared__ float scratch[32];
-  const size_t base = static_cast<size_t>(blockIdx.x) * hidden;
-  float cached[kNormRegs];
-  float ss = 0.f;
-#pragma unroll
-  for (int j = 0; j < kNormRegs; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    cached[j] = 0.f;
-    if (i < hidden) {
-      const T s = from_float<T>(to_float(x[base + i]) + to_float(residual[base + i]));
-      residual_out[base + i] = s;
-      cached[j] = to_float(s);
-    }
-    ss += cached[j] * cached[j];
-  }
-  for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
-    const T s = from_float<T>(to_float(x[base + i]) + to_float(residual[base + i]));
-    residual_out[base + i] = s;
-    const float v = to_float(s);
-    ss += v * v;
-  }
-  ss = block_sum(ss, scratch);
-  const float inv = rsqrtf(ss / static_cast<float>(hidden) + eps);
-#pragma unroll
-  for (int j = 0; j < kNormRegs; ++j) {
-    const int i = threadIdx.x + j * blockDim.x;
-    if (i < hidden) {
-      const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
-      out[base + i] = from_float<T>(cached[j] * inv * wv);
-    }
-  }
-  for (int i = threadIdx.x + kNormRegs * blockDim.x; i < hidden; i += blockDim.x) {
-    const float wv = to_float(w[i]) + (zero_centered ? 1.f : 0.f);
-    out[base + i] = from_float<T>(to_float(residual_out[base + i]) * inv * wv);
-  }
+  rms_norm_row<T, true>(out, residual_out, x, residual, w, eps, hidden, zero_centered, scratch);
 }
 
 // out[r, i] = silu(x[r, i]) * x[r, d + i]; grid = (rows, column chunks of blockDim.x)

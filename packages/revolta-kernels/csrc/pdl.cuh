@@ -9,7 +9,7 @@
 //   * call pdl_trigger() where the next kernel may start its own prologue (anywhere is safe: the next
 //     kernel still waits for this grid's completion and memory flush in its pdl_wait()).
 // On GPUs before sm_90 both are no-ops and launch() is a plain launch, so Volta behaves as before.
-// REVOLTA_PDL=0 in the environment turns PDL off (A/B benchmarks).
+// revolta_set_pdl(0) turns PDL off (the Python side calls it at load for REVOLTA_PDL=0).
 #pragma once
 
 #if !defined(__CUDACC_RTC__)
@@ -31,7 +31,7 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 
 #if !defined(__CUDACC_RTC__)
-// True when the current device supports PDL (compute capability >= 9.0) and REVOLTA_PDL is not "0".
+// True when the current device supports PDL (compute capability >= 9.0) and revolta_set_pdl has not turned it off.
 // Defined in api.cu; cached per device.
 bool pdl_enabled();
 

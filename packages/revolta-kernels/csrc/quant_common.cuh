@@ -67,7 +67,7 @@ struct QuantGemmParams {
   int zero_centered;
   // Skinny kernels: kGemvFlag* bits (quant_gemv.cuh; launch tuning, 0 = the original schedule).
   int flags;
-  GemvRope rope;  // quant_gemv_full_kernel<MT, 16, true> only (zero elsewhere)
+  GemvRope rope;  // quant_gemv_whole_k_kernel<MT, 16, true> only (zero elsewhere)
   // Skinny kernels only (null elsewhere): act-order GPTQ's input order [K] - element k of the activation the
   // weights see is channel x_order[k] of x (act 1: of gate and up; act 2: of h and the norm weight), gathered
   // while staging (gemv_stage_warp); h_out stays in channel order.

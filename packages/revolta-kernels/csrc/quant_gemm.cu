@@ -17,7 +17,7 @@ cudaError_t launch_gemv(const QuantGemmParams& p, const GemvPlan& pl, cudaStream
       return launch(quant_gemv_co_kernel<BITS, MT, W, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
   if constexpr (W == 8) {
-    if (pl.xq) return launch(quant_gemv_xq_kernel<BITS, MT, U>, grid, dim3(W * 32), pl.smem, stream, p);
+    if (pl.xq) return launch(quant_gemv_dp4a_kernel<BITS, MT, U>, grid, dim3(W * 32), pl.smem, stream, p);
   }
   if (pl.defer) return launch(quant_gemv_kernel<BITS, MT, W, U, true>, grid, dim3(W * 32), pl.smem, stream, p);
   return launch(quant_gemv_kernel<BITS, MT, W, U, false>, grid, dim3(W * 32), pl.smem, stream, p);
@@ -33,8 +33,8 @@ template <int BITS, int MT>
 cudaError_t launch_gemv_gather(const QuantGemmParams& p, const GemvPlan& pl, cudaStream_t stream) {
   const dim3 grid(pl.tiles, pl.splits), block(8 * 32);
   if (pl.xq)
-    return pl.rows_step == 8 ? launch(quant_gemv_gather_xq_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
-                             : launch(quant_gemv_gather_xq_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
+    return pl.rows_step == 8 ? launch(quant_gemv_gather_dp4a_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
+                             : launch(quant_gemv_gather_dp4a_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
   return pl.rows_step == 8 ? launch(quant_gemv_gather_kernel<BITS, MT, 8>, grid, block, pl.smem, stream, p)
                            : launch(quant_gemv_gather_kernel<BITS, MT, 4>, grid, block, pl.smem, stream, p);
 }
@@ -45,12 +45,12 @@ cudaError_t launch_full(const QuantGemmParams& p, const GemvPlan& pl, cudaStream
   const dim3 grid(pl.tiles), block(kGemvFullWarps * 32);
   if constexpr (COLS == 16) {
     if (pl.xq && p.x_order == nullptr)
-      return launch(quant_gemv_full_kernel<MT, COLS, ROPE, false, true>, grid, block, pl.smem, stream, p);
+      return launch(quant_gemv_whole_k_kernel<MT, COLS, ROPE, false, true>, grid, block, pl.smem, stream, p);
   }
   if (p.x_order != nullptr)
-    return launch(quant_gemv_full_kernel<MT, COLS, ROPE, true>, grid, block, gemv_full_gather_smem_bytes(MT, p.K),
+    return launch(quant_gemv_whole_k_kernel<MT, COLS, ROPE, true>, grid, block, gemv_full_gather_smem_bytes(MT, p.K),
                   stream, p);
-  return launch(quant_gemv_full_kernel<MT, COLS, ROPE>, grid, block, pl.smem, stream, p);
+  return launch(quant_gemv_whole_k_kernel<MT, COLS, ROPE>, grid, block, pl.smem, stream, p);
 }
 // order_code: the act-order kernel's code although p.x_order is null (revolta_quant_gemm_act's kActOrderCode).
 template <int BITS>
@@ -77,7 +77,7 @@ cudaError_t launch_gemv_mt(const QuantGemmParams& p, const GemvPlan& pl, cudaStr
 
 // ---- tensor-core GEMM variants: (BM, BN, BK, warps along M, warps along N) ----
 constexpr int kGemmVariants = 5;
-constexpr int kGemmDefault = 1;  // 4 warps of 64x64: 35-37% of the H200's fp16 matmul rate (run 1 sweep)
+constexpr int kGemmDefault = 1;  // 4 warps of 64x64: 35-37% of the H200's fp16 matmul rate, the best of the sweep
 
 template <int BITS, int BM, int BN, int BK, int WM, int WN>
 cudaError_t launch_gemm_cfg(const QuantGemmParams& p, cudaStream_t stream) {
@@ -162,13 +162,13 @@ int revolta_quant_gemm_workspace(int M, int N, int K, int bits, int group_size, 
 // The launch the call would make, for benchmark reports: info[0] = 0 skinny / 1 tensor-core GEMM; skinny:
 // info[1..7] = splits, rows per split, warps per block, rows per step, blocks per SM, column tiles, deferred
 // scale, L2-prefetched packed rows per block, PDL on, min blocks per SM of the kernel (4 = co-resident
-// variant), split-K-free variant (quant_gemv_full.cuh), int8 activations (quant_gemv_xq.cuh); GEMM: info[1] = variant.
-// `info` holds 13 ints.
-int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sms, int* info) {
+// variant), split-K-free variant (quant_gemv_whole_k.cuh), int8 activations (quant_gemv_dp4a.cuh) for a call with
+// int8_x; GEMM: info[1] = variant. `info` holds 13 ints.
+int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sms, int int8_x, int* info) {
   if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0) return cudaErrorInvalidValue;
   for (int i = 0; i < 13; ++i) info[i] = 0;
   if (M <= kSkinnyMaxM) {
-    const GemvPlan pl = plan_gemv(M > 0 ? M : 1, N, K, bits, group_size, num_sms);
+    const GemvPlan pl = plan_gemv(M > 0 ? M : 1, N, K, bits, group_size, num_sms, 0, true, false, int8_x != 0);
     const int v[13] = {0, pl.splits, pl.rows_per_split, pl.warps, pl.rows_step, pl.blocks_per_sm, pl.tiles, pl.defer,
                        pl.prefetch_rows, pdl_enabled() ? 1 : 0, pl.minb, pl.full, pl.xq};
     for (int i = 0; i < 13; ++i) info[i] = v[i];
@@ -188,7 +188,7 @@ int revolta_quant_plan(int M, int N, int K, int bits, int group_size, int num_sm
 // <= 64 registers, where it exists: 8 warps x 4 rows, M <= 2, deferred scale; 0 = default), split-K-free
 // variant (1 = wherever it exists, 0 = never, -1 = the built-in rule), skinny schedule flags (bits of
 // kGemvFlagEarlyTrigger = 1, kGemvFlagOnePass = 2, kGemvFlagFull16 = 4, kGemvFlagFull16Plain = 8,
-// kGemvFlagInt8X = 16; -1 = default).
+// -1 = default; kGemvFlagInt8X is ignored: int8 activations are a per-call argument).
 int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_variant, int gemv_defer,
                        int gemv_prefetch_kb, int gemv_share, int gemv_minb, int gemv_full, int gemv_flags) {
   g_tune.gemv_flags = gemv_flags;
@@ -210,15 +210,16 @@ int revolta_quant_tune(int gemv_warps, int gemv_rows, int gemv_waves, int gemm_v
 // revolta_quant_gemm_workspace() bytes. x_order (act-order GPTQ, M <= 8 only; null = none): int32 [K],
 // 16-byte aligned; element k of a is channel x_order[k] (of x, or of gate and up).
 // act | kActOrderCode: a schedule hint with identical results (M <= 8; larger M ignore it) - the split-K call
-// runs the act-order kernel's code without a gather. A down projection whose input order was folded into an
+// runs the act-order kernel's code without a gather. act | kActInt8X: the skinny kernels (M <= 8) round the
+// activations to int8 and multiply with dp4a (quant_gemv_dp4a.cuh; not bit-equal to fp16 activations). A down projection whose input order was folded into an
 // act-order gate/up projection is ~2 us faster per layer in the same kernel function as that gate/up (H200).
 int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const void* scales, const void* qzeros,
                            void* workspace, long long workspace_bytes, int M, int N, int K, int bits,
                            int group_size, int zero_offset, int num_sms, int act, const void* x_order,
                            cudaStream_t stream) {
   if (M == 0 || N == 0) return cudaSuccess;
-  const bool order_code = (act & kActOrderCode) != 0;
-  act &= ~kActOrderCode;
+  const bool order_code = (act & kActOrderCode) != 0, int8_x = (act & kActInt8X) != 0;
+  act &= ~(kActOrderCode | kActInt8X);
   if (bad_shape(M, N, K, bits, group_size) || num_sms <= 0 || (act != 0 && act != 1) || bad_order(x_order, M, K))
     return cudaErrorInvalidValue;
   if (act && M > kSkinnyMaxM) return cudaErrorInvalidValue;
@@ -228,7 +229,8 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
                     act ? 2 * K : K, act, 0};
   p.x_order = static_cast<const int*>(x_order);
   if (M <= kSkinnyMaxM) {
-    const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, act, true, x_order != nullptr || order_code);
+    const GemvPlan pl =
+        plan_gemv(M, N, K, bits, group_size, num_sms, act, true, x_order != nullptr || order_code, int8_x);
     const long long need = gemv_workspace_bytes(pl, M, N);
     if (need > 0) {
       if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
@@ -250,18 +252,19 @@ int revolta_quant_gemm_act(void* out, const void* x, const void* qweight, const 
 // (the skinny kernel's act = 2 staging; the rounding of revolta_fused_add_rms_norm / revolta_rms_norm, then
 // the GEMM). norm_weight [K] fp16, zero_centered: weight (1 + w). h_out must not alias x or residual.
 // Alignment as revolta_quant_gemm_act, plus 16-byte aligned residual, norm_weight and h_out. x_order as there:
-// the GEMM sees channel x_order[k] of rms_norm(h) as element k; h_out stays in channel order.
+// the GEMM sees channel x_order[k] of rms_norm(h) as element k; h_out stays in channel order. int8_x: int8
+// activations, as revolta_quant_gemm_act's kActInt8X.
 int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* residual, const void* norm_weight,
                             float eps, int zero_centered, const void* qweight, const void* scales,
                             const void* qzeros, void* workspace, long long workspace_bytes, int M, int N, int K,
-                            int bits, int group_size, int zero_offset, int num_sms, const void* x_order,
+                            int bits, int group_size, int zero_offset, int num_sms, const void* x_order, int int8_x,
                             cudaStream_t stream) {
   if (M == 0) return cudaSuccess;
   if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms) || bad_order(x_order, M, K))
     return cudaErrorInvalidValue;
   QuantGemmParams p = norm_params(out, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, M,
                                   N, K, group_size, zero_offset, x_order);
-  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2, true, x_order != nullptr);
+  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2, true, x_order != nullptr, int8_x != 0);
   const long long need = gemv_workspace_bytes(pl, M, N);
   if (need > 0) {
     if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
@@ -280,11 +283,12 @@ int revolta_quant_gemm_norm(void* out, void* h_out, const void* x, const void* r
 // else is written (no [M, N] output). Taken (*taken = 1) where the plan is the 16-column split-K-free kernel
 // (int4 g128, M <= 2, K % 1024 == 0, K <= 4096, the default schedule flags) and N = (H + 2 Hkv) D with
 // D % 16 == 0 and rot_dim a multiple of 16 (neox) or 2 (gpt-j), at most D; else *taken = 0 and nothing runs
-// (the caller runs the GEMM and the rotary + cache op).
+// (the caller runs the GEMM and the rotary + cache op). int8_x as revolta_quant_gemm_norm's.
 int revolta_quant_gemm_norm_rope(void* h_out, const void* x, const void* residual, const void* norm_weight, float eps,
                                  int zero_centered, const void* qweight, const void* scales, const void* qzeros,
                                  int M, int N, int K, int bits, int group_size, int zero_offset, int num_sms,
-                                 const void* x_order, const GemvRope* rope, int* taken, cudaStream_t stream) {
+                                 const void* x_order, const GemvRope* rope, int int8_x, int* taken,
+                                 cudaStream_t stream) {
   *taken = 0;
   if (M == 0) return cudaSuccess;
   if (bad_norm_call(h_out, x, residual, norm_weight, M, N, K, bits, group_size, num_sms) || rope == nullptr ||
@@ -295,7 +299,7 @@ int revolta_quant_gemm_norm_rope(void* h_out, const void* x, const void* residua
                        N == (r.num_heads + 2 * r.num_kv_heads) * r.head_dim && r.rot_dim > 0 &&
                        r.rot_dim <= r.head_dim && r.rot_dim % (r.neox ? 16 : 2) == 0 && r.block_size > 0 &&
                        r.q_out && r.k_cache && r.v_cache && r.positions && r.slots && r.cos_sin;
-  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2);
+  const GemvPlan pl = plan_gemv(M, N, K, bits, group_size, num_sms, 2, true, false, int8_x != 0);
   if (!rope_ok || !pl.full || pl.minb != 3) return cudaSuccess;
   QuantGemmParams p = norm_params(nullptr, h_out, x, residual, norm_weight, eps, zero_centered, qweight, scales,
                                   qzeros, M, N, K, group_size, zero_offset, x_order);
@@ -314,10 +318,5 @@ int revolta_quant_gemm(void* out, const void* x, const void* qweight, const void
                                 group_size, zero_offset, num_sms, 0, nullptr, stream);
 }
 
-#if defined(REVOLTA_GEMV_PROBE)
-// The timing probe's records (quant_gemv_probe.cuh, -DREVOLTA_GEMV_PROBE builds only): 112 bytes each (6
-// globaltimer + 6 clock64 u64, smid, block, N, K), the skinny GEMVs' buffer.
-int revolta_gemv_probe_read(void* host, int cap, int* count) { return gemv_probe_read(host, cap, count); }
-#endif
 
 }  // extern "C"

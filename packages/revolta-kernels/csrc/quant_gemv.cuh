@@ -39,15 +39,14 @@
 
 #include "pdl.cuh"
 #include "quant_common.cuh"
-#include "quant_gemv_probe.cuh"
-#include "quant_gemv_stage.cuh"
-#include "quant_gemv_xq.cuh"
+#include "quant_gemv_common.cuh"
+#include "quant_gemv_dp4a.cuh"
 #include "split_arrive.cuh"
 
 namespace revolta {
 
 // The kernel body; the kernels of quant_gemv_kernels.cuh differ only in launch bounds and these switches. XQ:
-// int8 activations and dp4a dot products (quant_gemv_xq.cuh; int4 or int8 weights, the deferred scale only).
+// int8 activations and dp4a dot products (quant_gemv_dp4a.cuh; int4 or int8 weights, the deferred scale only).
 template <int BITS, int MT, int WARPS, int U, bool DEFER, bool GATHER = false, bool XQ = false>
 __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   constexpr int PACK = 32 / BITS, PAIRS = PACK / 2;
@@ -60,8 +59,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   using XRow = typename XRowOf<PAIRS>::type;  // one packed row of x
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   __shared__ int is_last;
-  GEMV_PROBE_DECL
-  GEMV_PROBE(0);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int tile = blockIdx.x, split = blockIdx.y;
@@ -130,10 +127,8 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
       if (col < p.N) prefetch_l2(p.qweight + static_cast<size_t>(r0 + r) * p.N + col);
     }
   }
-  GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out / partials / counters may still be in its use
   pdl_trigger();
-  GEMV_PROBE(2);
   // (The schedule flags stay out of this kernel: with their branches in it, its share of the AWQ decode step
   // grew from 979 to 1068 us on the H200.)
   // Each warp stages the rows of its own steps (warp w: steps w, w + WARPS, ...) and starts once they are in.
@@ -150,7 +145,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     for (int m = 0; m < MT; ++m) gemv_quantize_rows<U>(xs + m * nrows, wsteps * U, lane, row_of);
   }
   __syncwarp();
-  GEMV_PROBE(3);
 
   float acc[MT][4];
 #pragma unroll
@@ -158,7 +152,7 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[m][c] = 0.f;
 
-  // XQ: one step with int8 activations (quant_gemv_xq.cuh; the rows were quantized in place after staging): it
+  // XQ: one step with int8 activations (quant_gemv_dp4a.cuh; the rows were quantized in place after staging): it
   // sums 8 nibbles x 8 activations per int4 word in two dp4a (the high nibbles as 16 q, shifted out at the end), 4
   // bytes x 4 activations per int8 word in one, and applies zero point and both scales once per step in fp32.
   // Refills as the fp16 step does.
@@ -285,7 +279,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
 
   // Cross-warp sum through shared memory (the staged activations are dead), then one value per output.
   __syncthreads();
-  GEMV_PROBE(4);
   float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][128]
 #pragma unroll
   for (int m = 0; m < MT; ++m)
@@ -307,7 +300,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     }
   }
   if (single) {
-    GEMV_PROBE_END(p.N, p.K);
     return;
   }
 
@@ -318,7 +310,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
   if (tid == 0) is_last = split_arrive(p.counters + tile) == static_cast<int>(gridDim.y) - 1;
   __syncthreads();
   if (!is_last) {
-    GEMV_PROBE_END(p.N, p.K);
     return;
   }
   const int splits = gridDim.y;
@@ -338,7 +329,6 @@ __device__ __forceinline__ void quant_gemv_body(const QuantGemmParams& p) {
     p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])));
   }
   if (tid == 0) p.counters[tile] = 0;
-  GEMV_PROBE_END(p.N, p.K);
 }
 
 }  // namespace revolta

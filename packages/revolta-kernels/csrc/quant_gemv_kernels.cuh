@@ -18,10 +18,10 @@ __global__ void __launch_bounds__(WARPS * 32, gemv_min_blocks(MT, WARPS, U)) qua
   quant_gemv_body<BITS, MT, WARPS, U, DEFER>(p);
 }
 
-// int8 activations with dp4a dot products (quant_gemv_xq.cuh; tune flag kGemvFlagInt8X): 8 warps, deferred scale,
+// int8 activations with dp4a dot products (quant_gemv_dp4a.cuh; tune flag kGemvFlagInt8X): 8 warps, deferred scale,
 // the bounds of the fp16 kernel of the same shape.
 template <int BITS, int MT, int U>
-__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_xq_kernel(QuantGemmParams p) {
+__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_dp4a_kernel(QuantGemmParams p) {
   quant_gemv_body<BITS, MT, 8, U, true, false, true>(p);
 }
 
@@ -32,9 +32,9 @@ __global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_
   quant_gemv_body<BITS, MT, 8, U, true, true>(p);
 }
 
-// The same with int8 activations (quant_gemv_xq.cuh): the rows are quantized after the gather has staged them.
+// The same with int8 activations (quant_gemv_dp4a.cuh): the rows are quantized after the gather has staged them.
 template <int BITS, int MT, int U>
-__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_gather_xq_kernel(QuantGemmParams p) {
+__global__ void __launch_bounds__(8 * 32, gemv_min_blocks(MT, 8, U)) quant_gemv_gather_dp4a_kernel(QuantGemmParams p) {
   quant_gemv_body<BITS, MT, 8, U, true, true, true>(p);
 }
 

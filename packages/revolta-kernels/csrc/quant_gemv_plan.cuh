@@ -7,15 +7,17 @@
 
 #include <algorithm>
 
-#include "quant_gemv_full.cuh"
+#include "quant_gemv_whole_k.cuh"
 
 using namespace revolta;
 
 namespace {
 
 constexpr int kSkinnyMaxM = 8;
-// A flag OR-ed into revolta_quant_gemm_act's act: run the act-order kernel's code without an order (quant_gemm.cu).
+// Flags OR-ed into revolta_quant_gemm_act's act (quant_gemm.cu): run the act-order kernel's code without an order;
+// int8 activations with dp4a dot products in the skinny kernels (quant_gemv_dp4a.cuh).
 constexpr int kActOrderCode = 0x100;
+constexpr int kActInt8X = 0x200;
 constexpr int kMaxDevices = 16;
 
 // Launch-parameter overrides for benchmark sweeps (revolta_quant_tune); 0 / -1 = the built-in choice.
@@ -24,27 +26,26 @@ struct Tuning {
       gemv_share = 0, gemv_minb = 0, gemv_full = -1, gemv_flags = -1;
 };
 // Built-in choice = the best of the H200 sweep (8 warps, 8 rows per step, one-wave floor split, deferred
-// scale: benchmarks/results/h200_gemv_quant_bench.json); 4 rows per step where K or the group needs it.
+// scale); 4 rows per step where K or the group needs it.
 constexpr int kGemvDefaultWarps = 8, kGemvDefaultDefer = 1;
 // Bytes of weights the whole grid prefetches to L2 before its PDL wait (split evenly over the blocks):
 // enough to cover the launch and first-load latency, far below the 40-60 MB L2 of the GPUs that have PDL.
-// H200 run 1 of this change: 0 / 4 MB / 16 MB / 64 MB on chained M=1 calls gave 67 / 66 / 59 / 57% of copy
+// H200: 0 / 4 MB / 16 MB / 64 MB on chained M=1 calls gave 67 / 66 / 59 / 57% of copy
 // (4096x14336 + back) and 83 / 83 / 79 / 65% (5120x27648 + back): off by default.
 constexpr int kGemvDefaultPrefetchKB = 0;
 // Share of the resident block slots the split-K plan fills: 1 = all (one full wave), 2 = half, so that the
 // next PDL-launched kernel's blocks fit beside this one's and stream their weights during its tail.
 constexpr int kGemvDefaultShare = 1;
-// QuantGemmParams::flags of the split-K-free kernel (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16 |
-// kGemvFlagFull16Plain, quant_gemv.cuh; the Full16 bits are read by the plan only). Default: one-pass staging and
-// 16-column split-K-free blocks for calls without the fused norm (H200, helper qgemv run 2, PDL chains of M=1
-// calls: one-pass -5.9% on Llama-8B's 32 layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back;
-// 16 columns on top -3.7% on 4096x4096 + back but +6.8% on 4096x6144-with-norm + back; engine decode o_proj
-// 5.7 -> 4.9 us on the path with both bits for every act; benchmarks/results/qgemv). Since session 9's warp-local
-// norm staging (no whole-K pass per block) the 16 columns pay for the fused-norm qkv too: AWQ batch 1 505.1-505.5
-// -> 506.8-507.5 tok/s (H200 runs s9/2-3), so 16 columns for every act.
+// QuantGemmParams::flags of the skinny kernels (kGemvFlagEarlyTrigger | kGemvFlagOnePass | kGemvFlagFull16 |
+// kGemvFlagFull16Plain, quant_gemv_common.cuh; the Full16 bits are read by the plan only). Default: one-pass staging
+// and 16-column split-K-free blocks for every act (H200, PDL chains of M=1 calls: one-pass -5.9% on Llama-8B's 32
+// layers, -5.3% on 4096x6144-with-norm + back, -4.2% on 4096x4096 + back; engine decode o_proj 5.7 -> 4.9 us on
+// the path with both bits; with the warp-local norm staging the 16 columns pay for the fused-norm qkv too: AWQ
+// batch 1 505.1-505.5 -> 506.8-507.5 tok/s).
 constexpr int kGemvDefaultFlags = kGemvFlagOnePass | kGemvFlagFull16;
 Tuning g_tune;
-int gemv_flags() { return g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags; }
+// kGemvFlagInt8X is not a schedule flag: every call says whether it rounds its activations to int8 (plan_gemv).
+int gemv_flags() { return (g_tune.gemv_flags >= 0 ? g_tune.gemv_flags : kGemvDefaultFlags) & ~kGemvFlagInt8X; }
 
 int current_device() {
   int dev = 0;
@@ -55,15 +56,15 @@ int current_device() {
 // ---- skinny GEMM plan ----
 struct GemvPlan {
   int mt, warps, rows_step, defer, splits, rows_per_split, smem, blocks_per_sm, tiles, prefetch_rows, minb, full;
-  int xq;  // int8 activations (kGemvFlagInt8X; quant_gemv_xq.cuh)
+  int xq;  // int8 activations (quant_gemv_dp4a.cuh)
 };
 
-// The split-K-free variant (quant_gemv_full.cuh) exists for int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
+// The split-K-free variant (quant_gemv_whole_k.cuh) exists for int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
 // M <= 2, without the fused SiLU (act 1). Built-in rule: N <= kGemvFullMaxN (the q/k/v and o projections of
 // hidden size 4096; 0 = never); tune gemv_full = 1 forces it wherever it exists, 0 never.
 constexpr int kGemvFullMaxN = 8192;
 bool gemv_full_legal(int M, int N, int K, int bits, int group_size, int act) {
-  return bits == 4 && group_size == 128 && K % 1024 == 0 && K <= 4096 && N % quant_gemv_full_cols == 0 && M <= 2 &&
+  return bits == 4 && group_size == 128 && K % 1024 == 0 && K <= 4096 && N % quant_gemv_whole_k_cols == 0 && M <= 2 &&
          act != 1;
 }
 bool gemv_full_default(int N, int K) {
@@ -144,9 +145,10 @@ int split_rows(int rows, int splits, int u, int cap) {
 // splits whose blocks fill whole waves to >= 95% (a grid of 216 tiles on 264 slots leaves 18% idle; 6 splits
 // make 1296 blocks, 98% of 5 waves), keeping at least one step per warp in a split.
 // gather (act-order calls): the split-K kernel's shape is the default one (quant_gemv_gather_kernel), whatever the
-// warps / deferred-scale / co-resident overrides say.
+// warps / deferred-scale / co-resident overrides say. int8_x: the call rounds its activations to int8 where a
+// kernel of the plan has that form (quant_gemv_dp4a.cuh); it changes the kernel, not the splits or the workspace.
 GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, int act = 0, bool allow_full = true,
-                   bool gather = false) {
+                   bool gather = false, bool int8_x = false) {
   GemvPlan pl{};
   pl.mt = M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : 8;
   if (allow_full && gemv_full_legal(M, N, K, bits, group_size, act) &&
@@ -160,11 +162,11 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
     // kGemvFlagFull16 (any act) / kGemvFlagFull16Plain (act 0): 16-column blocks, 3 per SM (reported as minb = 3)
     const int fl = gemv_flags();
     const bool narrow = (fl & kGemvFlagFull16) != 0 || ((fl & kGemvFlagFull16Plain) != 0 && act != 2);
-    pl.tiles = N / (narrow ? 16 : quant_gemv_full_cols);
+    pl.tiles = N / (narrow ? 16 : quant_gemv_whole_k_cols);
     pl.smem = gemv_full_smem_bytes(pl.mt, K);
     pl.blocks_per_sm = narrow ? 3 : 2;
     pl.minb = narrow ? 3 : 2;
-    pl.xq = (fl & kGemvFlagInt8X) != 0 && narrow && !gather;
+    pl.xq = int8_x && narrow && !gather;
     return pl;
   }
   const int pack = 32 / bits, rows = K / pack, group_rows = group_size / pack;
@@ -207,7 +209,7 @@ GemvPlan plan_gemv(int M, int N, int K, int bits, int group_size, int num_sms, i
   }
   pl.rows_per_split = rps;
   pl.splits = (rows + rps - 1) / rps;
-  pl.xq = (gemv_flags() & kGemvFlagInt8X) != 0 && pl.warps == 8 && pl.defer != 0 && pl.minb == 1;
+  pl.xq = int8_x && pl.warps == 8 && pl.defer != 0 && pl.minb == 1;
   pl.smem = gemv_smem_bytes(bits, pl.mt, pl.warps, rps);
   const long long pf_bytes = static_cast<long long>(g_tune.gemv_prefetch_kb >= 0 ? g_tune.gemv_prefetch_kb
                                                                                  : kGemvDefaultPrefetchKB) * 1024;

@@ -1,4 +1,4 @@
-// The rotary + KV-cache epilogue of the split-K-free q/k/v GEMV (quant_gemv_full_kernel<MT, 16, true>): the
+// The rotary + KV-cache epilogue of the split-K-free q/k/v GEMV (quant_gemv_whole_k_kernel<MT, 16, true>): the
 // projection's outputs are rotated and stored where the decode attention reads them (queries to q_out, keys
 // and values into the paged cache), so no rotary kernel sits between the projection and the attention - one
 // kernel boundary fewer per layer of a decode step (see GemvRope in quant_common.cuh for the operands).

@@ -21,23 +21,23 @@ extern "C" {
 int revolta_paged_attention(const revolta::AttnParams* params, int head_dim, int kv_kind, int prefill,
                             int num_seqs, int max_query_len, cudaStream_t stream);
 /* Rotary on the decode tokens' q and k (DecodeRope: strided projections), the cache write of k and v and
- * paged attention, in one launch, where the light decode kernel applies (fp16 cache, one token per sequence;
- * see revolta_set_decode_light). *taken = 0 when it does not: then nothing ran and the caller runs
+ * paged attention, in one launch, where the vec decode kernel applies (fp16 cache, one token per sequence;
+ * see revolta_set_decode_vec). *taken = 0 when it does not: then nothing ran and the caller runs
  * rotary_and_cache and paged_attention. */
 int revolta_rope_paged_decode(const revolta::AttnParams* params, const revolta::DecodeRope* rope, int head_dim,
                               int num_seqs, int* taken, cudaStream_t stream);
-/* Run once per device, outside CUDA-graph capture, to enable the "frag" attention kernels: checks that the
+/* Run once per device, outside CUDA-graph capture, to enable the "mma" attention kernels: checks that the
  * GPU's WMMA fragments have the layout they rely on (sm_80 and later do; Volta does not) and remembers the
  * answer for the current device. *ok = 1 when they do; maps (2048 ints, may be NULL) receives what each
  * fragment element holds after a load (4 fragments x 32 lanes x 16 elements), for diagnostics. Without it the generic attention kernels run. */
-int revolta_frag_layout_probe(int* ok, int* maps);
+int revolta_mma_layout_probe(int* ok, int* maps);
 /* Attention kernel choice: 0 = best for the case (default), 1 = generic kernels only, 2+ = alternative
- * frag configurations for tuning benchmarks (they skip the layout probe: never use them on Volta). */
+ * mma configurations for tuning benchmarks (they skip the layout probe: never use them on Volta). */
 int revolta_set_attention_variant(int decode, int prefill);
-/* paged_decode_light_kernel for fp16 one-token decode: 0 = never, 1 = batches with no more (sequence, KV
- * head) pairs than SMs (default, or REVOLTA_DECODE_LIGHT at start), 2 = wherever it applies. Returns the
- * previous mode, -1 for a bad one. */
-int revolta_set_decode_light(int mode);
+/* paged_decode_vec_kernel for fp16 one-token decode: 0 = never, 1 = batches with at most half as many
+ * (sequence, KV head) pairs as SMs (default), 2 = wherever it applies (tests). Returns the previous mode, -1 for
+ * a bad one. */
+int revolta_set_decode_vec(int mode);
 /* 1 when launches on the current device use programmatic dependent launch (sm_90+, not turned off). */
 int revolta_pdl_on(void);
 /* how many blocks of the attention kernel for `rows` packed rows (query tokens x group) fit on one SM */

@@ -95,7 +95,7 @@ rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T*
                         bool neox, const T* __restrict__ q_norm_w, const T* __restrict__ k_norm_w, float eps,
                         bool zero_centered) {
   // The positions, the slots and the cos/sin rows are step inputs (written by copies or non-PDL kernels earlier
-  // on the stream, like the block tables decode_light.cuh reads early), so their loads, and the cos/sin row's
+  // on the stream, like the block tables decode_vec.cuh reads early), so their loads, and the cos/sin row's
   // dependent one, are issued before the PDL wait; q, k and v come from the previous kernel and are read after it.
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -105,8 +105,8 @@ rotary_and_cache_kernel(T* __restrict__ q_out, const T* __restrict__ q, const T*
   if (lane * 128 < rot_dim * static_cast<int>(sizeof(CS)))
     asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(cs) + lane * 128));
   // The trigger comes first so the attention kernel after this one launches now and issues its own early cache
-  // loads while the projection before us still runs (H200, run4 of benchmarks/results/h200_session6: AWQ decode
-  // 485.8 / 486.1 vs 484.1 / 484.8 tok/s, within noise but in both rounds).
+  // loads while the projection before us still runs (H200, AWQ decode 485.8 / 486.1 against 484.1 / 484.8 tok/s
+  // with the trigger after the wait: within noise, but in both rounds).
   pdl_trigger();
   pdl_wait();  // launched with PDL (pdl.cuh): q, k, v come from the previous kernel, the cache is read by others
   __shared__ T normed[kRopeCacheWarps][kRopeNormMaxDim];

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 import torch
 
+import revolta_kernels
+
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+# The marks of a test module that needs a CUDA GPU and the native library (skipped, with the reason, otherwise).
+NATIVE_GPU = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
+]
 
 
 @dataclass
@@ -177,4 +186,22 @@ def random_expert_stacks(e: int, k: int, n: int, bits: int, group: int,
     qzeros = torch.randint(-(2**31), 2**31 - 1, (e, k // group, n * bits // 32), dtype=torch.int32, device="cuda",
                            generator=gen)
     scales = (torch.rand(e, k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    return qweight, scales, qzeros
+
+
+def poison(numel: int) -> None:
+    """Allocate and free ``4 * numel`` NaN floats, so the next outputs of about ``numel`` elements start as NaN in
+    the caching allocator (an element a kernel forgets to write shows)."""
+    torch.full((numel * 4,), float("nan"), device="cuda")
+
+
+def random_quant_weight(k: int, n: int, bits: int, group: int,
+                        gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(qweight, scales, qzeros)`` of a random kernel-layout int4/int8 ``[K, N]`` matrix on the GPU (every packed
+    bit pattern possible, scales of 1e-3..1.1e-2), drawn from ``gen``."""
+    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
+                            generator=gen)
+    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
+                           generator=gen)
+    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
     return qweight, scales, qzeros

@@ -1,4 +1,4 @@
-"""Native paged attention (decode, prefill, the frag and light variants, split plans, CUDA graphs) against the
+"""Native paged attention (decode, prefill, the mma and vec variants, split plans, CUDA graphs) against the
 pure-torch reference on the same GPU inputs.
 
 Every check draws fresh random inputs, poisons the memory the output will land in (NaN-filled allocator
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import FP8, make_attn_case, newest_slots, poison_allocator, rel_err
+from kernels_cases import FP8, NATIVE_GPU, make_attn_case, newest_slots, poison_allocator, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -17,37 +17,33 @@ from revolta_kernels import ops, reference
 if revolta_kernels.native_available():
     from revolta_kernels import native_attention
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation
 
 
-@pytest.fixture(params=["auto", "generic", "frag-alt", "light"])
+@pytest.fixture(params=["auto", "generic", "mma-alt", "vec"])
 def attn_variant(request):
-    """Run an attention test with the default kernel choice (frag kernels where the GPU allows, the light
+    """Run an attention test with the default kernel choice (mma kernels where the GPU allows, the vec
     fp16 decode kernel for small batches), with the generic kernels forced, with alternative frag
     configurations (decode: one stage, three blocks per SM; prefill: 4 warps with two buffers), and with
-    the light decode kernel taking every fp16 one-token decode (any batch), so every path the defaults may
+    the vec decode kernel taking every fp16 one-token decode (any batch), so every path the defaults may
     take stays correct."""
-    if request.param == "frag-alt" and not native_attention._frag_layout(torch.cuda.current_device()):
-        pytest.skip("frag kernels do not run on this GPU")
-    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "frag-alt": (4, 2), "light": (0, 0)}[request.param]
+    if request.param == "mma-alt" and not native_attention._mma_layout(torch.cuda.current_device()):
+        pytest.skip("mma kernels do not run on this GPU")
+    decode, prefill = {"auto": (0, 0), "generic": (1, 1), "mma-alt": (4, 2), "vec": (0, 0)}[request.param]
     native_attention.set_attention_variant(decode, prefill)
-    old_light = native_attention.set_decode_light(2 if request.param == "light" else 1)
+    old_vec = native_attention.set_decode_vec(2 if request.param == "vec" else 1)
     yield request.param
     native_attention.set_attention_variant(0, 0)
-    native_attention.set_decode_light(old_light)
+    native_attention.set_decode_vec(old_vec)
 
 
-def test_frag_layout_probe():
-    ok, maps = native_attention.frag_layout_maps(torch.cuda.current_device())
+def test_mma_layout_probe():
+    ok, maps = native_attention.mma_layout_maps(torch.cuda.current_device())
     assert len(maps) == 2048
     if torch.cuda.get_device_capability() >= (8, 0):
-        assert ok, "sm_80+ WMMA fragments should have the mma.m16n8k16 layout the frag kernels use"
+        assert ok, "sm_80+ WMMA fragments should have the mma.m16n8k16 layout the mma kernels use"
 
 
 DECODE_CASES = [
@@ -61,7 +57,7 @@ DECODE_CASES = [
     ([700, 64, 3000], [2, 1, 2], 8, 2, 256, 16),  # 8 packed rows, head_dim 256
     ([50, 301, 1000], [1, 2, 1], 8, 2, 128, 8),  # block size 8: generic kernel even where frag runs
     ([4097, 33], [1, 1], 32, 8, 128, 16),  # the benchmark's shape, ragged lengths
-    ([1, 130, 900], [1, 1, 1], 32, 4, 64, 16),  # GQA 8 at d64, one token each (light kernel)
+    ([1, 130, 900], [1, 1, 1], 32, 4, 64, 16),  # GQA 8 at d64, one token each (vec kernel)
     ([257, 2000], [1, 1], 16, 8, 128, 16),  # GQA 2 at d128
 ]
 
@@ -89,8 +85,8 @@ PREFILL_CASES = [
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
 @pytest.mark.parametrize("case_idx", range(len(PREFILL_CASES)))
 def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
-    if attn_variant == "light":
-        pytest.skip("the light kernel is decode-only: this variant would rerun the auto case")
+    if attn_variant == "vec":
+        pytest.skip("the vec kernel is decode-only: this variant would rerun the auto case")
     ctx, ql, h, hkv, d, bs = PREFILL_CASES[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, kv_dtype, device="cuda", seed=200 + case_idx)
     want = case.reference()
@@ -100,7 +96,7 @@ def test_paged_attention_prefill(kv_dtype, case_idx, attn_variant):
 
 
 # fp16/d128 prefill tuning configurations (attention_prefill.cu, variants 3+; the benchmark sweep times
-# them): each must stay correct wherever the frag kernels run, so that any of them can become the default.
+# them): each must stay correct wherever the mma kernels run, so that any of them can become the default.
 PREFILL_FRAG_VARIANTS = list(range(3, 23))
 PREFILL_D128_CASES = [0, 1, 4, *range(len(PREFILL_CASES), len(PREFILL_CASES) + 2)]
 PREFILL_EXTRA = [
@@ -111,9 +107,9 @@ PREFILL_EXTRA = [
 
 @pytest.mark.parametrize("variant", PREFILL_FRAG_VARIANTS)
 @pytest.mark.parametrize("case_idx", PREFILL_D128_CASES)
-def test_paged_attention_prefill_frag_variants(case_idx, variant):
-    if not native_attention._frag_layout(torch.cuda.current_device()):
-        pytest.skip("frag kernels do not run on this GPU")
+def test_paged_attention_prefill_mma_variants(case_idx, variant):
+    if not native_attention._mma_layout(torch.cuda.current_device()):
+        pytest.skip("mma kernels do not run on this GPU")
     ctx, ql, h, hkv, d, bs = (PREFILL_CASES + PREFILL_EXTRA)[case_idx]
     case = make_attn_case(ctx, ql, h, hkv, d, bs, torch.float16, device="cuda", seed=300 + case_idx)
     want = case.reference()  # an fp16 cache: no scales
@@ -156,18 +152,18 @@ def test_decode_cuda_graph_replay(ctx, kv_dtype):
         assert rel_err(static_out, want) < ATTN_TOL
 
 
-@pytest.mark.parametrize("light", [1, 2])
+@pytest.mark.parametrize("vec", [1, 2])
 @pytest.mark.parametrize("ctx", [[600], [1, 77, 1000], [4096]])
-def test_decode_reads_the_key_written_just_before(ctx, light):
+def test_decode_reads_the_key_written_just_before(ctx, vec):
     """The cache write of the new token and the decode right after it, in one graph (PDL between them on
-    sm_90): the light kernel reads older keys before its PDL wait, the newest one after it, so every
+    sm_90): the vec kernel reads older keys before its PDL wait, the newest one after it, so every
     replay's fresh newest key must be in the result."""
     case = make_attn_case(ctx, [1] * len(ctx), 32, 8, 128, 16, torch.float16, device="cuda", seed=21)
     n, hkv, d = len(ctx), 8, 128
     slots = newest_slots(case)
     new_k = torch.empty((n, hkv, d), dtype=torch.float16, device="cuda")
     new_v = torch.empty_like(new_k)
-    old = native_attention.set_decode_light(light)
+    old = native_attention.set_decode_vec(vec)
     try:
         args = list(case.args())
         ops.reshape_and_cache(new_k.normal_(), new_v.normal_(), case.key_cache, case.value_cache, slots)
@@ -191,7 +187,7 @@ def test_decode_reads_the_key_written_just_before(ctx, light):
             last = case.key_cache[slots // 16, :, slots % 16]
             assert torch.equal(last, new_k)
     finally:
-        native_attention.set_decode_light(old)
+        native_attention.set_decode_vec(old)
 
 
 # Decode split plan (csrc/attention.cuh split_len / merge_splits): the kernel cuts each row tile's ACTUAL
@@ -282,21 +278,21 @@ def test_decode_256k_context(kv_dtype):
     assert rel_err(got, want) < ATTN_TOL
 
 
-@pytest.mark.parametrize("light", [0, 2])
-def test_decode_merge_of_many_splits(light):
+@pytest.mark.parametrize("vec", [0, 2])
+def test_decode_merge_of_many_splits(vec):
     """625 fixed 64-key chunks of one 40K-key context (csrc/decode_merge.cuh): the generic kernel's shared memory
-    holds every split's weight (the two-pass merge), the light kernel's 4.4 KB for one head of d64 does not (the
+    holds every split's weight (the two-pass merge), the vec kernel's 4.4 KB for one head of d64 does not (the
     one-pass merge it falls back to)."""
     case = make_attn_case([40000], [1], 1, 1, 64, 16, torch.float16, device="cuda", seed=21)
     want = case.reference()
     poison_allocator()
-    old = native_attention.set_decode_light(light)
+    old = native_attention.set_decode_vec(vec)
     native_attention.CHUNK_OVERRIDE = 64
     try:
         got = ops.paged_attention_decode(*case.args())
         again = ops.paged_attention_decode(*case.args())
     finally:
         native_attention.CHUNK_OVERRIDE = None
-        native_attention.set_decode_light(old)
+        native_attention.set_decode_vec(old)
     assert rel_err(got, want) < ATTN_TOL
     assert torch.equal(got, again)

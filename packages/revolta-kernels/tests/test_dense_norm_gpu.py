@@ -7,39 +7,21 @@ of test_gemv_gpu.py against ``a @ W^T`` with ``a`` = the reference's fp16 normed
 |native - ref| <= 1e-3 * (|a| @ |W|^T) + 2e-3 * |ref| (the kernel does not round the normed activation to fp16:
 < 1 ulp = 2^-11 relative per activation, inside the first term) and relative L2 error <= 2e-3. Outputs are
 poisoned (NaN in the allocator) before each call. A chain of dependent calls (each output feeding the next
-call's x, h its residual) checks the PDL ordering step by step, eagerly and in a CUDA graph. Both kernel variants
-(1, the default: one pass; 2: the norm staged in shared memory, persistent GEMV) run every test; variant 2 must also
-equal the unfused native ops (the norm kernel, then the dense GEMV with the same block shape) bit for bit.
+call's x, h its residual) checks the PDL ordering step by step, eagerly and in a CUDA graph.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, poison
 
-import revolta_kernels
-from revolta_kernels import native_quant, ops_quant
+from revolta_kernels import native_dense, ops_quant, tuning
 from revolta_kernels.reference import norm as ref_norm
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 EPS = 1e-6
-
-
-@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
-def variant(request):
-    """Both kernel variants (native_quant.dense_norm_variant), the default restored after."""
-    assert native_quant.dense_norm_variant(request.param) == request.param
-    yield request.param
-    native_quant.dense_norm_variant(0)
-
-
-def poison(numel: int) -> None:
-    torch.full((numel * 4,), float("nan"), device="cuda")
 
 
 def case(m: int, k: int, n: int, residual: bool, zero_centered: bool, seed: int):
@@ -81,9 +63,9 @@ SHAPES = [  # (K, N): Qwen3.5-35B-A3B GDN in_proj and attention qkv, Llama-8B qk
 @pytest.mark.parametrize(("residual", "zero_centered"), [(True, False), (True, True), (False, False), (False, True)])
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
 @pytest.mark.parametrize(("k", "n"), SHAPES)
-def test_dense_norm_matches_reference(k, n, m, residual, zero_centered, variant):
+def test_dense_norm_matches_reference(k, n, m, residual, zero_centered):
     x, res, g, w = case(m, k, n, residual, zero_centered, seed=k + n + m)
-    assert native_quant.dense_norm_supports(x, res, g, w)
+    assert native_dense.dense_norm_supports(x, res, g, w)
     poison(m * (n + k))
     got, h = ops_quant.dense_linear_add_rms_norm(x, res, g, EPS, zero_centered, w)
     assert_close(got, h, x, res, g, w, zero_centered)
@@ -91,16 +73,17 @@ def test_dense_norm_matches_reference(k, n, m, residual, zero_centered, variant)
 
 @pytest.mark.parametrize(("warps", "rows"), [(4, 4), (4, 8), (8, 8)])
 @pytest.mark.parametrize("m", [1, 2, 8])
-def test_dense_norm_block_shapes(warps, rows, m, variant):
+def test_dense_norm_block_shapes(warps, rows, m):
     try:
-        native_quant.dense_norm_variant(variant, warps, rows)
+        tuning.dense_tune(warps, rows, norm=True)
+        assert tuning.dense_plan(m, norm=True) == {"warps": warps, "rows_per_block": 4 if m > 4 else rows}
         for k, n in ((4096, 6144), (264, 3), (2048, 13)):
             x, res, g, w = case(m, k, n, True, True, seed=warps * rows + m + k)
             poison(m * (n + k))
             got, h = ops_quant.dense_linear_add_rms_norm(x, res, g, EPS, True, w)
             assert_close(got, h, x, res, g, w, True)
     finally:
-        native_quant.dense_norm_variant(0)
+        tuning.dense_tune(norm=True)
 
 
 def test_dense_norm_leading_dims_unaligned_and_fallbacks():
@@ -113,19 +96,19 @@ def test_dense_norm_leading_dims_unaligned_and_fallbacks():
     assert_close(got.view(6, 96), h.view(6, 512), x, res, g, w, False)
     # 9 rows (above the skinny limit), a float32 norm weight, K % 8 != 0: the unfused ops, same results
     for xx, rr, gg, ww in (case(9, 512, 96, True, False, seed=4), (x, res, g.float(), w)):
-        assert not native_quant.dense_norm_supports(xx, rr, gg, ww)
+        assert not native_dense.dense_norm_supports(xx, rr, gg, ww)
         got, h = ops_quant.dense_linear_add_rms_norm(xx, rr, gg, EPS, False, ww)
         a, ref_h = ref_norm.fused_add_rms_norm(xx, rr, gg.half(), EPS, False)
         torch.testing.assert_close(h, ref_h, rtol=0, atol=0)
         torch.testing.assert_close(got, a @ ww.t(), rtol=5e-3, atol=5e-3)
     x7, r7, g7, w7 = case(2, 260, 5, True, False, seed=5)
     x7, r7, g7, w7 = x7[:, :260 - 2].contiguous(), r7[:, :258].contiguous(), g7[:258].contiguous(), w7[:, :258]
-    assert not native_quant.dense_norm_supports(x7, r7, g7, w7.contiguous())
+    assert not native_dense.dense_norm_supports(x7, r7, g7, w7.contiguous())
 
 
 @pytest.mark.parametrize("graph", [False, True])
 @pytest.mark.parametrize("m", [1, 2])
-def test_dense_norm_dependent_chain_eager_and_graph(m, graph, variant):
+def test_dense_norm_dependent_chain_eager_and_graph(m, graph):
     """y_l, h_l = op(y_{l-1}, h_{l-1}): each call reads what the previous one wrote (x and residual)."""
     k = 2048
     gen = torch.Generator(device="cuda").manual_seed(m)
@@ -163,30 +146,3 @@ def test_dense_norm_dependent_chain_eager_and_graph(m, graph, variant):
         res = None if i == 6 else h
         assert_close(got, got_h, y, res, g, w, True)
         y, h = got, got_h
-
-
-@pytest.mark.parametrize(("warps", "rows"), [(8, 4), (4, 4), (4, 8)])
-@pytest.mark.parametrize(("residual", "zero_centered"), [(True, False), (True, True), (False, True)])
-@pytest.mark.parametrize("m", [1, 2, 5])
-@pytest.mark.parametrize(("k", "n"), SHAPES)
-def test_dense_norm_v2_equals_the_unfused_native_ops(k, n, m, residual, zero_centered, warps, rows):
-    """Variant 2 reproduces fused_add_rms_norm's (rms_norm's) kernel and the dense GEMV (same block shape) bit for
-    bit."""
-    from revolta_kernels import ops
-
-    try:
-        assert native_quant.dense_norm_variant(2, warps, rows) == 2
-        native_quant.dense_tune(warps, rows)
-        x, res, g, w = case(m, k, n, residual, zero_centered, seed=k + n + m + 7)
-        poison(m * (n + k))
-        got, h = ops_quant.dense_linear_add_rms_norm(x, res, g, EPS, zero_centered, w)
-        if res is None:
-            normed, ref_h = ops.rms_norm(x, g, EPS, zero_centered), x
-        else:
-            normed, ref_h = ops.fused_add_rms_norm(x, res, g, EPS, zero_centered)
-        want = ops_quant.dense_linear(normed, w, False)
-        assert torch.equal(h, ref_h)
-        assert torch.equal(got, want), f"{int((got != want).sum())} of {got.numel()} outputs differ"
-    finally:
-        native_quant.dense_tune()
-        native_quant.dense_norm_variant(0)

@@ -1,10 +1,9 @@
-"""Skinny fp16 GEMV (``revolta::dense_linear``) and the fused SiLU-and-mul down projections
-(``dense_linear(silu=True)``, ``revolta::quant_matmul_silu``) against their references on the GPU, with
-programmatic dependent launch as the process has it (REVOLTA_PDL, on by default on sm_90+).
+"""Skinny fp16 GEMV (``revolta::dense_linear``) and the fused SiLU-and-mul quantized down projection
+(``revolta::quant_matmul_silu``) against their references on the GPU, with programmatic dependent launch as the
+process has it (on by default on sm_90+).
 
-Bounds (elementwise): dense: |native - ref| <= 1e-3 * (|a| @ |W|^T) + 2e-3 * |ref| (fp32 products and sums,
-fp16 output; the fused activation is rounded to fp16 like the reference, so one-ulp differences of an
-activation are covered by the first term) and relative L2 error <= 2e-3; quantized: the bound of
+Bounds (elementwise): dense: |native - ref| <= 1e-3 * (|x| @ |W|^T) + 2e-3 * |ref| (fp32 products and sums,
+fp16 output) and relative L2 error <= 2e-3; quantized: the bound of
 test_quant_gpu.py. Outputs are poisoned (NaN in the allocator) before each call. Chains of dependent launches
 (each output feeding the next, split-K workspaces shared) check the PDL ordering, eagerly and in CUDA graphs.
 """
@@ -13,34 +12,25 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, poison, random_quant_weight
 
-import revolta_kernels
-from revolta_kernels import native_quant, ops_quant
+from revolta_kernels import native_dense, ops, ops_quant, tuning
 from revolta_kernels.reference import quant as rq
 from revolta_kernels.reference.activation import silu_and_mul as ref_silu_and_mul
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 
-def poison(numel: int) -> None:
-    torch.full((numel * 4,), float("nan"), device="cuda")
-
-
-def dense_case(m: int, k: int, n: int, silu: bool, seed: int):
+def dense_case(m: int, k: int, n: int, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     w = (torch.randn(n, k, device="cuda", generator=gen) * 0.05).half()
-    x = torch.randn(m, 2 * k if silu else k, device="cuda", generator=gen).half()
+    x = torch.randn(m, k, device="cuda", generator=gen).half()
     return x, w
 
 
-def assert_dense_close(got, x, w, silu):
-    a = ref_silu_and_mul(x) if silu else x
-    ref = a.float() @ w.float().t()
-    bound = 1e-3 * (a.float().abs() @ w.float().abs().t()) + 2e-3 * ref.abs()
+def assert_dense_close(got, x, w):
+    ref = x.float() @ w.float().t()
+    bound = 1e-3 * (x.float().abs() @ w.float().abs().t()) + 2e-3 * ref.abs()
     err = (got.float() - ref).abs()
     assert got.dtype == torch.float16 and got.shape == ref.shape
     assert bool(torch.isfinite(got).all())
@@ -54,66 +44,59 @@ DENSE_SHAPES = [  # (K, N): Llama-8B projections, then odd sizes (K not a multip
 ]
 
 
-@pytest.mark.parametrize("silu", [False, True])
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8])
 @pytest.mark.parametrize(("k", "n"), DENSE_SHAPES)
-def test_dense_gemv_matches_reference(k, n, m, silu):
-    x, w = dense_case(m, k, n, silu, seed=k + n + m)
-    assert native_quant.dense_supports(x, w, silu)
+def test_dense_gemv_matches_reference(k, n, m):
+    x, w = dense_case(m, k, n, seed=k + n + m)
+    assert native_dense.dense_supports(x, w)
     poison(m * n)
-    got = ops_quant.dense_linear(x, w, silu)
-    assert_dense_close(got, x, w, silu)
+    got = ops_quant.dense_linear(x, w)
+    assert_dense_close(got, x, w)
 
 
 def test_dense_gemv_leading_dims_unaligned_and_fallbacks():
-    x, w = dense_case(6, 512, 96, False, seed=1)
+    x, w = dense_case(6, 512, 96, seed=1)
     big = torch.randn(6 * 512 + 1, device="cuda").half()
     x_off = big[1:].view(6, 512)
     x_off.copy_(x)
-    got = ops_quant.dense_linear(x_off.view(2, 3, 512), w, False)
-    assert_dense_close(got.view(6, 96), x, w, False)
+    got = ops_quant.dense_linear(x_off.view(2, 3, 512), w)
+    assert_dense_close(got.view(6, 96), x, w)
     # More than 8 rows, fp32, non-contiguous weights: F.linear runs (same function).
-    x9, w9 = dense_case(9, 512, 96, True, seed=2)
-    assert not native_quant.dense_supports(x9, w9, True)
-    assert_dense_close(ops_quant.dense_linear(x9, w9, True), x9, w9, True)
+    x9, w9 = dense_case(9, 512, 96, seed=2)
+    assert not native_dense.dense_supports(x9, w9)
+    assert_dense_close(ops_quant.dense_linear(x9, w9), x9, w9)
     wt = w.t().contiguous().t()
-    assert not native_quant.dense_supports(x, wt, False)
-    torch.testing.assert_close(ops_quant.dense_linear(x.float(), w.float(), False), x.float() @ w.float().t())
+    assert not native_dense.dense_supports(x, wt)
+    torch.testing.assert_close(ops_quant.dense_linear(x.float(), w.float()), x.float() @ w.float().t())
 
 
 @pytest.mark.parametrize(("warps", "rows"), [(4, 4), (4, 8), (8, 4), (8, 8)])
-@pytest.mark.parametrize(("m", "k", "n", "silu"), [(1, 4096, 4096, False), (2, 14336, 4096, True), (4, 264, 1001, False),
-                                                   (8, 4104, 7, True), (3, 2048, 6144, True)])
-def test_dense_gemv_block_shapes(warps, rows, m, k, n, silu):
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 4096, 4096), (2, 14336, 4096), (4, 264, 1001), (8, 4104, 7),
+                                           (3, 2048, 6144)])
+def test_dense_gemv_block_shapes(warps, rows, m, k, n):
     try:
-        native_quant.dense_tune(warps, rows)
-        assert native_quant.dense_plan(m) == {"warps": warps, "rows_per_block": 4 if m > 4 else rows}
-        x, w = dense_case(m, k, n, silu, seed=warps * rows + m)
+        tuning.dense_tune(warps, rows)
+        assert tuning.dense_plan(m) == {"warps": warps, "rows_per_block": 4 if m > 4 else rows}
+        x, w = dense_case(m, k, n, seed=warps * rows + m)
         poison(m * n)
-        assert_dense_close(ops_quant.dense_linear(x, w, silu), x, w, silu)
+        assert_dense_close(ops_quant.dense_linear(x, w), x, w)
     finally:
-        native_quant.dense_tune()
+        tuning.dense_tune()
 
 
 @pytest.mark.parametrize("prefetch_kb", [0, 64, -1])
-def test_dense_and_quant_prefetch_settings(prefetch_kb):
+def test_quant_prefetch_settings(prefetch_kb):
     try:
-        native_quant.tune(gemv_prefetch_kb=prefetch_kb)
+        tuning.quant_tune(gemv_prefetch_kb=prefetch_kb)
         for m, k, n in ((1, 4096, 4096), (3, 14336, 4096), (8, 4096, 6144)):
-            x, w = dense_case(m, k, n, False, seed=m)
-            assert_dense_close(ops_quant.dense_linear(x, w, False), x, w, False)
             check_quant(m, k, n, 4, 128, 0, silu=False, seed=m + 1)
     finally:
-        native_quant.tune()
+        tuning.quant_tune()
 
 
 def quant_case(m: int, k: int, n: int, bits: int, group: int, silu: bool, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_quant_weight(k, n, bits, group, gen)
     x = torch.randn(m, 2 * k if silu else k, device="cuda", generator=gen).half()
     return x, qweight, scales, qzeros
 
@@ -152,10 +135,10 @@ def test_quant_matmul_silu_matches_reference(k, n, bits, group, offset, m):
                                                    (8, 4096, 14336, True), (1, 5120, 27648, False)])
 def test_quant_split_plans(share, prefetch_kb, m, k, n, silu):
     try:
-        native_quant.tune(gemv_prefetch_kb=prefetch_kb, gemv_share=share)
+        tuning.quant_tune(gemv_prefetch_kb=prefetch_kb, gemv_share=share)
         check_quant(m, k, n, 4, 128, 0, silu=silu, seed=share + m + k)
     finally:
-        native_quant.tune()
+        tuning.quant_tune()
 
 
 def test_quant_silu_unaligned_and_leading_dims():
@@ -168,13 +151,13 @@ def test_quant_silu_unaligned_and_leading_dims():
 
 
 def _chain(xs0, layers):
-    """A decode-like chain: dense qkv-ish -> quant (split-K) -> dense -> gate_up -> fused down, repeated."""
+    """A decode-like chain: dense qkv-ish -> quant (split-K) -> dense -> gate_up -> silu + down, repeated."""
     h = xs0
     for dense_w, (qw, s, qz), gate_up_w, down_w, (dqw, ds, dqz) in layers:
-        h = ops_quant.dense_linear(h, dense_w, False)            # [m, 4096] -> [m, 2048]
+        h = ops_quant.dense_linear(h, dense_w)                   # [m, 4096] -> [m, 2048]
         h = ops_quant.quant_matmul(h, qw, s, qz, 4, 128, 0)      # [m, 2048] -> [m, 4096] (split-K)
-        g = ops_quant.dense_linear(h, gate_up_w, False)          # [m, 4096] -> [m, 2 * 1024]
-        h = ops_quant.dense_linear(g, down_w, True)              # fused silu -> [m, 4096]
+        g = ops_quant.dense_linear(h, gate_up_w)                 # [m, 4096] -> [m, 2 * 1024]
+        h = ops_quant.dense_linear(ops.silu_and_mul(g), down_w)  # [m, 4096]
         g = ops_quant.quant_matmul(h, dqw, ds, dqz, 4, 128, 0)   # [m, 4096] -> [m, 2 * 2048]
         h = ops_quant.quant_matmul_silu(g, qw, s, qz, 4, 128, 0)  # fused silu, split-K -> [m, 4096]
         h = (h.float() / h.float().abs().amax(-1, keepdim=True).clamp(min=1e-3)).half()  # keep values O(1)

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernels_cases import FP8, poison_allocator, rel_err
+from kernels_cases import FP8, NATIVE_GPU, poison_allocator, rel_err
 
-import revolta_kernels
 from revolta_kernels import ops, reference
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 DT_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5}
 

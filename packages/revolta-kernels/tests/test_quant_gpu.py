@@ -10,25 +10,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, random_quant_weight
 
-import revolta_kernels
-from revolta_kernels import native_quant, ops_quant
+from revolta_kernels import ops_quant, tuning
 from revolta_kernels.reference import quant as rq
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 
 def make_case(m: int, k: int, n: int, bits: int, group: int, seed: int):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_quant_weight(k, n, bits, group, gen)
     x = torch.randn(m, k, device="cuda", generator=gen).half()
     return x, qweight, scales, qzeros
 
@@ -83,7 +75,7 @@ def test_unsupported_cases_fall_back_to_the_reference():
 @pytest.fixture
 def restore_tuning():
     yield
-    native_quant.tune()
+    tuning.quant_tune()
 
 
 # Every launch-plan override the benchmark sweeps must compute the same function.
@@ -95,14 +87,14 @@ def restore_tuning():
     (1, 1024, 136, 4, 32), (5, 27648, 5120, 4, 128), (1, 5120, 27648, 4, 128),
 ])
 def test_skinny_variants(restore_tuning, defer, warps, rows, waves, m, k, n, bits, group):
-    native_quant.tune(warps, rows, waves, gemv_defer=defer)
+    tuning.quant_tune(warps, rows, waves, gemv_defer=defer)
     check(m, k, n, bits, group, defer, seed=warps + rows + waves + m)
 
 
 @pytest.mark.parametrize("defer", [0, 1])
 def test_large_activations_stay_finite(restore_tuning, defer):
     # The deferred-scale path sums (q - z) * x / 128 in fp16: activations near the fp16 limit must not overflow.
-    native_quant.tune(gemv_defer=defer)
+    tuning.quant_tune(gemv_defer=defer)
     x, qweight, scales, qzeros = make_case(2, 4096, 1024, 4, 128, seed=9)
     x[:, ::97] = 30000.0
     x[1, 5::331] = -60000.0
@@ -116,15 +108,15 @@ def test_large_activations_stay_finite(restore_tuning, defer):
     (300, 4096, 1024, 4, 128), (64, 1024, 520, 8, 32), (9, 512, 2048, 4, 32), (513, 256, 384, 4, 64),
 ])
 def test_gemm_variants(restore_tuning, variant, m, k, n, bits, group):
-    native_quant.tune(gemm_variant=variant)
-    assert native_quant.plan(m, n, k, bits, group, torch.device("cuda"))["variant"] == variant
+    tuning.quant_tune(gemm_variant=variant)
+    assert tuning.quant_plan(m, n, k, bits, group, torch.device("cuda"))["variant"] == variant
     check(m, k, n, bits, group, 1, seed=variant + m)
 
 
 def test_split_k_under_cuda_graph_replay():
     # Split-K arrival counters must re-arm themselves: replay the captured call on new inputs many times.
     x, qweight, scales, qzeros = make_case(1, 14336, 4096, 4, 128, seed=5)
-    assert native_quant.plan(1, 4096, 14336, 4, 128, x.device)["splits"] > 1
+    assert tuning.quant_plan(1, 4096, 14336, 4, 128, x.device)["splits"] > 1
     ops_quant.quant_matmul(x, qweight, scales, qzeros, 4, 128, 0)  # eager first: the workspace exists
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

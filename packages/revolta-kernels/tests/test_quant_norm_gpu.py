@@ -13,30 +13,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU, poison, random_quant_weight
 
-import revolta_kernels
-from revolta_kernels import native_quant, ops_quant
+from revolta_kernels import native_quant, ops_quant, tuning
 from revolta_kernels.reference import norm as ref_norm
 from revolta_kernels.reference import quant as rq
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
-
-
-def poison(numel: int) -> None:
-    torch.full((numel * 4,), float("nan"), device="cuda")
+pytestmark = NATIVE_GPU
 
 
 def make_case(m: int, k: int, n: int, bits: int, group: int, seed: int, residual: bool, magnitude: float = 1.0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda",
-                            generator=gen)
-    qzeros = torch.randint(-(2**31), 2**31 - 1, (k // group, n * bits // 32), dtype=torch.int32, device="cuda",
-                           generator=gen)
-    scales = (torch.rand(k // group, n, device="cuda", generator=gen) * 0.01 + 1e-3).half()
+    qweight, scales, qzeros = random_quant_weight(k, n, bits, group, gen)
     x = (torch.randn(m, k, device="cuda", generator=gen) * 3 * magnitude).half()
     res = (torch.randn(m, k, device="cuda", generator=gen) * 5 * magnitude).half() if residual else None
     w = (torch.rand(k, device="cuda", generator=gen) * 1.5 + 0.25).half()
@@ -103,7 +91,7 @@ def test_fused_norm_residual_stream_magnitudes(k, n, bits, splits, m, magnitude)
     # meet the same bound. splits: the least K splits the plan must pick here (2 = several: each block then
     # sums h^2 over the whole K itself).
     if splits > 1:
-        plan = native_quant.plan(m, n, k, bits, 128, torch.device("cuda"))
+        plan = tuning.quant_plan(m, n, k, bits, 128, torch.device("cuda"))
         assert plan["splits"] >= splits and not plan["full"], plan
     check(m, k, n, bits, 128, 0, residual=True, zc=False, seed=k + n + m, magnitude=magnitude)
     check(m, k, n, bits, 128, 1, residual=False, zc=True, seed=k + n + m + 1, magnitude=magnitude)
@@ -168,7 +156,7 @@ def test_fused_norm_chain_matches_separate_ops():
 @pytest.fixture
 def restore_tuning():
     yield
-    native_quant.tune()
+    tuning.quant_tune()
 
 
 @pytest.mark.parametrize("share", [1, 2])
@@ -177,9 +165,9 @@ def restore_tuning():
                                               (4096, 4096, 8)])
 def test_coresident_variant_matches_reference(restore_tuning, share, m, k, n, bits):
     # gemv_minb=4 (8 warps x 4 rows, <= 64 registers) where it exists (M <= 2); M = 3 ignores it. The
-    # split-K-free kernel off: its rule would take 4096x4096 and 4096x6144 (H200 run 2 failed here on that).
-    native_quant.tune(8, 4, 1, gemv_share=share, gemv_minb=4, gemv_full=0)
-    plan = native_quant.plan(m, n, k, bits, 128, torch.device("cuda"))
+    # split-K-free kernel off: its rule would take 4096x4096 and 4096x6144 (the plan must not pick it where the test forces the co-resident one).
+    tuning.quant_tune(8, 4, 1, gemv_share=share, gemv_minb=4, gemv_full=0)
+    plan = tuning.quant_plan(m, n, k, bits, 128, torch.device("cuda"))
     assert plan["minb"] == (4 if m <= 2 else 1)
     gen = torch.Generator(device="cuda").manual_seed(m + n)
     qweight = torch.randint(-(2**31), 2**31 - 1, (k * bits // 32, n), dtype=torch.int32, device="cuda", generator=gen)
@@ -209,10 +197,10 @@ def test_coresident_variant_matches_reference(restore_tuning, share, m, k, n, bi
 @pytest.mark.parametrize(("k", "n"), [(4096, 4096), (4096, 6144), (4096, 28672), (2048, 1024), (1024, 256),
                                       (3072, 96), (14336, 4096)])
 def test_split_k_free_variant_matches_reference(restore_tuning, gemv_full, m, k, n):
-    # gemv_full=1: csrc/quant_gemv_full.cuh wherever it exists (int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
+    # gemv_full=1: csrc/quant_gemv_whole_k.cuh wherever it exists (int4 g128, K % 1024 == 0, K <= 4096, N % 32 == 0,
     # M <= 2), plain quant_matmul and the fused norm; elsewhere the split-K kernel.
-    native_quant.tune(gemv_full=gemv_full)
-    plan = native_quant.plan(m, n, k, 4, 128, torch.device("cuda"))
+    tuning.quant_tune(gemv_full=gemv_full)
+    plan = tuning.quant_plan(m, n, k, 4, 128, torch.device("cuda"))
     assert plan["full"] == int(gemv_full == 1 and m <= 2 and k <= 4096)
     x, res, w, qweight, scales, qzeros = make_case(m, k, n, 4, 128, seed=m * k + n, residual=True)
     poison(m * n)
@@ -243,9 +231,9 @@ def test_split_k_free_variant_in_dependent_graph_chain(restore_tuning):
             x = ops_quant.quant_matmul(y, *w, 4, 128, 0)
         return x, r
 
-    native_quant.tune(gemv_full=0)
+    tuning.quant_tune(gemv_full=0)
     want = chain()
-    native_quant.tune(gemv_full=1)
+    tuning.quant_tune(gemv_full=1)
     eager = chain()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
@@ -265,9 +253,9 @@ def test_schedule_flags_match_reference(restore_tuning, flags, m, k, n):
     # tune gemv_flags: 1 = PDL trigger at kernel start, 2 = one-pass x staging (act 2 in one L2 round trip; the
     # split-K-free kernel stages per warp), 4 = the split-K-free kernel with 16-column blocks (plan minb 3), 8 = the
     # same only without the fused norm (plan() describes the plain call); -1 = the default (2 | 4).
-    native_quant.tune(gemv_flags=flags)
+    tuning.quant_tune(gemv_flags=flags)
     narrow = bool((flags if flags >= 0 else 6) & 12)
-    plan = native_quant.plan(m, n, k, 4, 128, torch.device("cuda"))
+    plan = tuning.quant_plan(m, n, k, 4, 128, torch.device("cuda"))
     if plan["full"]:
         assert plan["minb"] == (3 if narrow else 2)
         assert plan["column_tiles"] == n // (16 if narrow else 32)

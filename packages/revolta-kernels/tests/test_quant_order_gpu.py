@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU
 from quant_rope_cases import EPS, make_case, oracle
 
-import revolta_kernels
 from revolta_kernels import native_qkv_rope, native_quant, ops, ops_quant
 from revolta_kernels.reference import norm as ref_norm
 from revolta_kernels.reference import quant as rq
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 SHAPES = [  # K, N, bits, group: the split-K-free kernel (4096 x 4096 / 6144), one split, many splits, int8, g32
     (4096, 4096, 4, 128), (4096, 6144, 4, 128), (4096, 14336, 4, 128), (14336, 4096, 4, 128), (2048, 1024, 8, 64),

@@ -101,16 +101,14 @@ def test_quant_matmul_silu_reference(bits, group, m):
                                        0).shape == (1, m, n)
 
 
-@pytest.mark.parametrize("silu", [False, True])
-def test_dense_linear_reference(silu):
+def test_dense_linear_reference():
     gen = torch.Generator().manual_seed(3)
     k, n = 72, 33
     w = torch.randn(n, k, generator=gen)
-    x = torch.randn(2, 5, 2 * k if silu else k, generator=gen)
-    a = torch.nn.functional.silu(x[..., :k]) * x[..., k:] if silu else x
-    got = ops_quant.dense_linear(x, w, silu)
+    x = torch.randn(2, 5, k, generator=gen)
+    got = ops_quant.dense_linear(x, w)
     assert got.shape == (2, 5, n)
-    torch.testing.assert_close(got, a @ w.t(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, x @ w.t(), rtol=1e-5, atol=1e-5)
 
 
 def test_fake_impls_give_shapes():
@@ -121,8 +119,9 @@ def test_fake_impls_give_shapes():
         qw, s, qz = torch.empty(16, 24, dtype=torch.int32), torch.empty(1, 24, dtype=torch.float16), torch.empty(
             1, 3, dtype=torch.int32)
         assert ops_quant.quant_matmul_silu(x, qw, s, qz, 4, 128, 0).shape == (3, 24)
-        assert ops_quant.dense_linear(x, torch.empty(10, 128, dtype=torch.float16), True).shape == (3, 10)
-        assert ops_quant.dense_linear(x, torch.empty(10, 256, dtype=torch.float16), False).shape == (3, 10)
+        assert ops_quant.dense_linear(x, torch.empty(10, 256, dtype=torch.float16)).shape == (3, 10)
+        assert ops_quant.quant_matmul(x, qw.new_empty(32, 24), s.new_empty(2, 24), qz.new_empty(2, 3), 4, 128, 0,
+                                      None, True).shape == (3, 24)
 
 
 @pytest.mark.parametrize("op", ["plain", "silu", "norm"])
@@ -157,3 +156,58 @@ def test_x_order_of_the_wrong_size_is_rejected():
     with pytest.raises(ValueError, match="one index per input channel"):
         ops_quant.quant_matmul(torch.randn(2, 64), rq.pack_int32(q, 4, 0), s.float(), rq.pack_int32(z, 4, 1), 4, 32,
                                0, torch.arange(32))
+
+
+@pytest.mark.parametrize(("bits", "window"), [(4, 64), (8, 32)])
+def test_int8_rounding_uses_one_scale_per_window(bits, window):
+    """Each row's windows of 64 (int4) or 32 (int8 weights) channels round to int8 with scale amax / 127: every value
+    becomes a multiple of its window's scale, the window's largest value stays exact, all-zero windows stay zero."""
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randn(3, 4 * window + 10, generator=gen) * torch.tensor([1.0, 50.0, 1e-3]).view(3, 1)
+    a[1, window:2 * window] = 0.0
+    got = rq.round_activations_int8(a, bits)
+    assert got.shape == a.shape and got.dtype == a.dtype
+    for row in range(3):
+        for start in range(0, a.shape[1], window):
+            seg, out = a[row, start:start + window], got[row, start:start + window]
+            scale = seg.abs().max() / 127
+            if scale == 0:
+                assert bool((out == 0).all())
+                continue
+            steps = out / scale
+            torch.testing.assert_close(steps, steps.round(), rtol=0, atol=1e-4)
+            assert float((out - seg).abs().max()) <= float(scale) / 2 * 1.0001
+            assert float(out.abs().max()) == pytest.approx(float(seg.abs().max()), rel=1e-6)
+
+
+@pytest.mark.parametrize("op", ["plain", "silu", "norm"])
+def test_int8_activations_round_decode_calls_only(op):
+    """``int8_activations`` changes a call of at most 8 rows to the int8-rounded activations' product and leaves
+    larger calls (prefill) as they are."""
+    gen = torch.Generator().manual_seed(8)
+    k, n, group = 256, 48, 64
+    q, z, s = _random_case(k, n, 4, group, seed=9)
+    qweight, qzeros = rq.pack_int32(q, 4, 0), rq.pack_int32(z, 4, 1)
+    s = s.float()
+    w = rq.dequantize(qweight, s, qzeros, 4, group)
+    norm_w = torch.rand(k, generator=gen) + 0.5
+
+    def call(x, int8):
+        if op == "plain":
+            return ops_quant.quant_matmul(x, qweight, s, qzeros, 4, group, 0, None, int8), x
+        if op == "silu":
+            return (ops_quant.quant_matmul_silu(x, qweight, s, qzeros, 4, group, 0, None, False, int8),
+                    torch.nn.functional.silu(x[..., :k]) * x[..., k:])
+        y, _ = ops_quant.quant_matmul_add_rms_norm(x, None, norm_w, 1e-6, False, qweight, s, qzeros, 4, group, 0, None,
+                                                   int8)
+        return y, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm_w
+
+    for rows in (1, 8, 9):
+        x = torch.randn(rows, 2 * k if op == "silu" else k, generator=gen)
+        plain, a = call(x, False)
+        rounded, _ = call(x, True)
+        if rows > rq.INT8_ACTIVATION_MAX_ROWS:
+            assert torch.equal(rounded, plain)
+            continue
+        torch.testing.assert_close(rounded, rq.round_activations_int8(a, 4) @ w, rtol=1e-4, atol=1e-4)
+        assert not torch.equal(rounded, plain)

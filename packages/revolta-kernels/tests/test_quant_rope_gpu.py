@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernels_cases import NATIVE_GPU
 from quant_rope_cases import BLOCK_SIZE, BLOCKS, EPS, SENTINEL, make_case, oracle
 
-import revolta_kernels
-from revolta_kernels import native_qkv_rope, native_quant, ops, ops_quant
+from revolta_kernels import native_qkv_rope, ops, ops_quant
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 
-def two_steps(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kc, vc, slots):
-    qkv, h = ops_quant.quant_matmul_add_rms_norm(x, res, w, EPS, zc, qweight, scales, qzeros, 4, 128, 0)
+def two_steps(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kc, vc, slots, int8x=False):
+    qkv, h = ops_quant.quant_matmul_add_rms_norm(x, res, w, EPS, zc, qweight, scales, qzeros, 4, 128, 0, None, int8x)
     q, k, v = ops_quant.split_qkv(qkv, heads, kc.shape[1], kc.shape[-1])
     return ops.rotary_and_cache(positions, q, k, v, cos_sin, neox, kc, vc, slots), h
 
@@ -48,15 +44,7 @@ CASES = [  # (tokens, K, heads, kv heads, head_dim, rot_dim, neox, residual, zer
 ]
 
 
-@pytest.fixture(params=[False, True], ids=["fp16-x", "int8-x"])
-def int8x(request):
-    """Both activation paths of the skinny kernels (native_quant.GEMV_FLAG_INT8X: int8 activations, dp4a)."""
-    if request.param:
-        native_quant.tune(gemv_flags=native_quant.GEMV_DEFAULT_FLAGS | native_quant.GEMV_FLAG_INT8X)
-    yield request.param
-    native_quant.tune()
-
-
+@pytest.mark.parametrize("int8x", [False, True], ids=["fp16-x", "int8-x"])  # int8 activations with dp4a
 @pytest.mark.parametrize(("m", "k", "heads", "kv_heads", "d", "rot", "neox", "residual", "zc", "slots"), CASES)
 def test_fused_qkv_rope_matches_two_steps_and_oracle(int8x, m, k, heads, kv_heads, d, rot, neox, residual, zc, slots):
     # int8-x: both paths round the activations alike (same rows, same groups), so they still agree to 2 ulps; the
@@ -66,10 +54,11 @@ def test_fused_qkv_rope_matches_two_steps_and_oracle(int8x, m, k, heads, kv_head
     kc2, vc2 = kc.clone(), vc.clone()
     torch.full((m * (heads + 2 * kv_heads) * d * 4,), float("nan"), device="cuda")  # poison the allocator
     fused = native_qkv_rope.fused_launch(x, res, w, EPS, zc, qweight, scales, qzeros, 4, 128, 0, positions, cos_sin,
-                                         neox, heads, kc, vc, slot_t)
+                                         neox, heads, kc, vc, slot_t, None, int8x)
     assert fused is not None, "the fused kernel should take this call"
     q, h = fused
-    q2, h2 = two_steps(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kc2, vc2, slot_t)
+    q2, h2 = two_steps(x, res, w, zc, qweight, scales, qzeros, positions, cos_sin, neox, heads, kc2, vc2, slot_t,
+                       int8x)
     torch.cuda.synchronize()
     assert q.shape == (m, heads, d) and bool(torch.isfinite(q).all())
     assert torch.equal(h, h2)

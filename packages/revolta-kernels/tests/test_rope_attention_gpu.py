@@ -1,6 +1,6 @@
 """revolta::rotary_cache_and_attention on the GPU against the two reference ops it stands for.
 
-The fused kernel (csrc/decode_light.cuh, ROPE) rotates the query and the new key from a fused projection's
+The fused kernel (csrc/decode_vec.cuh, ROPE) rotates the query and the new key from a fused projection's
 strided views, writes the new key and value into the cache and attends, in one launch. The reference runs
 rotary_and_cache then paged_attention in torch on a copy of the same cache. Outputs are poisoned first;
 errors are relative L2 (||native - ref|| / ||ref||).
@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from kernels_cases import cos_sin_table, make_attn_case, newest_slots, rel_err
+from kernels_cases import NATIVE_GPU, cos_sin_table, make_attn_case, newest_slots, rel_err
 
 import revolta_kernels
 from revolta_kernels import ops, reference
@@ -20,11 +20,7 @@ from revolta_kernels import ops, reference
 if revolta_kernels.native_available():
     from revolta_kernels import native_attention, native_rope_attention
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-    pytest.mark.skipif(not revolta_kernels.native_available(), reason=revolta_kernels.native_status()),
-]
+pytestmark = NATIVE_GPU
 
 ATTN_TOL = 2e-3  # fp16 P/V operands with fp32 accumulation, as the other attention tests
 
@@ -63,14 +59,14 @@ def run_both(case, q, k, v, positions, slots, cos_sin, neox):
 
 
 @pytest.fixture(params=[1, 2])
-def light_mode(request):
-    """The fused kernel forced on (its default is only where PDL is off), with the light decode kernel's
+def vec_mode(request):
+    """The fused kernel forced on (its default is only where PDL is off), with the vec decode kernel's
     default reach (1) and taking every case it can (2)."""
-    old = native_attention.set_decode_light(request.param)
+    old = native_attention.set_decode_vec(request.param)
     native_rope_attention.FUSED = True
     yield request.param
     native_rope_attention.FUSED = None
-    native_attention.set_decode_light(old)
+    native_attention.set_decode_vec(old)
 
 
 CASES = [
@@ -85,7 +81,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case_idx", range(len(CASES)))
-def test_rotary_cache_and_attention(case_idx, light_mode):
+def test_rotary_cache_and_attention(case_idx, vec_mode):
     ctx, h, hkv, d, bs, frac, neox = CASES[case_idx]
     rot_dim = int(d * frac)
     case, q, k, v, positions, slots = fused_problem(ctx, h, hkv, d, bs, seed=500 + case_idx)
@@ -103,7 +99,7 @@ def test_rotary_cache_and_attention(case_idx, light_mode):
         assert torch.equal(cache, ref_cache)
 
 
-def test_padding_slots_are_not_written(light_mode):
+def test_padding_slots_are_not_written(vec_mode):
     case, q, k, v, positions, slots = fused_problem([40, 300, 90], 32, 8, 128, 16, seed=7, padded=1)
     cos_sin = cos_sin_table(512, 128, "cuda")
     before = case.key_cache.clone()
@@ -117,7 +113,7 @@ def test_padding_slots_are_not_written(light_mode):
 
 
 @pytest.mark.parametrize("ctx", [[600], [33, 1500, 4096]])
-def test_graph_replays_with_new_tokens(ctx, light_mode):
+def test_graph_replays_with_new_tokens(ctx, vec_mode):
     """Captured once, replayed with fresh projections: each replay writes and attends to its own new key."""
     h, hkv, d, bs = 32, 8, 128, 16
     case, q, k, v, positions, slots = fused_problem(ctx, h, hkv, d, bs, seed=9)

@@ -1,10 +1,13 @@
 """Volta (sm_70) check of every kernel's device code, without a Volta GPU or a CUDA 12 nvcc.
 
-Compiles the headers in csrc/ with NVRTC 12.9 (``nvidia-cuda-nvrtc-cu12``) to compute_70 PTX, assembles it
-with ``ptxas -v`` from ``nvidia-cuda-nvcc-cu12`` (registers, spills, static shared memory), disassembles
-the cubin with the ``cuobjdump`` shipped in triton's wheel, and fails if a kernel that claims tensor cores
-has no HMMA instruction, if any kernel needs more than 96 KB of shared memory (Volta's per-block limit),
-and reports register spills. Prints one row per kernel. Usage: ``python tools/check_sm70.py [--out DIR]``.
+One table per translation unit of the library (attention and the small ops, the GEMVs / GEMMs, the MoE and Gated DeltaNet
+kernels) lists every instantiation its launchers use. Each table's headers are compiled with NVRTC 12.9
+(``nvidia-cuda-nvrtc-cu12``) to compute_70 PTX, assembled with ``ptxas -v`` from ``nvidia-cuda-nvcc-cu12``
+(registers, spills, static shared memory) and disassembled with the ``cuobjdump`` shipped in triton's wheel. The
+check fails if a kernel that claims tensor cores has no HMMA instruction, one that claims dp4a has no IDP, any
+SASS holds bf16 arithmetic (sm_70 has none: bf16 is storage only), or a kernel needs more than 96 KB of shared
+memory (Volta's per-block limit); spills are reported. Prints one row per kernel.
+Usage: ``python tools/check_sm70.py [--out DIR]``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,7 @@ CSRC = Path(__file__).resolve().parent.parent / "csrc"
 VOLTA_SMEM = 96 * 1024
 KINDS = {0: "fp16", 1: "int8", 2: "fp8e4m3", 3: "fp8e5m2"}
 DTYPES = {"__half": "fp16", "__nv_bfloat16": "bf16", "float": "fp32"}
+MOE_DYNAMIC_SMEM = 45 * 1024  # the MoE launchers refuse more (H or K * I + Is floats, kMoeMaxSmemFloats)
 
 
 @dataclass
@@ -31,14 +36,15 @@ class Kernel:
     expr: str  # C++ name expression NVRTC instantiates
     tensor_cores: bool
     smem_expr: str | None = None  # __device__ variable holding the dynamic shared memory
-    lowered: str = ""
+    dp4a: bool = False  # claims integer dot products: its SASS must hold IDP (dp4a)
     smem_dynamic: int = 0
+    lowered: str = ""
     registers: int = 0
     smem_static: int = 0
     spill: int = 0
     hmma: int = 0
-    dp4a: bool = False  # claims integer dot products: its SASS must hold IDP (dp4a)
     idp: int = 0
+    bf16: int = 0
 
 
 def _pkg_dir(module: str) -> Path:
@@ -48,8 +54,8 @@ def _pkg_dir(module: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def kernels() -> list[Kernel]:
-    """Every instantiation the library launches, mirroring the dispatch in attention_*.cu and api.cu."""
+def attention_kernels() -> list[Kernel]:
+    """Every instantiation attention_*.cu and api.cu launch (attention, norms, rotary, cache, sampling)."""
     ks: list[Kernel] = []
     for d in (64, 128, 256):
         for kind, kname in KINDS.items():
@@ -87,42 +93,42 @@ def kernels() -> list[Kernel]:
                     f"&revolta::prefill_smem_bytes<{args}>",
                 )
             )
-        if d <= 128:  # frag kernels (run where the fragment layout probe passes; compiled everywhere)
+        if d <= 128:  # mma kernels (run where the fragment layout probe passes; compiled everywhere)
             for kind, kname in KINDS.items():
                 if kind != 0:
                     for rows8 in ("true", "false"):
-                        ks.append(_decode_frag(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
+                        ks.append(_decode_mma(f"decode-frag d{d} {kname} rows{8 if rows8 == 'true' else 16}",
                                                d, kind, 4, 2, 2, rows8, "true"))
                 cfg = (8, 2, 48, "false") if (d, kind) == (128, 0) else (4, 2, 32, "true")
                 split = 1 if (d, kind) == (128, 0) else 0
-                ks.append(_prefill_frag(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false", split))
+                ks.append(_prefill_mma(f"prefill-frag d{d} {kname}", d, kind, *cfg, 1, "false", split))
     # tuning alternatives (attention_decode.cu / attention_prefill.cu, variants 3+)
     for nw, st, mb, pf in ((4, 2, 2, "false"), (4, 3, 2, "false"), (4, 1, 3, "true"), (8, 2, 1, "true"),
                            (2, 3, 4, "true"), (4, 3, 2, "true")):
-        ks.append(_decode_frag(f"decode-frag d128 int8 {nw}w {st}st {mb}b{' pf' if pf == 'true' else ''}",
+        ks.append(_decode_mma(f"decode-frag d128 int8 {nw}w {st}st {mb}b{' pf' if pf == 'true' else ''}",
                                128, 1, nw, st, mb, "true", pf))
     for wm, rf, bn, dbuf, mb, qreg in ((8, 1, 64, "false", 1, "false"), (8, 1, 32, "true", 1, "false"),
                                        (4, 1, 64, "true", 2, "false"), (4, 2, 32, "true", 1, "false"),
                                        (4, 1, 32, "true", 2, "false"), (8, 1, 64, "false", 1, "true"),
                                        (8, 1, 32, "true", 1, "true"), (4, 1, 32, "true", 2, "true")):
         name = f"prefill-frag d128 fp16 {wm}w {rf}x16 {bn}k{' 2buf' if dbuf == 'true' else ''}"
-        ks.append(_prefill_frag(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
+        ks.append(_prefill_mma(name + (" qreg" if qreg == "true" else ""), 128, 0, wm, rf, bn, dbuf, mb, qreg))
     # SPLIT: 0 K and V staged together, 1 separately, 2 separately in halves
     for wm, bn, mb, split in ((8, 32, 1, 1), (8, 48, 1, 0), (8, 32, 1, 0), (4, 64, 2, 1), (4, 48, 2, 1),
                               (4, 32, 2, 1), (4, 32, 2, 0), (4, 64, 2, 2), (4, 48, 2, 2), (4, 32, 2, 2),
                               (8, 32, 1, 2)):
         name = f"prefill-frag d128 fp16 {wm}w 2x16 {bn}k{f' split{split}' if split else ''}"
-        ks.append(_prefill_frag(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
+        ks.append(_prefill_mma(name, 128, 0, wm, 2, bn, "false", mb, "false", split))
     for d in (64, 128, 256):  # fp16 one-token decode of small batches, CUDA cores only
         for gc in (1, 2, 4, 8):
             for rope in ("false", "true"):
-                ks.append(Kernel(f"decode-light{'+rope' if rope == 'true' else ''} d{d} group<={gc}",
-                                 f"&revolta::paged_decode_light_kernel<{d}, {gc}, {rope}>", False,
-                                 f"&revolta::decode_light_smem_bytes<{d}, {gc}>"))
+                ks.append(Kernel(f"decode-vec{'+rope' if rope == 'true' else ''} d{d} group<={gc}",
+                                 f"&revolta::paged_decode_vec_kernel<{d}, {gc}, {rope}>", False,
+                                 f"&revolta::decode_vec_smem_bytes<{d}, {gc}>"))
             # the 256-thread variant (attention_decode.cu: no fused rotary)
-            ks.append(Kernel(f"decode-light wide d{d} group<={gc}",
-                             f"&revolta::paged_decode_light_kernel<{d}, {gc}, false, 256>", False,
-                             f"&revolta::decode_light_smem_bytes<{d}, {gc}, 256>"))
+            ks.append(Kernel(f"decode-vec wide d{d} group<={gc}",
+                             f"&revolta::paged_decode_vec_kernel<{d}, {gc}, false, 256>", False,
+                             f"&revolta::decode_vec_smem_bytes<{d}, {gc}, 256>"))
     ks.append(Kernel("wmma layout probe", "&revolta::wmma_layout_probe_kernel<0>", False))
     for vec in ("true", "false"):
         ks.append(Kernel(f"argmax rows {'float4' if vec == 'true' else 'scalar'}",
@@ -150,39 +156,152 @@ def kernels() -> list[Kernel]:
     return ks
 
 
-def _decode_frag(name: str, d: int, kind: int, nw: int, stages: int, minb: int, rows8: str, pf: str) -> Kernel:
+def _decode_mma(name: str, d: int, kind: int, nw: int, stages: int, minb: int, rows8: str, pf: str) -> Kernel:
     return Kernel(
         name,
-        f"&revolta::paged_decode_frag_kernel<{d}, {kind}, {nw}, {stages}, {minb}, {rows8}, {pf}>",
+        f"&revolta::paged_decode_mma_kernel<{d}, {kind}, {nw}, {stages}, {minb}, {rows8}, {pf}>",
         True,
-        f"&revolta::decode_frag_smem_bytes<{d}, {nw}, {rows8}>",
+        f"&revolta::decode_mma_smem_bytes<{d}, {nw}, {rows8}>",
     )
 
 
-def _prefill_frag(
+def _prefill_mma(
     name: str, d: int, kind: int, wm: int, rf: int, bn: int, dbuf: str, minb: int, qreg: str, split: int = 0
 ) -> Kernel:
     args = f"{d}, {kind}, {wm}, {rf}, {bn}, {dbuf}"
     return Kernel(
         name,
-        f"&revolta::paged_prefill_frag_kernel<{args}, {minb}, {qreg}, {split}>",
+        f"&revolta::paged_prefill_mma_kernel<{args}, {minb}, {qreg}, {split}>",
         True,
-        f"&revolta::prefill_frag_smem_bytes<{args}>",
+        f"&revolta::prefill_mma_smem_bytes<{args}>",
     )
 
 
-ATTENTION_SOURCE = (
-    b'#include "attention.cuh"\n#include "decode.cuh"\n#include "prefill.cuh"\n#include "cache.cuh"\n'
-    b'#include "decode_frag.cuh"\n#include "prefill_frag.cuh"\n#include "frag_layout.cuh"\n'
-    b'#include "norm.cuh"\n'
-    b'#include "decode_light.cuh"\n'
-    b'#include "rotary.cuh"\n'
-    b'#include "sampling.cuh"\n'
+GEMM_TILES = ((128, 128, 32, 2, 4), (128, 128, 32, 2, 2), (256, 128, 32, 4, 2), (128, 256, 32, 2, 4),
+              (128, 128, 64, 2, 4))  # the variants launch_gemm() dispatches
+
+
+def gemm_kernels() -> list[Kernel]:
+    """Every instantiation quant_gemm.cu and dense_gemv.cu launch."""
+    ks = []
+    for bits in (4, 8):
+        for v, tile in enumerate(GEMM_TILES):
+            args = f"{bits}, {', '.join(map(str, tile))}"
+            ks.append(Kernel(f"quant gemm int{bits} v{v} {tile[0]}x{tile[1]}x{tile[2]}",
+                             f"&revolta::quant_gemm_kernel<{args}>", True, f"&revolta::quant_gemm_smem_bytes<{args}>"))
+        for mt in (1, 2, 4, 8):
+            for warps in (4, 8):
+                for rows in (4, 8):
+                    for defer in ("false", "true"):
+                        ks.append(Kernel(f"quant gemv int{bits} m<={mt} w{warps} u{rows}{' defer' * (defer == 'true')}",
+                                         f"&revolta::quant_gemv_kernel<{bits}, {mt}, {warps}, {rows}, {defer}>", False,
+                                         f"&revolta::quant_gemv_max_smem<{bits}, {mt}, {warps}>"))
+        for mt in (1, 2, 4, 8):  # the act-order (gathering) variant: 8 warps, deferred scale
+            for rows in (4, 8):
+                ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u{rows} defer act-order",
+                                 f"&revolta::quant_gemv_gather_kernel<{bits}, {mt}, {rows}>", False,
+                                 f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
+        for mt in (1, 2, 4, 8):  # int8 activations with dp4a (quant_gemv_dp4a.cuh): 8 warps, deferred scale
+            for rows in (4, 8):
+                for kernel, tag in (("quant_gemv_dp4a_kernel", ""), ("quant_gemv_gather_dp4a_kernel", " act-order")):
+                    ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u{rows} int8-x{tag}",
+                                     f"&revolta::{kernel}<{bits}, {mt}, {rows}>", False,
+                                     f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>", dp4a=True))
+        for mt in (1, 2):  # the co-resident variant (4 blocks per SM): 8 warps x 4 rows, deferred scale
+            ks.append(Kernel(f"quant gemv int{bits} m<={mt} w8 u4 defer minb4",
+                             f"&revolta::quant_gemv_co_kernel<{bits}, {mt}, 8, 4>", False,
+                             f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
+    for mt in (1, 2):  # the split-K-free int4 variant (quant_gemv_whole_k.cuh)
+        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt}", f"&revolta::quant_gemv_whole_k_kernel<{mt}>", False,
+                         f"&revolta::quant_gemv_whole_k_max_smem<{mt}>"))
+        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16>",
+                         False, f"&revolta::quant_gemv_whole_k_max_smem<{mt}>"))
+        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns rope", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16, true>",
+                         False, f"&revolta::quant_gemv_whole_k_max_smem<{mt}>"))
+        for rope in ("false", "true"):  # int8 activations with dp4a (16 columns)
+            ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns{' rope' * (rope == 'true')} int8-x",
+                             f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16, {rope}, false, true>", False,
+                             f"&revolta::quant_gemv_whole_k_max_smem<{mt}>", dp4a=True))
+        for cols, rope in ((32, "false"), (16, "false"), (16, "true")):  # the act-order (gathering) instantiations
+            ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} {cols} columns{' rope' * (rope == 'true')} act-order",
+                             f"&revolta::quant_gemv_whole_k_kernel<{mt}, {cols}, {rope}, true>", False,
+                             f"&revolta::quant_gemv_whole_k_gather_max_smem<{mt}>"))
+    for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
+        for rows in (4,) if mt >= 8 else (4, 8):
+            for warps in (4, 8):
+                ks.append(Kernel(f"dense gemv m<={mt} r{rows} w{warps}",
+                                 f"&revolta::dense_gemv_kernel<{mt}, {rows}, {warps}>", False, None))
+            for warps in (4, 8):  # with the residual add + RMSNorm in front
+                ks.append(Kernel(f"dense gemv norm m<={mt} r{rows} w{warps}",
+                                 f"&revolta::dense_gemv_norm_kernel<{mt}, {rows}, {warps}>", False, None))
+    for bits in (4, 8):  # quantized MoE experts for few tokens (quant_moe.cuh)
+        ks.append(Kernel(f"quant moe gemv int{bits}", f"&revolta::quant_moe_gemv_kernel<{bits}>", False,
+                         "&revolta::quant_moe_max_smem"))
+        for quads in (8, 16, 32):  # one token (quant_moe_gemv_one_token.cuh)
+            ks.append(Kernel(f"quant moe gemv one token int{bits} {4 * quads} columns",
+                             f"&revolta::quant_moe_gemv_one_token_kernel<{bits}, {quads}>", False,
+                             "&revolta::quant_moe_one_token_max_smem"))
+        ks.append(Kernel(f"quant moe down + combine int{bits}", f"&revolta::quant_moe_down_combine_kernel<{bits}>",
+                         False, "&revolta::quant_moe_combine_max_smem"))
+        for tile in ("Wide", "Short"):
+            for silu in ("false", "true"):  # true: the gate/up call's SiLU-and-mul epilogue
+                ks.append(Kernel(f"quant moe gemm {tile.lower()} int{bits}{' silu' if silu == 'true' else ''}",
+                                 f"&revolta::quant_moe_gemm_kernel<{bits}, revolta::MoeGemm{tile}, {silu}>", True,
+                                 f"&revolta::quant_moe_gemm_smem_bytes<{bits}, revolta::MoeGemm{tile}>"))
+    return ks
+
+
+def moe_gdn_kernels() -> list[Kernel]:
+    """Every instantiation gdn.cu and moe.cu launch (gated delta rule, conv1d, gating, gated norm, MoE decode)."""
+    ks: list[Kernel] = []
+    for t, tn in DTYPES.items():
+        for dk in (64, 128):
+            ks.append(Kernel(f"gdn decode dk{dk} {tn}", f"&revolta::gdn_decode_kernel<{t}, {dk}>", False))
+            for conv in ("false", "true"):
+                ks.append(Kernel(f"gdn fused decode{' +conv' if conv == 'true' else ''} dk{dk} {tn}",
+                                 f"&revolta::gdn_decode_fused_kernel<{t}, {dk}, {conv}>", False))
+            ks.append(Kernel(f"gdn prefill dk{dk} {tn}", f"&revolta::gdn_prefill_kernel<{t}, {dk}>", False))
+        ks.append(Kernel(f"conv1d update {tn}", f"&revolta::conv1d_update_kernel<{t}>", False))
+        ks.append(Kernel(f"conv1d prefill {tn}", f"&revolta::conv1d_prefill_kernel<{t}>", False))
+        ks.append(Kernel(f"conv1d state {tn}", f"&revolta::conv1d_state_kernel<{t}>", False))
+        ks.append(Kernel(f"gdn gating {tn}", f"&revolta::gdn_gating_kernel<{t}>", False))
+        ks.append(Kernel(f"rms_norm_gated {tn}", f"&revolta::rms_norm_gated_kernel<{t}>", False))
+        for name, kernel in (("up", "moe_up_kernel"), ("route+up", "moe_route_up_kernel"), ("down", "moe_down_kernel"),
+                             ("router+norm", "moe_router_norm_kernel")):
+            k = Kernel(f"moe {name} {tn}", f"&revolta::{kernel}<{t}>", False)
+            k.smem_dynamic = MOE_DYNAMIC_SMEM
+            ks.append(k)
+        ks.append(Kernel(f"moe router {tn}", f"&revolta::moe_router_kernel<{t}>", False))
+        # routing and combination around the quantized experts (moe_routing.cuh)
+        ks.append(Kernel(f"moe topk softmax {tn}", f"&revolta::moe_topk_softmax_kernel<{t}>", False))
+        ks.append(Kernel(f"moe combine {tn}", f"&revolta::moe_combine_kernel<{t}>", False))
+    return ks
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One NVRTC program: the headers of a translation unit of the library and the kernels it instantiates."""
+
+    name: str
+    headers: tuple[str, ...]
+    kernels: Callable[[], list[Kernel]]
+
+    def source(self) -> bytes:
+        return "".join(f'#include "{h}"\n' for h in self.headers).encode()
+
+
+UNITS = (
+    Unit("attention", ("attention.cuh", "decode.cuh", "prefill.cuh", "cache.cuh", "decode_mma.cuh", "prefill_mma.cuh",
+                       "mma_layout.cuh", "norm.cuh", "decode_vec.cuh", "rotary.cuh", "sampling.cuh"),
+         attention_kernels),
+    Unit("gemm", ("quant_gemm.cuh", "quant_gemv_whole_k.cuh", "dense_gemv.cuh", "dense_gemv_norm.cuh", "quant_moe.cuh",
+                  "quant_moe_gemv_one_token.cuh", "quant_moe_combine.cuh", "quant_moe_gemm.cuh"), gemm_kernels),
+    Unit("moe_gdn", ("gdn_decode.cuh", "gdn_decode_fused.cuh", "gdn_prefill.cuh", "conv1d.cuh", "moe.cuh",
+                     "moe_routing.cuh"), moe_gdn_kernels),
 )
 
 
-def nvrtc_compile(ks: list[Kernel], arch: str, src: bytes = ATTENTION_SOURCE, program: str = "revolta_sm70.cu",
-                  tool: str = "check_sm70") -> str:
+def nvrtc_compile(ks: list[Kernel], arch: str, src: bytes, program: str, tool: str = "check_sm70") -> str:
     """PTX of ``src`` (includes of csrc/) with every kernel of ``ks`` instantiated, compiled by NVRTC 12.9 for
     ``arch``; sets each kernel's lowered name and, where it has a ``smem_expr``, its dynamic shared memory from
     the PTX. ``tool`` names the check in its error messages."""
@@ -259,7 +378,8 @@ def assemble(ptx: str, ks: list[Kernel], work: Path) -> Path:
     return cubin
 
 
-def count_hmma(cubin: Path, ks: list[Kernel]) -> None:
+def scan_sass(cubin: Path, ks: list[Kernel]) -> None:
+    """Count each kernel's HMMA (tensor-core), IDP (dp4a) and bf16 arithmetic instructions in its sm_70 SASS."""
     cuobjdump = _pkg_dir("triton") / "backends" / "nvidia" / "bin" / "cuobjdump"
     res = subprocess.run([str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True)
     if res.returncode != 0:
@@ -273,42 +393,51 @@ def count_hmma(cubin: Path, ks: list[Kernel]) -> None:
             current.hmma += 1
         elif current is not None and "IDP" in line:
             current.idp += 1
+        elif current is not None and re.search(r"\.BF16", line):
+            current.bf16 += 1
+
+
+def problems_of(k: Kernel) -> list[str]:
+    """What makes ``k`` unfit for Volta (empty: nothing)."""
+    problems = []
+    if k.tensor_cores and k.hmma == 0:
+        problems.append("claims tensor cores but has no HMMA")
+    if k.dp4a and k.idp == 0:
+        problems.append("claims dp4a but has no IDP")
+    if k.bf16:
+        problems.append(f"{k.bf16} bf16 arithmetic instructions")
+    if k.smem_static + k.smem_dynamic > VOLTA_SMEM:
+        problems.append(f"{k.smem_static + k.smem_dynamic} B shared memory > 96 KB")
+    return problems
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, help="keep the PTX/cubin and write the table here")
+    parser.add_argument("--out", type=Path, help="keep the PTX/cubins and write the table here")
     args = parser.parse_args()
-    ks = kernels()
+    rows, failures, total = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        work = args.out or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        ptx = nvrtc_compile(ks, "compute_70")
-        cubin = assemble(ptx, ks, work)
-        count_hmma(cubin, ks)
-    rows, failures = [], []
-    for k in ks:
-        smem = k.smem_static + k.smem_dynamic
-        problems = []
-        if k.tensor_cores and k.hmma == 0:
-            problems.append("claims tensor cores but has no HMMA")
-        if smem > VOLTA_SMEM:
-            problems.append(f"{smem} B shared memory > 96 KB")
-        note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
-        rows.append(
-            f"{k.name:34s} {k.registers:5d} {smem:9d} {k.spill:6d} {k.hmma:6d}  {'; '.join(problems) or note}"
-        )
-        failures += [f"{k.name}: {p}" for p in problems]
-    table = "\n".join(
-        [f"{'kernel (sm_70)':34s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows]
-    )
+        for unit in UNITS:
+            ks = unit.kernels()
+            total += len(ks)
+            work = (args.out or Path(tmp)) / unit.name
+            work.mkdir(parents=True, exist_ok=True)
+            ptx = nvrtc_compile(ks, "compute_70", unit.source(), f"{unit.name}_sm70.cu")
+            scan_sass(assemble(ptx, ks, work), ks)
+            for k in ks:
+                problems = problems_of(k)
+                note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
+                rows.append(f"{k.name:40s} {k.registers:5d} {k.smem_static + k.smem_dynamic:9d} {k.spill:6d} "
+                            f"{k.hmma:6d}  {'; '.join(problems) or note}")
+                failures += [f"{k.name}: {p}" for p in problems]
+    table = "\n".join([f"{'kernel (sm_70)':40s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows])
     print(table)
     if args.out:
         (args.out / "sm70_table.txt").write_text(table + "\n")
     if failures:
         print(f"\ncheck_sm70: {len(failures)} problem(s):\n  " + "\n  ".join(failures), file=sys.stderr)
         return 1
-    print(f"\ncheck_sm70: {len(ks)} kernels compiled for sm_70; all within Volta's limits")
+    print(f"\ncheck_sm70: {total} kernels compiled for sm_70; all within Volta's limits")
     return 0
 
 

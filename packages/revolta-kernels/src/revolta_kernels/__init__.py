@@ -20,6 +20,8 @@ if native.LIB is not None:
     native_attention.register()
     from revolta_kernels import native_quant
     native_quant.register()
+    from revolta_kernels import native_dense
+    native_dense.register()
     from revolta_kernels import native_quant_moe
     native_quant_moe.register()
     from revolta_kernels import native_qkv_rope

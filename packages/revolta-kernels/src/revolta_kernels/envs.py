@@ -92,3 +92,7 @@ NATIVE_LIB = declare(
 DISABLE_NATIVE = declare(
     "REVOLTA_DISABLE_NATIVE", parse_bool, False,
     "`1`: never load the native library; every op runs its pure-torch reference.")
+PDL = declare(
+    "REVOLTA_PDL", parse_bool, True,
+    "`0`: launch the native kernels without programmatic dependent launch (on by default on sm_90+), e.g. to "
+    "rule it out while debugging a kernel's ordering.")

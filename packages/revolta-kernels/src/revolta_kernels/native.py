@@ -10,10 +10,11 @@ points at a library wants those kernels, not a silent fall-back to the (much slo
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from revolta_kernels import envs
 
 LIB_NAME = "librevolta_native.so"
 BUILD_HINT = (
@@ -80,78 +81,28 @@ class DecodeRope(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {
     "revolta_paged_attention": [ctypes.POINTER(AttnParams), _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
     "revolta_attention_blocks_per_sm": [_c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_frag_layout_probe": [ctypes.POINTER(_c_int), ctypes.POINTER(_c_int)],
+    "revolta_mma_layout_probe": [ctypes.POINTER(_c_int), ctypes.POINTER(_c_int)],
     "revolta_set_attention_variant": [_c_int, _c_int],
-    "revolta_set_decode_light": [_c_int],
+    "revolta_set_decode_vec": [_c_int],
     "revolta_pdl_on": [],
+    "revolta_set_pdl": [_c_int],
     "revolta_rope_paged_decode": [
         ctypes.POINTER(AttnParams), ctypes.POINTER(DecodeRope), _c_int, _c_int, ctypes.POINTER(_c_int), _ptr,
     ],
     "revolta_rms_norm": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
-    "revolta_fused_add_rms_norm": [
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _c_int,
-        _c_int,
-        _c_float,
-        _c_int,
-        _c_int,
-        _ptr,
-    ],
+    "revolta_fused_add_rms_norm": [_ptr] * 5 + [_c_int, _c_int, _c_float, _c_int, _c_int, _ptr],
     "revolta_silu_and_mul": [_ptr, _ptr, _c_int, _c_int, _c_int, _ptr],
     "revolta_argmax_rows": [_ptr, _ptr, _c_int, _c_int, _ptr, _ptr],
     "revolta_sigmoid_gate_mul": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_ll, _c_ll, _c_int, _ptr],
-    "revolta_rotary_embedding": [
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _c_int,
-        _c_int,
-        _c_int,
-        _c_int,
-        _c_int,
-        _c_int,
-        _c_ll,
-        _c_ll,
-        _c_ll,
-        _c_ll,
-        _c_int,
-        _c_int,
-        _ptr,
-    ],
+    "revolta_rotary_embedding": [_ptr] * 6 + [_c_int] * 6 + [_c_ll] * 4 + [_c_int, _c_int, _ptr],
     "revolta_rotary_and_cache": [_ptr] * 6 + [_c_int] + [_ptr] * 5 + [_c_int] * 6 + [_c_ll] * 6
     + [_c_int, _ptr, _ptr, _c_float, _c_int, _c_int, _c_int, _ptr],
-    "revolta_reshape_and_cache": [
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _ptr,
-        _c_int,
-        _c_int,
-        _c_int,
-        _c_int,
-        _c_ll,
-        _c_ll,
-        _c_ll,
-        _c_ll,
-        _c_int,
-        _c_int,
-        _ptr,
-    ],
+    "revolta_reshape_and_cache": [_ptr] * 7 + [_c_int] * 4 + [_c_ll] * 4 + [_c_int, _c_int, _ptr],
 }
 
 
 def _candidates() -> list[Path]:
-    env = os.environ.get("REVOLTA_NATIVE_LIB")
+    env = envs.NATIVE_LIB.get()
     if env:
         return [Path(env)]
     here = Path(__file__).resolve().parent
@@ -218,9 +169,9 @@ def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
 
 
 def _load() -> tuple[ctypes.CDLL | None, str]:
-    if os.environ.get("REVOLTA_DISABLE_NATIVE") == "1":
+    if envs.DISABLE_NATIVE.get():
         return None, "reference only: native kernels disabled by REVOLTA_DISABLE_NATIVE=1"
-    explicit = os.environ.get("REVOLTA_NATIVE_LIB")
+    explicit = envs.NATIVE_LIB.get()
     for path in _candidates():
         if not path.is_file():
             if explicit:
@@ -239,6 +190,8 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
 
 
 LIB, STATUS = _load()
+if LIB is not None and not envs.PDL.get():
+    LIB.revolta_set_pdl(0)
 
 
 def bind(signatures: dict[str, list], structs: Iterable[type[ctypes.Structure]] = ()) -> bool:

@@ -1,5 +1,5 @@
 """CUDA paged attention (``revolta::paged_attention_decode`` / ``_prefill``) through ctypes: the kernel choice
-(fragment-layout probe, variants, the light decode kernel), the decode split plan and the kernels' AttnParams.
+(fragment-layout probe, variants, the vec decode kernel), the decode split plan and the kernels' AttnParams.
 
 Inputs the kernels do not take (dtype, layout, head size) run the pure-torch reference instead.
 """
@@ -15,7 +15,7 @@ import torch
 from revolta_kernels import ops
 from revolta_kernels import reference as ref
 from revolta_kernels.native import LIB, AttnParams, check
-from revolta_kernels.native_ops import _sm_count, _split_counters, _stream
+from revolta_kernels.native_ops import _sm_count, _split_counters, _stream, int8_scales_ok
 
 _KV_KIND = {torch.float16: 0, torch.int8: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
 _HEAD_DIMS = (64, 128, 256)
@@ -25,8 +25,8 @@ _DECODE_TILE = 64  # keys per tile of the decode kernel (split sizes are multipl
 _FRAG_OK: dict[int, bool] = {}
 
 
-def _frag_layout(index: int) -> bool:
-    """Whether the fragment-layout ("frag") attention kernels run on device ``index``.
+def _mma_layout(index: int) -> bool:
+    """Whether the fragment-layout ("mma") attention kernels run on device ``index``.
 
     Probed once per device (sm_80 and later pass; Volta does not and keeps the generic kernels). The
     probe allocates and synchronises, so it is skipped during CUDA-graph capture (the generic kernels
@@ -36,12 +36,12 @@ def _frag_layout(index: int) -> bool:
     if ok is None:
         if torch.cuda.is_current_stream_capturing():
             return False
-        ok = frag_layout_maps(index)[0]
+        ok = mma_layout_maps(index)[0]
         _FRAG_OK[index] = ok
     return ok
 
 
-def frag_layout_maps(index: int = 0) -> tuple[bool, list[int]]:
+def mma_layout_maps(index: int = 0) -> tuple[bool, list[int]]:
     """Run the fragment-layout probe on device ``index`` and return (ok, what each element held).
 
     The list has 4 x 32 x 16 entries (accumulator, matrix_a, matrix_b col-major, matrix_b row-major; lane;
@@ -50,24 +50,24 @@ def frag_layout_maps(index: int = 0) -> tuple[bool, list[int]]:
     ok = ctypes.c_int(0)
     maps = (ctypes.c_int * 2048)()
     with torch.cuda.device(index):
-        check(LIB.revolta_frag_layout_probe(ctypes.byref(ok), maps))
+        check(LIB.revolta_mma_layout_probe(ctypes.byref(ok), maps))
     return bool(ok.value), list(maps)
 
 
 def set_attention_variant(decode: int = 0, prefill: int = 0) -> None:
     """Choose the attention kernels: 0 = best for each case (default), 1 = generic kernels only, 2+ =
-    alternative configurations of the frag kernels for tuning benchmarks (see csrc/attention_*.cu). 2+
+    alternative configurations of the mma kernels for tuning benchmarks (see csrc/attention_*.cu). 2+
     skip the fragment-layout probe, so they give wrong results on GPUs it refuses (Volta)."""
     check(LIB.revolta_set_attention_variant(decode, prefill))
     _blocks_per_sm.cache_clear()
 
 
-def set_decode_light(mode: int) -> int:
-    """Where the light fp16 decode kernel runs (csrc/decode_light.cuh): 0 never, 1 small batches (the
+def set_decode_vec(mode: int) -> int:
+    """Where the vec fp16 decode kernel runs (csrc/decode_vec.cuh): 0 never, 1 small batches (the
     default), 2 every one-token decode it can take. Returns the previous mode."""
-    old = LIB.revolta_set_decode_light(mode)
+    old = LIB.revolta_set_decode_vec(mode)
     if old < 0:
-        raise ValueError(f"decode light mode must be 0, 1 or 2, not {mode}")
+        raise ValueError(f"decode vec mode must be 0, 1 or 2, not {mode}")
     return old
 
 
@@ -144,7 +144,7 @@ def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, quer
     kind = _KV_KIND[key_cache.dtype]
     d = q.shape[-1]
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    frag = _frag_layout(dev)
+    frag = _mma_layout(dev)
     num_seqs = context_lens.shape[0]
     bt = block_tables.to(torch.int32).contiguous()
     cl = context_lens.to(torch.int32).contiguous()
@@ -198,49 +198,19 @@ def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, quer
 
 
 def _attention(prefill: bool):
-    def impl(
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        context_lens,
-        query_start_loc,
-        max_query_len,
-        scale,
-        k_scales=None,
-        v_scales=None,
-    ):
+    def impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+             k_scales=None, v_scales=None):
         kind = _KV_KIND.get(key_cache.dtype)
-        d = query.shape[-1]
         ok = (
             query.dtype == torch.float16
             and kind is not None
             and query.dim() == 3
-            and paged_cache_ok(d, query.shape[1], key_cache, value_cache)
-            and (
-                kind != 1
-                or (
-                    k_scales is not None
-                    and v_scales is not None
-                    and k_scales.dtype == torch.float32
-                    and v_scales.dtype == torch.float32
-                    and k_scales.is_contiguous()
-                    and v_scales.is_contiguous()
-                )
-            )
+            and paged_cache_ok(query.shape[-1], query.shape[1], key_cache, value_cache)
+            and (kind != 1 or int8_scales_ok(k_scales, v_scales))
         )
         if not ok:
-            return ref.paged_attention(
-                query,
-                key_cache,
-                value_cache,
-                block_tables,
-                context_lens,
-                query_start_loc,
-                scale,
-                k_scales,
-                v_scales,
-            )
+            return ref.paged_attention(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
+                                       scale, k_scales, v_scales)
         q = query.contiguous()
         out = torch.empty_like(q)
         if context_lens.shape[0] == 0 or q.shape[0] == 0:

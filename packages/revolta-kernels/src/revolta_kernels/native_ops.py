@@ -198,13 +198,19 @@ def rotary_embedding(positions, query, key, cos_sin_cache, is_neox):
     return q_out, k_out
 
 
-def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales):
-    code = _DTYPE.get(key.dtype)
+def int8_scales_ok(k_scales: torch.Tensor | None, v_scales: torch.Tensor | None) -> bool:
+    """Whether an int8 cache's per-(token, head) scales are what the native kernels read: contiguous float32."""
+    return (k_scales is not None and v_scales is not None and k_scales.dtype == torch.float32
+            and v_scales.dtype == torch.float32 and k_scales.is_contiguous() and v_scales.is_contiguous())
+
+
+def _cache_kind(key, value, key_cache, value_cache, k_scales, v_scales) -> int | None:
+    """The cache kind code the native cache writes take for these operands (0 = the key's own dtype, 1 = int8 with
+    float32 scales, 2 / 3 = fp8), or None when they cannot: strided [T, Hkv, D] keys and values of one dtype, a
+    contiguous paged cache of their head shape, contiguous float32 scales for int8."""
     kind = 0 if key_cache.dtype == key.dtype else _CACHE_KIND.get(key_cache.dtype)
-    int8 = kind == 1
     ok = (
-        code is not None
-        and kind is not None
+        kind is not None
         and value.dtype == key.dtype
         and value_cache.dtype == key_cache.dtype
         and key.dim() == 3
@@ -214,18 +220,16 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales
         and value_cache.is_contiguous()
         and key.shape == value.shape
         and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
-        and (
-            not int8
-            or (
-                k_scales is not None
-                and v_scales is not None
-                and k_scales.is_contiguous()
-                and v_scales.is_contiguous()
-                and k_scales.dtype == torch.float32
-                and v_scales.dtype == torch.float32
-            )
-        )
+        and (kind != 1 or int8_scales_ok(k_scales, v_scales))
     )
+    return kind if ok else None
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales):
+    code = _DTYPE.get(key.dtype)
+    kind = _cache_kind(key, value, key_cache, value_cache, k_scales, v_scales)
+    int8 = kind == 1
+    ok = code is not None and kind is not None
     if not ok or key.shape[0] == 0:
         ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
         return
@@ -271,24 +275,15 @@ def _rope_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache,
     norms = q_norm_weight is not None
     code = _DTYPE.get(query.dtype)
     rot_dim = cos_sin_cache.shape[-1]
-    kind = 0 if key_cache.dtype == key.dtype else _CACHE_KIND.get(key_cache.dtype)
+    kind = _cache_kind(key, value, key_cache, value_cache, k_scales, v_scales)
     int8 = kind == 1
     ok = (
         code is not None
         and kind is not None
         and key.dtype == query.dtype
-        and value.dtype == query.dtype
-        and value_cache.dtype == key_cache.dtype
         and query.dim() == 3
-        and key.dim() == 3
         and query.stride(-1) == 1
-        and key.stride(-1) == 1
-        and value.stride(-1) == 1
-        and key.shape == value.shape
         and key.shape[-1] == query.shape[-1]
-        and key.shape[1:] == (key_cache.shape[1], key_cache.shape[3])
-        and key_cache.is_contiguous()
-        and value_cache.is_contiguous()
         and cos_sin_cache.dtype in (query.dtype, torch.float32)
         and cos_sin_cache.device == query.device
         and positions.device == query.device
@@ -305,17 +300,6 @@ def _rope_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache,
                 and k_norm_weight.dtype == query.dtype
                 and q_norm_weight.is_contiguous()
                 and k_norm_weight.is_contiguous()
-            )
-        )
-        and (
-            not int8
-            or (
-                k_scales is not None
-                and v_scales is not None
-                and k_scales.is_contiguous()
-                and v_scales.is_contiguous()
-                and k_scales.dtype == torch.float32
-                and v_scales.dtype == torch.float32
             )
         )
     )

@@ -4,8 +4,8 @@ RMSNorm in front) whose epilogue rotates q and k and writes k and v into the fp1
 ``rotary_and_cache``, one after the other.
 
 Why: in a decode step the rotary kernel is one more link in the chain of dependent launches between the
-projection and the attention, each link costing about a microsecond of hand-off (H200 decode timelines,
-benchmarks/results/h200_session9), for a few kilobytes of work the projection's epilogue can do.
+projection and the attention, each link costing about a microsecond of hand-off (H200 decode timelines), for a
+few kilobytes of work the projection's epilogue can do.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class GemvRope(ctypes.Structure):
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_norm_rope": [_ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _c_int, _c_int,
                                      _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, ctypes.POINTER(GemvRope),
-                                     ctypes.POINTER(_c_int), _ptr],
+                                     _c_int, ctypes.POINTER(_c_int), _ptr],
 }
 
 
@@ -66,7 +66,8 @@ def _fusable(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size
 
 def fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset,
                  positions, cos_sin_cache, is_neox, num_heads, key_cache,
-                 value_cache, slot_mapping, x_order=None) -> tuple[torch.Tensor, torch.Tensor] | None:
+                 value_cache, slot_mapping, x_order=None,
+                 int8_activations=False) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(q, h)`` from the one fused kernel, or None (nothing ran) where it does not take the call."""
     if not _fusable(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size, positions, cos_sin_cache,
                     num_heads, key_cache, value_cache, slot_mapping):
@@ -92,22 +93,23 @@ def fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, 
         h.data_ptr(), x2.data_ptr(), r2.data_ptr() if r2 is not None else None, norm_weight.data_ptr(), float(eps),
         int(bool(zero_centered)), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), m, qweight.shape[1], k,
         bits, group_size, zero_offset, native_quant.sm_count(index), order.data_ptr() if order is not None else None,
-        ctypes.byref(rope), ctypes.byref(taken),
+        ctypes.byref(rope), int(bool(int8_activations)), ctypes.byref(taken),
         torch.cuda.current_stream(x.device).cuda_stream))
     return (q, h.view(x.shape)) if taken.value else None
 
 
 def quant_qkv_rope_cache(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                          zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
-                         slot_mapping, k_scales, v_scales, x_order=None):
+                         slot_mapping, k_scales, v_scales, x_order=None, int8_activations=False):
     fused = fused_launch(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                          zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
-                         slot_mapping, x_order)
+                         slot_mapping, x_order, int8_activations)
     if fused is not None:
         return fused
     return ops_quant.qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
                                         group_size, zero_offset, positions, cos_sin_cache, is_neox, num_heads,
-                                        key_cache, value_cache, slot_mapping, k_scales, v_scales, x_order)
+                                        key_cache, value_cache, slot_mapping, k_scales, v_scales, x_order,
+                                        int8_activations)
 
 
 def register() -> bool:

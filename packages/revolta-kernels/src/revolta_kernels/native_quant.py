@@ -14,27 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 from functools import cache
 
 import torch
 
 from revolta_kernels import native, ops, ops_quant
 from revolta_kernels.native import check
-from revolta_kernels.native_quant_tune import (  # noqa: F401 (re-exported: the tuning API lives here for callers)
-    GEMV_DEFAULT_FLAGS,
-    GEMV_FLAG_INT8X,
-    dense_plan,
-    dense_tune,
-    device_index,
-    epoch,
-    int8_activations,
-    plan,
-    set_int8_activations,
-    set_pdl,
-    sm_count,
-    tune,
-)
 from revolta_kernels.reference import quant as ref_quant
 
 logger = logging.getLogger(__name__)
@@ -42,22 +27,35 @@ logger = logging.getLogger(__name__)
 _c_int, _c_ll, _ptr = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
 _SIGNATURES: dict[str, list] = {
     "revolta_quant_gemm_workspace": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_ll)],
-    "revolta_quant_plan": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, ctypes.POINTER(_c_int)],
-    "revolta_quant_tune": [_c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int],
     "revolta_quant_gemm_act": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_ll, _c_int, _c_int, _c_int, _c_int, _c_int,
                                _c_int, _c_int, _c_int, _ptr, _ptr],
     "revolta_quant_gemm_norm": [_ptr, _ptr, _ptr, _ptr, _ptr, ctypes.c_float, _c_int, _ptr, _ptr, _ptr, _ptr, _c_ll,
-                                _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, _ptr],
-    "revolta_dense_gemv": [_ptr, _ptr, _ptr, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr],
-    "revolta_dense_gemv_tune": [_c_int, _c_int, _c_int],
-    "revolta_dense_gemv_plan": [_c_int, ctypes.POINTER(_c_int)],
-    "revolta_set_pdl": [_c_int],
+                                _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _c_int, _ptr, _c_int, _ptr],
 }
 SKINNY_MAX_M = ops_quant.SKINNY_MAX_M
 ACT_ORDER_CODE = 0x100  # OR-ed into revolta_quant_gemm_act's act: the act-order kernel's code without an order
+ACT_INT8X = 0x200  # OR-ed into revolta_quant_gemm_act's act: int8 activations (csrc/quant_gemv_dp4a.cuh)
 _MIN_WORKSPACE = 4 << 20
 _workspaces: dict[int, torch.Tensor] = {}
 _outgrown: list[torch.Tensor] = []  # kept alive: CUDA graphs captured earlier still point at them
+_epoch = 0  # launch plans (and so workspace sizes) change with the benchmark overrides of revolta_kernels.tuning
+
+
+@cache
+def sm_count(index: int) -> int:
+    """Streaming multiprocessors of CUDA device ``index`` (the split-K plan fills them)."""
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def device_index(device: torch.device) -> int:
+    """The CUDA device index of ``device`` (the current device when it has none)."""
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def plans_changed() -> None:
+    """Forget the cached workspace sizes: the launch overrides changed (:mod:`revolta_kernels.tuning`)."""
+    global _epoch
+    _epoch += 1
 
 
 def native_supports(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
@@ -129,7 +127,7 @@ def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k:
     out = torch.empty((m, n), dtype=x2.dtype, device=x2.device)
     if m:
         index = device_index(x2.device)
-        need = _workspace_bytes(m, n, k, bits, group_size, index, epoch())
+        need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
         ws = workspace(x2.device, need) if need else None
         stream = torch.cuda.current_stream(x2.device).cuda_stream
         check(native.LIB.revolta_quant_gemm_act(
@@ -140,28 +138,30 @@ def _quant_launch(x2, qweight, scales, qzeros, bits, group_size, zero_offset, k:
     return out
 
 
-def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
+def quant_matmul(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, int8_activations=False):
     if not native_supports(x, qweight, scales, qzeros, bits, group_size):
-        return ref_quant.quant_matmul(ops_quant.in_order(x, x_order), qweight, scales, qzeros, bits, group_size,
-                                      zero_offset)
+        a = ref_quant.activations(ops_quant.in_order(x, x_order), bits, int8_activations)
+        return ref_quant.quant_matmul(a, qweight, scales, qzeros, bits, group_size, zero_offset)
     k, n = x.shape[-1], qweight.shape[1]
     if x_order is not None and x.numel() // k > SKINNY_MAX_M:  # the tensor-core GEMM: gather first
         x, x_order = ops_quant.in_order(x, x_order), None
     order = skinny_order(x_order, k, x.device)
-    out = _quant_launch(rows_2d(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, 0, order)
+    act = ACT_INT8X if int8_activations else 0
+    out = _quant_launch(rows_2d(x, k), qweight, scales, qzeros, bits, group_size, zero_offset, k, act, order)
     return out.view(*x.shape[:-1], n)
 
 
-def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False):
+def quant_matmul_silu(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False,
+                      int8_activations=False):
     k2 = x.shape[-1]
     k, n = k2 // 2, qweight.shape[1]
     rows = x.numel() // k2 if k2 else 0
     if k2 % 2 or rows > SKINNY_MAX_M or not native_supports(x[..., :k], qweight, scales, qzeros, bits, group_size):
         # Larger M (the tensor-core GEMM) or an unsupported call: the two ops one after the other.
         return ops_quant.quant_matmul(ops.silu_and_mul(x), qweight, scales, qzeros, bits, group_size, zero_offset,
-                                      x_order)
+                                      x_order, int8_activations)
     order = skinny_order(x_order, k, x.device)
-    act = 1 | (ACT_ORDER_CODE if order_code else 0)
+    act = 1 | (ACT_ORDER_CODE if order_code else 0) | (ACT_INT8X if int8_activations else 0)
     out = _quant_launch(rows_2d(x, k2), qweight, scales, qzeros, bits, group_size, zero_offset, k, act, order)
     return out.view(*x.shape[:-1], n)
 
@@ -181,13 +181,14 @@ def norm_supports(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: t
 
 
 def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
-                              group_size, zero_offset, x_order=None):
+                              group_size, zero_offset, x_order=None, int8_activations=False):
     if not norm_supports(x, residual, norm_weight, qweight, scales, qzeros, bits, group_size):
         if residual is None:
             normed, h = ops.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
         else:
             normed, h = ops.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
-        return ops_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset, x_order), h
+        return ops_quant.quant_matmul(normed, qweight, scales, qzeros, bits, group_size, zero_offset, x_order,
+                                      int8_activations), h
     assert native.LIB is not None
     k, n = x.shape[-1], qweight.shape[1]
     x2 = rows_2d(x, k)
@@ -198,7 +199,7 @@ def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qwei
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     h = torch.empty((m, k), dtype=x.dtype, device=x.device)
     index = device_index(x.device)
-    need = _workspace_bytes(m, n, k, bits, group_size, index, epoch())
+    need = _workspace_bytes(m, n, k, bits, group_size, index, _epoch)
     ws = workspace(x.device, need) if need else None
     stream = torch.cuda.current_stream(x.device).cuda_stream
     check(native.LIB.revolta_quant_gemm_norm(
@@ -206,113 +207,15 @@ def quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qwei
         float(eps), int(bool(zero_centered)), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(),
         ws.data_ptr() if ws is not None else None, ws.numel() if ws is not None else 0,
         m, n, k, bits, group_size, zero_offset, sm_count(index), order.data_ptr() if order is not None else None,
-        stream))
+        int(bool(int8_activations)), stream))
     return out.view(*x.shape[:-1], n), h.view(x.shape)
-
-
-def dense_supports(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> bool:
-    """Whether the native skinny fp16 GEMV takes this call (at most 8 rows; otherwise F.linear runs)."""
-    k = weight.shape[-1] if weight.dim() == 2 else -1
-    return (
-        x.is_cuda and x.dtype == torch.float16 and weight.dtype == torch.float16 and weight.dim() == 2
-        and weight.is_contiguous() and weight.data_ptr() % 16 == 0 and k % 8 == 0 and k > 0
-        and x.shape[-1] == (2 * k if silu else k) and 0 < x.numel() // x.shape[-1] <= SKINNY_MAX_M
-    )
-
-
-def dense_linear(x, weight, silu):
-    if not dense_supports(x, weight, silu):
-        return torch.nn.functional.linear(ops.silu_and_mul(x) if silu else x, weight)
-    assert native.LIB is not None
-    n, k = weight.shape
-    x2 = rows_2d(x, x.shape[-1])
-    out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    check(native.LIB.revolta_dense_gemv(out.data_ptr(), x2.data_ptr(), weight.data_ptr(), x2.shape[0], n, k,
-                                        x2.shape[1], int(silu), stream))
-    return out.view(*x.shape[:-1], n)
 
 
 def register() -> bool:
     """Register the CUDA implementation; False if the loaded library predates these quantized kernels."""
     if not native.bind(_SIGNATURES):
         return False
-    lib = native.LIB
     ops_quant.quant_matmul.register_kernel("cuda")(quant_matmul)
     ops_quant.quant_matmul_silu.register_kernel("cuda")(quant_matmul_silu)
     ops_quant.quant_matmul_add_rms_norm.register_kernel("cuda")(quant_matmul_add_rms_norm)
-    ops_quant.dense_linear.register_kernel("cuda")(dense_linear)
-    _register_dense_norm(lib)
-    if spec := os.environ.get("REVOLTA_QUANT_TUNE"):
-        values = [int(v) for v in spec.split(",")]
-        tune(*values)
-        logger.info("quantized GEMM launch parameters overridden by REVOLTA_QUANT_TUNE=%s", spec)
-    if spec := os.environ.get("REVOLTA_DENSE_GEMV_TUNE"):
-        dense_tune(*[int(v) for v in spec.split(",")])
-        logger.info("fp16 GEMV block shape overridden by REVOLTA_DENSE_GEMV_TUNE=%s", spec)
     return True
-
-
-# The GEMV with the residual add + RMSNorm in front (revolta::dense_linear_add_rms_norm).
-_NORM_SIGNATURE = [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_int, _c_int, _c_int, ctypes.c_float, _c_int, _ptr]
-
-
-def dense_norm_supports(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor,
-                        weight: torch.Tensor) -> bool:
-    """Whether the native fused add + RMSNorm + GEMV takes this call (fp16, at most 8 rows, K % 8 == 0)."""
-    k = x.shape[-1]
-    return (
-        dense_supports(x, weight, False) and norm_weight.dtype == torch.float16 and norm_weight.shape == (k,)
-        and norm_weight.is_cuda
-        and (residual is None or (residual.dtype == torch.float16 and residual.shape == x.shape and residual.is_cuda))
-    )
-
-
-def dense_linear_add_rms_norm(x, residual, norm_weight, eps, zero_centered, weight):
-    if not dense_norm_supports(x, residual, norm_weight, weight):
-        if residual is None:
-            normed, h = ops.rms_norm(x, norm_weight, eps, zero_centered), x.clone()
-        else:
-            normed, h = ops.fused_add_rms_norm(x, residual, norm_weight, eps, zero_centered)
-        return torch.nn.functional.linear(normed, weight), h
-    assert native.LIB is not None
-    n, k = weight.shape
-    x2 = rows_2d(x, k)
-    r2 = rows_2d(residual, k) if residual is not None else None
-    g = norm_weight if norm_weight.is_contiguous() and norm_weight.data_ptr() % 16 == 0 else norm_weight.clone()
-    out = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
-    h = torch.empty((x2.shape[0], k), dtype=x.dtype, device=x.device)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    check(native.LIB.revolta_dense_gemv_norm(out.data_ptr(), h.data_ptr(), x2.data_ptr(),
-                                             r2.data_ptr() if r2 is not None else None, g.data_ptr(),
-                                             weight.data_ptr(), x2.shape[0], n, k, float(eps), int(zero_centered),
-                                             stream))
-    return out.view(*x.shape[:-1], n), h.view(x.shape)
-
-
-def dense_norm_variant(variant: int = 0, warps: int = 0, rows: int = 0) -> int:
-    """Which fused add + RMSNorm GEMV later calls launch, and its block shape. Variant 1 (default) = one pass, the
-    norm recomputed in every block (the normed activation is not rounded to fp16); 2 = the norm staged once per
-    resident block in shared memory with the norm kernel's exact arithmetic, then a persistent GEMV (with the
-    GEMV's block shape it equals the unfused ops bit for bit; calls with M x K x 2 bytes > 80 KB run 1). Warps
-    per block 4 or 8, weight rows per block 4 or 8 (0 = the defaults, 4 and 4). Returns the variant now set.
-    ``REVOLTA_DENSE_NORM_VARIANT="variant[,warps,rows]"`` applies the same at import."""
-    assert native.LIB is not None
-    return int(native.LIB.revolta_dense_gemv_norm_variant(variant, warps, rows))
-
-
-def _register_dense_norm(lib) -> None:
-    """Register the fused op where the library has it (an older library keeps the reference composition)."""
-    fn = getattr(lib, "revolta_dense_gemv_norm", None)
-    if fn is None:
-        return
-    fn.argtypes = _NORM_SIGNATURE
-    fn.restype = _c_int
-    if (var := getattr(lib, "revolta_dense_gemv_norm_variant", None)) is not None:
-        var.argtypes = [_c_int, _c_int, _c_int]
-        var.restype = _c_int
-        if spec := os.environ.get("REVOLTA_DENSE_NORM_VARIANT"):
-            values = [int(v) for v in spec.split(",")]
-            var(*(values + [0, 0, 0])[:3])
-            logger.info("fused add + RMSNorm GEMV variant set by REVOLTA_DENSE_NORM_VARIANT=%s", spec)
-    ops_quant.dense_linear_add_rms_norm.register_kernel("cuda")(dense_linear_add_rms_norm)

@@ -1,26 +1,25 @@
 """CUDA implementation of ``revolta::rotary_cache_and_attention``: rotary, the cache write and decode
-attention in one launch (the ROPE variant of csrc/decode_light.cuh) where that kernel applies, else the
+attention in one launch (the ROPE variant of csrc/decode_vec.cuh) where that kernel applies, else the
 native rotary_and_cache and paged attention one after the other.
 
 When to fuse: with programmatic dependent launch (sm_90+) the separate rotary kernel's cost hides behind
 the attention kernel's early start, and the fused kernel measured no faster on an H200 (Llama-3.1-8B batch
 1: 8.22 vs 8.17 us per layer alone, 10.0 vs 9.7 us on a decode step's critical path). Without PDL (Volta
-and every GPU before sm_90, or REVOLTA_PDL=0) each kernel boundary costs a full launch, so the default
-fuses exactly there. REVOLTA_FUSED_ROPE=1 fuses always, 0 never."""
+and every GPU before sm_90, or with PDL turned off) each kernel boundary costs a full launch, so the fused
+kernel runs exactly there."""
 
 from __future__ import annotations
 
 import ctypes
-import os
 
 import torch
 
 from revolta_kernels import native_attention, native_ops, ops
 from revolta_kernels.native import LIB, DecodeRope, check
 
-# None: fuse where PDL is off (see above); True / False: always / never (REVOLTA_FUSED_ROPE=1 / 0; benchmarks
-# may set it too).
-FUSED: bool | None = {"1": True, "0": False}.get(os.environ.get("REVOLTA_FUSED_ROPE", ""))
+# None: fuse where PDL is off (see above); True / False: always / never (tests and benchmarks of the fused kernel
+# on a GPU with PDL).
+FUSED: bool | None = None
 
 
 def _fuse_now() -> bool:

@@ -94,13 +94,8 @@ def _(x):
 
 
 @torch.library.custom_op(f"{LIB}::rotary_embedding", mutates_args=())
-def rotary_embedding(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, cos_sin_cache: torch.Tensor,
+                     is_neox: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotary embedding of query [T, H, D] and key [T, Hkv, D]; partial when ``rot_dim < D``."""
     return ref.rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
 

@@ -15,15 +15,9 @@ from revolta_kernels.reference.decode_attention import paged_attention_chunks, p
 @torch.library.custom_op(
     f"{LIB}::reshape_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
 )
-def _reshape_and_cache(
-    key: torch.Tensor,
-    value: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None,
-    v_scales: torch.Tensor | None,
-) -> None:
+def _reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                       slot_mapping: torch.Tensor, k_scales: torch.Tensor | None,
+                       v_scales: torch.Tensor | None) -> None:
     ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales)
 
 
@@ -32,15 +26,9 @@ def _(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scales):
     return None
 
 
-def reshape_and_cache(
-    key: torch.Tensor,
-    value: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> None:
+def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                      slot_mapping: torch.Tensor, k_scales: torch.Tensor | None = None,
+                      v_scales: torch.Tensor | None = None) -> None:
     """Write new K/V [T, Hkv, D] into the paged cache (layout in :mod:`revolta_kernels.reference.cache`).
 
     The scales are required arguments of the registered op: torch 2.10 drops defaulted trailing arguments
@@ -55,19 +43,10 @@ def reshape_and_cache(
 @torch.library.custom_op(
     f"{LIB}::rotary_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
 )
-def _rotary_and_cache(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None,
-    v_scales: torch.Tensor | None,
-) -> torch.Tensor:
+def _rotary_and_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                      slot_mapping: torch.Tensor, k_scales: torch.Tensor | None,
+                      v_scales: torch.Tensor | None) -> torch.Tensor:
     return ref.rotary_and_cache(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cache,
                                 slot_mapping, k_scales, v_scales)
 
@@ -77,19 +56,10 @@ def _(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cac
     return torch.empty(query.shape, dtype=query.dtype, device=query.device)
 
 
-def rotary_and_cache(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def rotary_and_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                     slot_mapping: torch.Tensor, k_scales: torch.Tensor | None = None,
+                     v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """Rotary on query [T, H, D] and key [T, Hkv, D], then the rotated key and ``value`` into the paged
     cache (as :func:`rotary_embedding` followed by :func:`reshape_and_cache`, one kernel on CUDA); returns
     the rotated query. On the CPU it runs exactly those two steps (the same code as the separate ops)."""
@@ -104,23 +74,11 @@ def rotary_and_cache(
 @torch.library.custom_op(
     f"{LIB}::qk_norm_rotary_and_cache", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
 )
-def _qk_norm_rotary_and_cache(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    q_norm_weight: torch.Tensor,
-    k_norm_weight: torch.Tensor,
-    eps: float,
-    zero_centered: bool,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None,
-    v_scales: torch.Tensor | None,
-) -> torch.Tensor:
+def _qk_norm_rotary_and_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                              q_norm_weight: torch.Tensor, k_norm_weight: torch.Tensor, eps: float, zero_centered: bool,
+                              cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor,
+                              value_cache: torch.Tensor, slot_mapping: torch.Tensor, k_scales: torch.Tensor | None,
+                              v_scales: torch.Tensor | None) -> torch.Tensor:
     return ref.qk_norm_rotary_and_cache(positions, query, key, value, q_norm_weight, k_norm_weight, eps,
                                         zero_centered, cos_sin_cache, is_neox, key_cache, value_cache,
                                         slot_mapping, k_scales, v_scales)
@@ -132,23 +90,12 @@ def _(positions, query, key, value, q_norm_weight, k_norm_weight, eps, zero_cent
     return torch.empty(query.shape, dtype=query.dtype, device=query.device)
 
 
-def qk_norm_rotary_and_cache(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    q_norm_weight: torch.Tensor,
-    k_norm_weight: torch.Tensor,
-    eps: float,
-    zero_centered: bool,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def qk_norm_rotary_and_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             q_norm_weight: torch.Tensor, k_norm_weight: torch.Tensor, eps: float, zero_centered: bool,
+                             cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor,
+                             value_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                             k_scales: torch.Tensor | None = None,
+                             v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """Per-head RMSNorm of query [T, H, D] and key [T, Hkv, D] (weights [D]; ``zero_centered``: ``1 + w``),
     then :func:`rotary_and_cache`: one kernel on CUDA, the separate steps on the CPU (the same code as the
     separate ops, so CPU results do not change). Query and key may be strided views of a fused projection."""
@@ -164,34 +111,15 @@ def qk_norm_rotary_and_cache(
 
 def _attention_schema(name: str, doc: str, cpu_impl):
     @torch.library.custom_op(f"{LIB}::{name}", mutates_args=())
-    def op(
-        query: torch.Tensor,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        block_tables: torch.Tensor,
-        context_lens: torch.Tensor,
-        query_start_loc: torch.Tensor,
-        max_query_len: int,
-        scale: float,
-        k_scales: torch.Tensor | None = None,
-        v_scales: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def op(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables: torch.Tensor,
+           context_lens: torch.Tensor, query_start_loc: torch.Tensor, max_query_len: int, scale: float,
+           k_scales: torch.Tensor | None = None, v_scales: torch.Tensor | None = None) -> torch.Tensor:
         return cpu_impl(query, key_cache, value_cache, block_tables, context_lens, query_start_loc,
                         max_query_len, scale, k_scales, v_scales)
 
     @op.register_fake
-    def _(
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        context_lens,
-        query_start_loc,
-        max_query_len,
-        scale,
-        k_scales=None,
-        v_scales=None,
-    ):
+    def _(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+          k_scales=None, v_scales=None):
         return torch.empty_like(query)
 
     op.__doc__ = doc
@@ -216,55 +144,24 @@ paged_attention_decode = CpuShortcut(paged_attention_decode, paged_attention_sho
 paged_attention_prefill = CpuShortcut(paged_attention_prefill, paged_attention_chunks)
 
 
-def paged_attention(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    max_query_len: int,
-    scale: float,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables: torch.Tensor,
+                    context_lens: torch.Tensor, query_start_loc: torch.Tensor, max_query_len: int, scale: float,
+                    k_scales: torch.Tensor | None = None, v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """Pick the decode kernel for short query runs and the prefill kernel otherwise."""
     op = paged_attention_decode if max_query_len <= 8 else paged_attention_prefill
-    return op(
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        context_lens,
-        query_start_loc,
-        max_query_len,
-        scale,
-        k_scales,
-        v_scales,
-    )
+    return op(query, key_cache, value_cache, block_tables, context_lens, query_start_loc, max_query_len, scale,
+              k_scales, v_scales)
 
 
 @torch.library.custom_op(
     f"{LIB}::rotary_cache_and_attention", mutates_args=("key_cache", "value_cache", "k_scales", "v_scales")
 )
-def _rotary_cache_and_attention(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    max_query_len: int,
-    scale: float,
-    k_scales: torch.Tensor | None,
-    v_scales: torch.Tensor | None,
-) -> torch.Tensor:
+def _rotary_cache_and_attention(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor,
+                                value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
+                                context_lens: torch.Tensor, query_start_loc: torch.Tensor, max_query_len: int,
+                                scale: float, k_scales: torch.Tensor | None,
+                                v_scales: torch.Tensor | None) -> torch.Tensor:
     return _rope_cache_attention_two_ops(positions, query, key, value, cos_sin_cache, is_neox, key_cache,
                                          value_cache, slot_mapping, block_tables, context_lens, query_start_loc,
                                          max_query_len, scale, k_scales, v_scales)
@@ -286,27 +183,15 @@ def _(positions, query, key, value, cos_sin_cache, is_neox, key_cache, value_cac
     return torch.empty(query.shape, dtype=query.dtype, device=query.device)
 
 
-def rotary_cache_and_attention(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    max_query_len: int,
-    scale: float,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def rotary_cache_and_attention(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                               cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor,
+                               value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
+                               context_lens: torch.Tensor, query_start_loc: torch.Tensor, max_query_len: int,
+                               scale: float, k_scales: torch.Tensor | None = None,
+                               v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`rotary_and_cache` then :func:`paged_attention` on the rotated query; returns the attention
     output [T, H, D]. On CUDA, a decode step of few sequences with an fp16 cache runs as one kernel (the
-    light decode kernel rotates q and the new k itself and writes the cache); anything else, and the CPU,
+    vec decode kernel rotates q and the new k itself and writes the cache); anything else, and the CPU,
     runs the two ops."""
     if query.device.type == "cpu" and not torch.compiler.is_compiling():
         return _rope_cache_attention_two_ops(

@@ -12,6 +12,12 @@ by group, so row ``k`` of ``W`` multiplies channel ``x_order[k]`` of the activat
 or ``rms_norm(h)``): the op computes ``a[..., x_order] @ W``. An int32 (or int64) permutation of ``0..K-1``; the
 skinny CUDA kernels gather while staging their activations, so no separate gather runs. ``h`` outputs stay in
 channel order.
+
+``int8_activations`` (the dense quantized ops; default False): calls of at most 8 rows (decode) round the
+activations they multiply to int8, one symmetric scale per window of 64 channels (32 with 8-bit weights), and the
+CUDA kernels multiply with dp4a: faster, not bit-equal to the fp16 path. The reference rounds the same way
+(:func:`revolta_kernels.reference.quant.round_activations_int8`), so the argument has the same meaning on every
+device; it is an argument of each call, so two models in one process can differ.
 """
 
 from __future__ import annotations
@@ -42,14 +48,16 @@ def in_order(a: torch.Tensor, x_order: torch.Tensor | None) -> torch.Tensor:
 
 @torch.library.custom_op(f"{LIB}::quant_matmul", mutates_args=())
 def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
-                 group_size: int, zero_offset: int, x_order: torch.Tensor | None = None) -> torch.Tensor:
+                 group_size: int, zero_offset: int, x_order: torch.Tensor | None = None,
+                 int8_activations: bool = False) -> torch.Tensor:
     """``x[..., K] @ W[K, N]`` where ``W`` is the int4/int8 group-quantized matrix (kernel layout); with
     ``x_order``, ``x[..., x_order] @ W`` (module docstring)."""
-    return ref_quant.quant_matmul(in_order(x, x_order), qweight, scales, qzeros, bits, group_size, zero_offset)
+    a = ref_quant.activations(in_order(x, x_order), bits, int8_activations)
+    return ref_quant.quant_matmul(a, qweight, scales, qzeros, bits, group_size, zero_offset)
 
 
 @quant_matmul.register_fake
-def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None):
+def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, int8_activations=False):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
 
 
@@ -74,7 +82,7 @@ def _silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op(f"{LIB}::quant_matmul_silu", mutates_args=())
 def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
                       group_size: int, zero_offset: int, x_order: torch.Tensor | None = None,
-                      order_code: bool = False) -> torch.Tensor:
+                      order_code: bool = False, int8_activations: bool = False) -> torch.Tensor:
     """``silu_and_mul(x) @ W``: the MLP's down projection straight from the gate_up output ``x[..., 2K]``.
 
     Reference = ``revolta::silu_and_mul`` (fp32 math, rounded to x's dtype), ``x_order`` applied, then
@@ -83,12 +91,13 @@ def quant_matmul_silu(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tens
     call runs the act-order kernel's code even without ``x_order`` (a down projection after an act-order gate/up
     projection is faster in that gate/up's kernel function).
     """
-    return ref_quant.quant_matmul(in_order(_silu_and_mul_ref(x), x_order), qweight, scales, qzeros, bits, group_size,
-                                  zero_offset)
+    a = ref_quant.activations(in_order(_silu_and_mul_ref(x), x_order), bits, int8_activations)
+    return ref_quant.quant_matmul(a, qweight, scales, qzeros, bits, group_size, zero_offset)
 
 
 @quant_matmul_silu.register_fake
-def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False):
+def _(x, qweight, scales, qzeros, bits, group_size, zero_offset, x_order=None, order_code=False,
+      int8_activations=False):
     return x.new_empty((*x.shape[:-1], qweight.shape[1]))
 
 
@@ -170,8 +179,8 @@ def _add_rms_norm_ref(x: torch.Tensor, residual: torch.Tensor | None, norm_weigh
 @torch.library.custom_op(f"{LIB}::quant_matmul_add_rms_norm", mutates_args=())
 def quant_matmul_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
                               zero_centered: bool, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
-                              bits: int, group_size: int, zero_offset: int,
-                              x_order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                              bits: int, group_size: int, zero_offset: int, x_order: torch.Tensor | None = None,
+                              int8_activations: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rms_norm(h) @ W, h)`` for ``h = x + residual`` (or ``h = x`` when ``residual`` is None): the first
     projection of a pre-norm block with the residual add + RMSNorm before it (``zero_centered``: weight 1 + w;
     ``x_order``: ``rms_norm(h)[..., x_order] @ W``, h in channel order).
@@ -182,12 +191,13 @@ def quant_matmul_add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, no
     separate norm kernel runs.
     """
     normed, h = _add_rms_norm_ref(x, residual, norm_weight, eps, zero_centered)
-    return ref_quant.quant_matmul(in_order(normed, x_order), qweight, scales, qzeros, bits, group_size, zero_offset), h
+    a = ref_quant.activations(in_order(normed, x_order), bits, int8_activations)
+    return ref_quant.quant_matmul(a, qweight, scales, qzeros, bits, group_size, zero_offset), h
 
 
 @quant_matmul_add_rms_norm.register_fake
 def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset,
-      x_order=None):
+      x_order=None, int8_activations=False):
     return x.new_empty((*x.shape[:-1], qweight.shape[1])), torch.empty_like(x)
 
 
@@ -197,8 +207,8 @@ def quant_qkv_rope_cache(x: torch.Tensor, residual: torch.Tensor | None, norm_we
                          bits: int, group_size: int, zero_offset: int, positions: torch.Tensor,
                          cos_sin_cache: torch.Tensor, is_neox: bool, num_heads: int, key_cache: torch.Tensor,
                          value_cache: torch.Tensor, slot_mapping: torch.Tensor, k_scales: torch.Tensor | None,
-                         v_scales: torch.Tensor | None,
-                         x_order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                         v_scales: torch.Tensor | None, x_order: torch.Tensor | None = None,
+                         int8_activations: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """A pre-norm attention block's start: ``(q, h)`` where ``h = x + residual``, ``[q | k | v] = rms_norm(h) @ W``
     (W's columns: ``num_heads`` query heads, then the cache's KV heads of keys and of values), q and k rotated, and
     the rotated k and v written into the paged cache at ``slot_mapping`` (``revolta::rotary_and_cache``'s rules);
@@ -210,25 +220,26 @@ def quant_qkv_rope_cache(x: torch.Tensor, residual: torch.Tensor | None, norm_we
     """
     return qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                               zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache,
-                              slot_mapping, k_scales, v_scales, x_order)
+                              slot_mapping, k_scales, v_scales, x_order, int8_activations)
 
 
 @quant_qkv_rope_cache.register_fake
 def _(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size, zero_offset, positions,
-      cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping, k_scales, v_scales, x_order=None):
+      cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping, k_scales, v_scales, x_order=None,
+      int8_activations=False):
     tokens = x.numel() // x.shape[-1] if x.shape[-1] else 0
     return x.new_empty((tokens, num_heads, key_cache.shape[-1])), torch.empty_like(x)
 
 
 def qkv_rope_two_steps(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits, group_size,
                        zero_offset, positions, cos_sin_cache, is_neox, num_heads, key_cache, value_cache, slot_mapping,
-                       k_scales, v_scales, x_order=None) -> tuple[torch.Tensor, torch.Tensor]:
+                       k_scales, v_scales, x_order=None, int8_activations=False) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`quant_qkv_rope_cache` as two ops: :func:`quant_matmul_add_rms_norm`, then ``revolta::rotary_and_cache``
     on its q/k/v (the reference, and the CUDA implementation's path where the fused kernel does not apply)."""
     from revolta_kernels.ops_attention import rotary_and_cache
 
     qkv, h = quant_matmul_add_rms_norm(x, residual, norm_weight, eps, zero_centered, qweight, scales, qzeros, bits,
-                                       group_size, zero_offset, x_order)
+                                       group_size, zero_offset, x_order, int8_activations)
     q, k, v = split_qkv(qkv, num_heads, key_cache.shape[1], key_cache.shape[-1])
     return rotary_and_cache(positions, q, k, v, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
                             k_scales, v_scales), h
@@ -245,17 +256,17 @@ def split_qkv(qkv: torch.Tensor, num_heads: int, num_kv_heads: int,
 
 
 @torch.library.custom_op(f"{LIB}::dense_linear", mutates_args=())
-def dense_linear(x: torch.Tensor, weight: torch.Tensor, silu: bool) -> torch.Tensor:
-    """``F.linear(a, weight)`` without bias, ``a = silu_and_mul(x)`` if ``silu`` else ``x``.
+def dense_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``F.linear(x, weight)`` without bias.
 
     The native CUDA kernel is a skinny fp16 GEMV for up to 8 rows (decode), launched with programmatic
-    dependent launch; other calls run ``F.linear`` (cuBLAS on CUDA). Reference = the same composition.
+    dependent launch; other calls run ``F.linear`` (cuBLAS on CUDA). Reference = ``F.linear``.
     """
-    return torch.nn.functional.linear(_silu_and_mul_ref(x) if silu else x, weight)
+    return torch.nn.functional.linear(x, weight)
 
 
 @dense_linear.register_fake
-def _(x, weight, silu):
+def _(x, weight):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 

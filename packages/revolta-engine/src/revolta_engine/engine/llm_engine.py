@@ -46,7 +46,7 @@ from revolta_engine.engine.speculative import (
 )
 from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import InvalidRequestError
-from revolta_engine.layers.activation_quant import apply_activation_quant
+from revolta_engine.layers.activation_quant import check_activation_quant
 from revolta_engine.outputs import RequestOutput
 from revolta_engine.sample.bad_words import bad_words_token_ids
 from revolta_engine.sample.sampler import Sampler, sampling_row
@@ -91,8 +91,7 @@ class LLMEngine:
         note = native_kernels_note(self.device, revolta_kernels.native_available(), revolta_kernels.native_status())
         if note:
             logger.warning(note)
-        # before the model runs or graphs are captured: the kernels read it at launch, graphs keep it
-        apply_activation_quant(cfg.resolve("activation_quant"), self.device)
+        check_activation_quant(cfg.resolve("activation_quant"))  # given to the model's layers when it is built
 
         # multimodal checkpoints keep the language model's settings in a text sub-config
         self.text_config = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config

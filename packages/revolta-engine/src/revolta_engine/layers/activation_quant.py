@@ -1,18 +1,18 @@
-"""The engine's ``activation_quant`` option: int8 activations in the native quantized decode kernels.
+"""The engine's ``activation_quant`` option: int8 activations in the quantized decode projections.
 
-With ``int8`` the skinny int4 / int8-weight GEMVs (at most 8 rows, i.e. decode) round each step's activations to
-int8 (one symmetric scale per 64 channels, 32 with int8 weights) and multiply with dp4a: faster, but no longer
-bit-equal to the fp16 path. The setting is process-wide in the native library and read when a kernel is launched
-(CUDA graphs capture it), so the engine applies it before its model runs anything.
+With ``int8`` the model's quantized (AWQ / GPTQ) linear layers pass ``int8_activations=True`` to their ops: calls
+of at most 8 rows (decode) round the activations to int8 (one symmetric scale per 64 channels, 32 with 8-bit
+weights) and the CUDA kernels multiply with dp4a; faster, but no longer bit-equal to fp16 activations. The
+references round the same way, so the option means the same on every device. It is an attribute of each layer,
+set when the model is built, so engines with different settings can share a process.
 """
 
 from __future__ import annotations
 
 import logging
 
-import torch
+from torch import nn
 
-import revolta_kernels
 from revolta_engine.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
@@ -29,23 +29,14 @@ def check_activation_quant(mode: str) -> str:
     return mode
 
 
-def apply_activation_quant(mode: str, device: torch.device) -> None:
-    """Set the native quantized decode kernels' activation precision for ``mode`` (``none`` or ``int8``).
-
-    On a CUDA device with the native kernels the setting is made either way, so ``none`` also clears an ``int8``
-    an earlier engine in this process left. Elsewhere ``int8`` has nothing to act on: a warning, and the engine
-    continues with fp16 (or the CPU's float32) activations.
-    """
+def set_activation_quant(model: nn.Module, mode: str) -> int:
+    """Give every quantized linear layer of ``model`` the activation precision of ``mode`` (``none`` or ``int8``);
+    returns how many layers that is (dense layers have no such setting)."""
     check_activation_quant(mode)
-    if device.type != "cuda" or not revolta_kernels.native_available():
-        if mode == "int8":
-            logger.warning("activation_quant=int8 only affects the native CUDA quantized-weight kernels, which are "
-                           "not in use on %s; the reference path keeps its fp16/fp32 activations (no int8 rounding)",
-                           device)
-        return
-    from revolta_kernels import native_quant
-
-    native_quant.set_int8_activations(mode == "int8")
+    layers = [m for m in model.modules() if hasattr(m, "int8_activations")]
+    for layer in layers:
+        setattr(layer, "int8_activations", mode == "int8")  # noqa: B010 (nn.Module's __setattr__ typing)
     if mode == "int8":
-        logger.info("activation_quant=int8: quantized decode projections (at most 8 rows) round their activations to "
-                    "int8 and multiply with dp4a; faster, but not bit-equal to fp16 activations")
+        logger.info("activation_quant=int8: %d quantized projections round their decode activations (at most 8 rows) "
+                    "to int8; faster on CUDA, not bit-equal to fp16 activations", len(layers))
+    return len(layers)

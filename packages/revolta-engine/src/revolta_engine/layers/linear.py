@@ -2,33 +2,28 @@
 
 On CUDA, calls of at most ``DENSE_GEMV_MAX_M`` rows (decode) on fp16 weights without bias run revolta-kernels'
 skinny fp16 GEMV (``revolta::dense_linear``: PDL launch, weight stream issued before the wait on the previous
-kernel) instead of cuBLAS; larger calls keep cuBLAS. The rule comes from the H200 (benchmarks/gemv_bench.py,
-CUDA graphs, cold weights): at M=1 the GEMV beat cuBLAS on all four Llama-8B projections (qkv 13.7 vs 15.9 us,
-o 9.1 vs 13.7, gate_up 53.6 vs 61.4, down 28.0 vs 32.2), at M=2 on three of four, at M=4 on one, at M=8 on
-none (it is issue-bound there), so the default threshold is 2 (``REVOLTA_DENSE_GEMV_MAX_M``, 0 = always
-cuBLAS). The quantized MLP's down projection takes the gate_up output directly (:meth:`Linear.forward_silu`:
-SiLU-and-mul fused into the skinny int4/int8 kernel's activation staging) at M <= 8; ``REVOLTA_FUSED_SILU=0``
-turns that off. The dense fused variant exists (``dense_linear(silu=True)``) but is off by default
-(``REVOLTA_FUSED_SILU_DENSE=1`` turns it on): every block of the dense GEMV recomputes the activation of the
-whole K, which measured slower (33.2 us) than the separate silu_and_mul kernel plus the GEMV (~29 us).
+kernel) instead of cuBLAS; larger calls keep cuBLAS. The rule comes from the H200 (CUDA graphs, cold weights): at
+M=1 the GEMV beat cuBLAS on all four Llama-8B projections (qkv 13.7 vs 15.9 us, o 9.1 vs 13.7, gate_up 53.6 vs
+61.4, down 28.0 vs 32.2), at M=2 on three of four, at M=4 on one, at M=8 on none (it is issue-bound there), so
+the threshold is 2. The quantized MLP's down projection takes the gate_up output directly
+(:meth:`Linear.forward_silu`: SiLU-and-mul fused into the skinny int4/int8 kernel's activation staging) at M <= 8.
+The fp16 down projection keeps the separate silu_and_mul kernel: every block of the dense GEMV would recompute
+the activation of the whole K, which measured slower (33.2 us) than the separate kernel plus the GEMV (~29 us).
 A pre-norm block's first projection (:meth:`Linear.forward_prenorm`: Llama's qkv and gate_up, the hybrid models'
 GDN in_proj, attention qkv and dense MLP gate_up) can also compute the residual add + RMSNorm in front of it
 (``revolta::dense_linear_add_rms_norm``), so no separate norm kernel runs. For fp16 weights that is taken at one
-row (``REVOLTA_FUSED_NORM_DENSE=0`` turns it off for fp16; ``REVOLTA_FUSED_NORM=0`` turns all norm fusion off). On
-the H200 (benchmarks/results/dense, chained calls, CUDA graphs, PDL) the fused kernel (4 warps x 4 rows) took
-14.0 / 56.8 / 14.8 / 11.3 us at M=1 on 6144x4096 / 28672x4096 / 12352x2048 / 9216x2048 against 17.5 / 58.0 / 17.3 /
-14.0 us for the norm kernel + GEMV; at M=2 it lost or tied. End to end (benchmarks/results/h200_session4, one run)
-it took Llama-3.1-8B fp16 batch-1 decode from 235.5 to 242.2 tok/s and Qwen3.5-35B-A3B from 366.1 to 378.6 tok/s.
-Its normed activation is not rounded to fp16 before the products (one pass), so it is within the GEMV's tolerance
-of the unfused path, not bit-equal to it.
+row: on the H200 (chained calls, CUDA graphs, PDL) the fused kernel (4 warps x 4 rows) took 14.0 / 56.8 / 14.8 /
+11.3 us at M=1 on 6144x4096 / 28672x4096 / 12352x2048 / 9216x2048 against 17.5 / 58.0 / 17.3 / 14.0 us for the
+norm kernel + GEMV; at M=2 it lost or tied. End to end it took Llama-3.1-8B fp16 batch-1 decode from 235.5 to
+242.2 tok/s and Qwen3.5-35B-A3B from 366.1 to 378.6 tok/s. Its normed activation is not rounded to fp16 before
+the products (one pass), so it is within the GEMV's tolerance of the unfused path, not bit-equal to it.
 A quantized q/k/v projection can also take rotary and the KV-cache write into its epilogue
 (:meth:`Linear.forward_prenorm_rope`, ``revolta::quant_qkv_rope_cache``: int4 group 128, at most 2 tokens, fp16
-cache), so no rotary kernel runs between it and the attention; ``REVOLTA_FUSED_QKV_ROPE=0`` turns that off.
+cache), so no rotary kernel runs between it and the attention.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import torch
@@ -52,15 +47,8 @@ def _rows(x: torch.Tensor) -> int:
     return x.numel() // x.shape[-1] if x.shape[-1] else 0
 
 
-DENSE_GEMV_MAX_M = min(int(os.environ.get("REVOLTA_DENSE_GEMV_MAX_M", "2")), SKINNY_MAX_M)
-FUSED_SILU = os.environ.get("REVOLTA_FUSED_SILU", "1") != "0"
-# decode GEMVs compute the residual add + RMSNorm before them while staging activations (AddNorm)
-FUSED_NORM = os.environ.get("REVOLTA_FUSED_NORM", "1") != "0"
-FUSED_SILU_DENSE = FUSED_SILU and os.environ.get("REVOLTA_FUSED_SILU_DENSE", "0") == "1"
-# the fp16 GEMV's fused add + RMSNorm, at one row (REVOLTA_FUSED_NORM_DENSE=0 turns it off)
-FUSED_NORM_DENSE = FUSED_NORM and os.environ.get("REVOLTA_FUSED_NORM_DENSE", "1") != "0"
-# the quantized q/k/v projection's rotary + KV-cache epilogue (REVOLTA_FUSED_QKV_ROPE=0 turns it off)
-FUSED_QKV_ROPE = FUSED_NORM and os.environ.get("REVOLTA_FUSED_QKV_ROPE", "1") != "0"
+DENSE_GEMV_MAX_M = 2  # rows up to which fp16 calls take the skinny GEMV rather than cuBLAS (module docstring)
+DENSE_NORM_MAX_M = 1  # rows up to which the fp16 GEMV computes the add + RMSNorm in front (module docstring)
 
 
 def _uses_dense_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -71,10 +59,10 @@ def _uses_dense_gemv(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 def _dense_fuses_norm(inp: AddNorm, weight: torch.Tensor) -> bool:
     """Whether the skinny fp16 GEMV computes ``inp``'s add + norm while it stages its activations: where the GEMV
-    runs at all (:func:`_uses_dense_gemv`), with an fp16 norm weight and residual of ``x``'s shape, when turned on
-    (``FUSED_NORM_DENSE``), at one row (the H200 rule, see the module docstring)."""
+    runs at all (:func:`_uses_dense_gemv`), with an fp16 norm weight and residual of ``x``'s shape, at up to
+    ``DENSE_NORM_MAX_M`` rows (the H200 rule, see the module docstring)."""
     x, res, g = inp.x, inp.residual, inp.norm.weight
-    return (FUSED_NORM_DENSE and _rows(x) == 1 and _uses_dense_gemv(x, weight) and g.dtype == torch.float16
+    return (_rows(x) <= DENSE_NORM_MAX_M and _uses_dense_gemv(x, weight) and g.dtype == torch.float16
             and g.shape == (x.shape[-1],) and g.is_cuda
             and (res is None or (res.dtype == torch.float16 and res.shape == x.shape and res.is_cuda)))
 
@@ -88,7 +76,7 @@ def _dense_prenorm(inp: AddNorm, weight: torch.Tensor) -> tuple[torch.Tensor, to
 def dense_matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``F.linear(x, weight)`` (no bias) through the skinny fp16 GEMV where the rule above picks it (lm_head)."""
     if _uses_dense_gemv(x, weight):
-        return ops_quant.dense_linear(x, weight, False)
+        return ops_quant.dense_linear(x, weight)
     return F.linear(x, weight)
 
 
@@ -180,8 +168,7 @@ class Linear(nn.Module):
 
     def fuses_norm(self, inp: AddNorm) -> bool:
         """Whether :meth:`forward_prenorm` computes ``inp``'s add + norm inside this layer's kernel."""
-        if (not FUSED_NORM or not inp.x.is_cuda or inp.x.dtype != torch.float16 or self.bias is not None
-                or self.parallel == "row"):
+        if not inp.x.is_cuda or inp.x.dtype != torch.float16 or self.bias is not None or self.parallel == "row":
             return False
         if self.quant is None:
             return _dense_fuses_norm(inp, self.weight)
@@ -199,8 +186,7 @@ class Linear(nn.Module):
     def fuses_norm_rope(self, inp: AddNorm, key_cache: torch.Tensor) -> bool:
         """Whether :meth:`forward_prenorm_rope` runs one kernel for ``inp`` and this KV cache (a quantized projection
         that fuses the norm and whose method takes rotary too)."""
-        return (FUSED_QKV_ROPE and self.quant is not None and self.fuses_norm(inp)
-                and self.quant.fuses_rope(self, inp, key_cache))
+        return self.quant is not None and self.fuses_norm(inp) and self.quant.fuses_rope(self, inp, key_cache)
 
     def forward_prenorm_rope(self, inp: AddNorm, rope: RopeCache) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q, h)``: this q/k/v projection of ``norm(h)`` with rotary on q and k and the cache write of k and v
@@ -209,18 +195,16 @@ class Linear(nn.Module):
         return self.quant.apply_prenorm_rope(self, inp, rope)
 
     def fuses_silu(self, x: torch.Tensor) -> bool:
-        """Whether :meth:`forward_silu` runs one fused kernel for ``x`` (CUDA, at most 8 rows)."""
-        if not FUSED_SILU or not x.is_cuda or x.dtype != torch.float16:
-            return False
-        if self.quant is None:
-            return FUSED_SILU_DENSE and self.bias is None and _uses_dense_gemv(x, self.weight)
-        return _rows(x) <= SKINNY_MAX_M
+        """Whether :meth:`forward_silu` runs one fused kernel for ``x``: a quantized layer on CUDA, at most 8 rows
+        (fp16 weights keep the separate silu_and_mul kernel, see the module docstring)."""
+        return self.quant is not None and x.is_cuda and x.dtype == torch.float16 and _rows(x) <= SKINNY_MAX_M
 
     def forward_silu(self, x: torch.Tensor) -> torch.Tensor:
         """``forward(silu_and_mul(x))`` for ``x = [gate, up]``, fused where :meth:`fuses_silu` says so."""
         if not self.fuses_silu(x):
             return self.forward(ops.silu_and_mul(x))
-        y = ops_quant.dense_linear(x, self.weight, True) if self.quant is None else self.quant.apply_silu(self, x)
+        assert self.quant is not None
+        y = self.quant.apply_silu(self, x)
         if self.parallel == "row":
             return self._reduced(y)
         return y if self.bias is None else y + self.bias

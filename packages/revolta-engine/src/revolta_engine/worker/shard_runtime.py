@@ -16,6 +16,7 @@ from revolta_engine.distributed.communication import all_ranks_min
 from revolta_engine.distributed.parallel_state import TensorParallelLayout, tensor_parallel_layout
 from revolta_engine.engine.cache_setup import EngineCaches, allocate_caches
 from revolta_engine.engine.model_builder import load_model
+from revolta_engine.layers.activation_quant import set_activation_quant
 from revolta_engine.worker.kv_cache import KVCacheSpec
 from revolta_engine.worker.model_runner import ModelRunner
 
@@ -62,8 +63,10 @@ def load_shard_model(hf_config: Any, weights: Any, settings: ShardSettings, devi
     """Build this rank's shard of the model and fill it (random weights for ``load_format="dummy"``)."""
     layout = TensorParallelLayout(rank, settings.tensor_parallel_size)
     with tensor_parallel_layout(layout):
-        return load_model(hf_config, weights, settings.max_model_len, settings.dtype, device,
-                          settings.args.seed + rank)
+        model = load_model(hf_config, weights, settings.max_model_len, settings.dtype, device,
+                           settings.args.seed + rank)
+    set_activation_quant(model, settings.activation_quant)
+    return model
 
 
 def build_shard_runtime(model: Any, settings: ShardSettings, device: torch.device,

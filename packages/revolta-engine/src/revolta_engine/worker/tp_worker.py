@@ -57,7 +57,6 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
     """Entry point of rank ``rank``'s process (spawned by :class:`~revolta_engine.engine.tp_launcher.TPWorkers`)."""
     _exit_with_parent(parent_pid)
     logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s rank {rank} %(levelname)s %(message)s")
-    from revolta_engine.layers.activation_quant import apply_activation_quant
     from revolta_engine.loader import load_checkpoint
 
     device = shard_device(torch.device(settings.device), rank)
@@ -68,7 +67,6 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // settings.tensor_parallel_size))
         checkpoint = load_checkpoint(settings.model_path, skip_tokenizer_init=True,
                                      load_format=settings.args.load_format, hf_overrides=settings.args.hf_overrides)
-        apply_activation_quant(settings.activation_quant, device)
         weights = None if settings.args.load_format == "dummy" else checkpoint.iter_weights()
         model = load_shard_model(checkpoint.hf_config, weights, settings, device, rank)
         if weights is not None:

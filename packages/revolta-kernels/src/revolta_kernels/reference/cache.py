@@ -23,15 +23,9 @@ def _quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
-def reshape_and_cache(
-    key: torch.Tensor,
-    value: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> None:
+def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                      slot_mapping: torch.Tensor, k_scales: torch.Tensor | None = None,
+                      v_scales: torch.Tensor | None = None) -> None:
     """Write ``key``/``value`` ([T, num_kv_heads, head_dim]) into the paged caches in place."""
     block_size = key_cache.shape[2]
     if key.shape[0] == 1 and key_cache.dtype != torch.int8:

@@ -59,13 +59,8 @@ def _joint_heads(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return torch.cat((query, key), dim=1)
 
 
-def rotary_embedding(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, cos_sin_cache: torch.Tensor,
+                     is_neox: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`revolta_kernels.reference.rotary_embedding` rotating query and key heads together.
 
     Full-width neox rotary in float32 only; the results are views of one new ``[T, H + Hkv, D]`` tensor.

@@ -55,18 +55,10 @@ def _single_token(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     return out.view(1, num_heads, head_dim).to(query.dtype)
 
 
-def paged_attention_short_queries(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    max_query_len: int,
-    scale: float,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def paged_attention_short_queries(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                                  block_tables: torch.Tensor, context_lens: torch.Tensor, query_start_loc: torch.Tensor,
+                                  max_query_len: int, scale: float, k_scales: torch.Tensor | None = None,
+                                  v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """Attention for a batch whose sequences each bring at most ``max_query_len`` (small) new tokens."""
     num_tokens, num_heads, head_dim = query.shape
     num_seqs = block_tables.shape[0]
@@ -109,18 +101,10 @@ def paged_attention_short_queries(
     return out[rows[0], rows[1]].to(query.dtype)
 
 
-def paged_attention_chunks(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    max_query_len: int,
-    scale: float,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def paged_attention_chunks(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                           block_tables: torch.Tensor, context_lens: torch.Tensor, query_start_loc: torch.Tensor,
+                           max_query_len: int, scale: float, k_scales: torch.Tensor | None = None,
+                           v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """Attention for variable-length chunks (prefill): one SDPA call per sequence."""
     num_heads = query.shape[1]
     block_size = key_cache.shape[2]

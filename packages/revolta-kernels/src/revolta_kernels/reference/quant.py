@@ -71,6 +71,32 @@ def dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor
     return ((q.view(k // group_size, group_size, n) - z.unsqueeze(1)) * s.unsqueeze(1)).view(k, n)
 
 
+INT8_ACTIVATION_MAX_ROWS = 8  # calls of at most this many rows (decode) take int8 activations; larger ones keep theirs
+
+
+def int8_window(bits: int) -> int:
+    """Channels that share one int8 activation scale: 64 with 4-bit weights, 32 with 8-bit ones."""
+    return 64 if bits == 4 else 32
+
+
+def round_activations_int8(a: torch.Tensor, bits: int) -> torch.Tensor:
+    """``a`` with each row's windows of :func:`int8_window` consecutive channels rounded to int8 with one symmetric
+    scale (amax / 127), computed in float32 and returned in ``a``'s dtype: the rounding of the skinny kernels' int8
+    activations (whose windows are the kernel's K steps, at most this wide). All-zero windows stay zero."""
+    window, k = int8_window(bits), a.shape[-1]
+    af = torch.nn.functional.pad(a.float(), (0, (-k) % window)).unflatten(-1, (-1, window))
+    scale = af.abs().amax(dim=-1, keepdim=True) / 127
+    q = torch.where(scale > 0, torch.round(af / torch.where(scale > 0, scale, 1.0)).clamp(-127, 127) * scale, 0.0)
+    return q.flatten(-2)[..., :k].to(a.dtype)
+
+
+def activations(a: torch.Tensor, bits: int, int8_activations: bool) -> torch.Tensor:
+    """What a quantized GEMM multiplies: ``a`` rounded by :func:`round_activations_int8` for an ``int8_activations``
+    call of at most ``INT8_ACTIVATION_MAX_ROWS`` rows, else ``a`` itself."""
+    rows = a.numel() // a.shape[-1] if a.shape[-1] else 0
+    return round_activations_int8(a, bits) if int8_activations and rows <= INT8_ACTIVATION_MAX_ROWS else a
+
+
 def quant_matmul(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, bits: int,
                  group_size: int, zero_offset: int = 0) -> torch.Tensor:
     """``x @ dequantize(...)`` computed in float32, returned in ``x``'s dtype."""

@@ -14,13 +14,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, is_neox: bool
     return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
 
 
-def rotary_embedding(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, cos_sin_cache: torch.Tensor,
+                     is_neox: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate the first ``rot_dim`` channels of each head of ``query`` and ``key``.
 
     Args:
@@ -43,19 +38,10 @@ def rotary_embedding(
     return out[0], out[1]
 
 
-def rotary_and_cache(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def rotary_and_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                     slot_mapping: torch.Tensor, k_scales: torch.Tensor | None = None,
+                     v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`rotary_embedding` of query and key, then :func:`~revolta_kernels.reference.reshape_and_cache`
     of the rotated key and ``value``; returns the rotated query (the rotated key lives in the cache)."""
     from revolta_kernels.reference.cache import reshape_and_cache
@@ -65,23 +51,12 @@ def rotary_and_cache(
     return q
 
 
-def qk_norm_rotary_and_cache(
-    positions: torch.Tensor,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    q_norm_weight: torch.Tensor,
-    k_norm_weight: torch.Tensor,
-    eps: float,
-    zero_centered: bool,
-    cos_sin_cache: torch.Tensor,
-    is_neox: bool,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    k_scales: torch.Tensor | None = None,
-    v_scales: torch.Tensor | None = None,
-) -> torch.Tensor:
+def qk_norm_rotary_and_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             q_norm_weight: torch.Tensor, k_norm_weight: torch.Tensor, eps: float, zero_centered: bool,
+                             cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor,
+                             value_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                             k_scales: torch.Tensor | None = None,
+                             v_scales: torch.Tensor | None = None) -> torch.Tensor:
     """Per-head RMSNorm of query and key (Qwen3 / Qwen3.5 q/k norms), then :func:`rotary_and_cache`."""
     from revolta_kernels.reference.norm import rms_norm
 

@@ -23,7 +23,6 @@
 
 #include "attention.cuh"
 #include "decode_merge.cuh"
-#include "quant_gemv_probe.cuh"
 #include "rotary.cuh"
 #include "weight_load.cuh"
 
@@ -32,7 +31,7 @@ namespace revolta {
 // GC: query heads per KV head, rounded up to a power of two (1..8); NT_: threads (128, or 256 for the wide
 // variant: twice the key rows per pass, so a tile holds twice the keys at the same work per thread).
 template <int D, int GC, int NT_ = 128>
-struct LightDecodeCfg {
+struct VecDecodeCfg {
   static constexpr int NT = NT_;
   static constexpr int TPK = D / 8;  // threads per key row, 16 bytes each
   static constexpr int KP = NT / TPK;  // key rows per pass of the block
@@ -44,7 +43,7 @@ struct LightDecodeCfg {
 
 // Tag of load_half's two halves of a K/V tile (keys or values).
 template <bool KEYS>
-struct LightKvHalf {
+struct VecKvHalf {
   static constexpr bool value = KEYS;
 };
 
@@ -72,11 +71,11 @@ __device__ __forceinline__ float row_reduce_scatter(float (&v)[V], int c) {
 }
 
 template <int D, int GC, int NT = 128>
-__device__ const int decode_light_smem_bytes = LightDecodeCfg<D, GC, NT>::SMEM_BYTES;
+__device__ const int decode_vec_smem_bytes = VecDecodeCfg<D, GC, NT>::SMEM_BYTES;
 
 template <int D, int GC, bool ROPE, int NT = 128>
-__global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams p, const DecodeRope r) {
-  using C = LightDecodeCfg<D, GC, NT>;
+__global__ void __launch_bounds__(NT) paged_decode_vec_kernel(const AttnParams p, const DecodeRope r) {
+  using C = VecDecodeCfg<D, GC, NT>;
   constexpr int TPK = C::TPK, KP = C::KP, U = C::U, KT = C::KT;
   // Keys per reduce-scatter of the scores: 2 where 2 x GC values fit a key row's lanes, else 1.
   constexpr int PK = 2 * GC <= TPK ? 2 : 1;
@@ -100,8 +99,6 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
     pdl_wait();
     return;
   }
-  GEMV_PROBE_DECL  // -DREVOLTA_GEMV_PROBE builds: start, before / after the wait, q in, tiles done, exit
-  GEMV_PROBE(0);
   const int kbeg = split * slen, kend = min(ctx, kbeg + slen);
   const int* table = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
   const size_t block_stride = static_cast<size_t>(p.num_kv_heads) * p.block_size * D;
@@ -160,8 +157,8 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
       }
     }
   };
-  using Keys = LightKvHalf<true>;
-  using Values = LightKvHalf<false>;
+  using Keys = VecKvHalf<true>;
+  using Values = VecKvHalf<false>;
   load_half(kbeg, false, Keys{});
   load_half(kbeg, false, Values{});
   if (tid < GC) {
@@ -169,12 +166,8 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
     sL[tid] = 0.f;
   }
 
-  GEMV_PROBE(1);
   pdl_wait();
-#if !defined(REVOLTA_LIGHT_LATE_TRIGGER)  // build-time A/B switch: the o projection's early start vs contention
   pdl_trigger();
-#endif
-  GEMV_PROBE(2);
   if constexpr (ROPE) {  // rotate the query rows and the newest key once per block (rotary.cuh's arithmetic)
     auto rot = [&](const __half* row, int d) -> __half {
       return __float2half_rn(rotate_one(row, sCS, d, r.rot_dim, r.neox != 0));
@@ -222,9 +215,6 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
       qf[g][2 * i + 1] = f.y;
     }
   }
-#if !defined(REVOLTA_ATTN_PROBE_QK)
-  GEMV_PROBE(3);
-#endif
   float o[GC][8];
 #pragma unroll
   for (int g = 0; g < GC; ++g)
@@ -267,9 +257,6 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
         sS[g * KT + kg + j * KP] = k < kend ? sum * p.scale_log2 : -INFINITY;
       }
     }
-#if defined(REVOLTA_ATTN_PROBE_QK)  // probe builds: point 3 when thread 0's first scores (q and K in) are done
-    if (base == kbeg) GEMV_PROBE(3);
-#endif
     if (base + KT < kend) load_half(base + KT, true, Keys{});
     __syncthreads();
     // Online softmax, one warp per head.
@@ -322,10 +309,6 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
     __syncthreads();  // sS and sAlpha are rewritten by the next tile
   }
 
-#if defined(REVOLTA_LIGHT_LATE_TRIGGER)
-  pdl_trigger();
-#endif
-  GEMV_PROBE(4);
 #pragma unroll
   for (int g = 0; g < GC; ++g) {
     float4* dst = reinterpret_cast<float4*>(sO + (kg * GC + g) * D + c * 8);
@@ -355,7 +338,6 @@ __global__ void __launch_bounds__(NT) paged_decode_light_kernel(const AttnParams
     }
   }
   if (n_active > 1) merge_splits<D, C::NT>(p, blockIdx.x, n_active, 0, group, q0, kvh, group, sS, C::SMEM_BYTES / 4);
-  GEMV_PROBE_END(-D, n_active);  // N < 0 marks the attention's records
 }
 
 }  // namespace revolta

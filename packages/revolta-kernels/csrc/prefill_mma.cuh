@@ -1,5 +1,5 @@
 // Paged prefill with S and P kept in registers (FlashAttention-2 style), for GPUs whose WMMA fragments
-// follow the layout of frag_layout.cuh (the host checks it; elsewhere prefill.cuh runs).
+// follow the layout of mma_layout.cuh (the host checks it; elsewhere prefill.cuh runs).
 //
 // A block has WM warps of RF x 16 packed rows (query token x query head of the KV head's group) and walks
 // the keys in tiles of BN tokens that all threads stage through registers (one tile ahead) into fp16
@@ -17,12 +17,12 @@
 #include <mma.h>
 #include "attention.cuh"
 #include "pdl.cuh"
-#include "frag_layout.cuh"
+#include "mma_layout.cuh"
 
 namespace revolta {
 
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
-struct PrefillFragCfg {
+struct PrefillMmaCfg {
   static constexpr int NT = 32 * WM;
   static constexpr int RW = 16 * RF;  // rows per warp
   static constexpr int BM = RW * WM;  // rows per block
@@ -40,7 +40,7 @@ struct PrefillFragCfg {
 };
 
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF>
-__device__ const int prefill_frag_smem_bytes = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>::SMEM_BYTES;
+__device__ const int prefill_mma_smem_bytes = PrefillMmaCfg<D, KIND, WM, RF, BN, DBUF>::SMEM_BYTES;
 
 template <bool B>
 struct PrefillBool {
@@ -49,13 +49,13 @@ struct PrefillBool {
 
 template <int D, int KIND, int WM, int RF, int BN, bool DBUF, int MINB, bool QREG, int SPLIT = 0>
 __global__ void __launch_bounds__(32 * WM, MINB)
-paged_prefill_frag_kernel(const AttnParams p) {
+paged_prefill_mma_kernel(const AttnParams p) {
   // Programmatic dependent launch (pdl.cuh): everything this kernel reads (q, the caches, the block
   // tables and lengths) may come from the kernels before it, so it waits first, on every path.
   pdl_wait();
   pdl_trigger();
   using namespace nvcuda;
-  using C = PrefillFragCfg<D, KIND, WM, RF, BN, DBUF>;
+  using C = PrefillMmaCfg<D, KIND, WM, RF, BN, DBUF>;
   constexpr int NJ = BN / 16, ND = D / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   __half* sQ = reinterpret_cast<__half*>(smem);

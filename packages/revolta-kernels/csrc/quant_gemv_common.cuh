@@ -27,7 +27,7 @@ __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, i
 template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
 
-// QuantGemmParams::flags of the split-K-free kernel (quant_gemv_full.cuh; tune gemv_flags; quant_gemv_kernel
+// QuantGemmParams::flags of the split-K-free kernel (quant_gemv_whole_k.cuh; tune gemv_flags; quant_gemv_kernel
 // ignores them):
 // kGemvFlagEarlyTrigger: pdl_trigger() at the very start instead of right after pdl_wait(), so the next kernel
 // is launched (and may stream its weights into free slots) while this one still waits;
@@ -35,13 +35,13 @@ __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGem
 // instead of a block barrier; act = 2 loads x, the residual and the norm weight together and applies the
 // 1 / rms to the finished sums, so no barrier waits for the whole-K sum of squares); without it act 2 sums h^2
 // over K first (gemv_norm_rows) and stages the normalized rows in a second pass;
-// kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_full.cuh); kGemvFlagFull16Plain:
+// kGemvFlagFull16: the split-K-free kernel in its 16-column shape (quant_gemv_whole_k.cuh); kGemvFlagFull16Plain:
 // the same for act 0 only (with act 2 every block repeats the whole-K norm pass, so narrower blocks double it).
 constexpr int kGemvFlagEarlyTrigger = 1;
 constexpr int kGemvFlagOnePass = 2;
-constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_full.cuh)
+constexpr int kGemvFlagFull16 = 4;       // the split-K-free kernel with 16-column blocks (quant_gemv_whole_k.cuh)
 constexpr int kGemvFlagFull16Plain = 8;  // the same, only for calls without the fused norm (act != 2)
-constexpr int kGemvFlagInt8X = 16;       // skinny calls: int8 activations, dp4a (quant_gemv_xq.cuh)
+constexpr int kGemvFlagInt8X = 16;       // skinny calls: int8 activations, dp4a (quant_gemv_dp4a.cuh)
 
 // act = 2: 8 elements of h = x + residual from element 8 c of row m (fp32 add rounded to fp16, as
 // revolta::fused_add_rms_norm); x alone without a residual.
@@ -166,7 +166,7 @@ __device__ __forceinline__ int gemv_order_at(const XRow& packed, int i) {
 }
 
 // Where the act-order staging reads the channels: global memory (through L2), or copies the block made in shared
-// memory first (quant_gemv_full_kernel: each of its blocks gathers the whole K, which from L2 costs a 32-byte
+// memory first (quant_gemv_whole_k_kernel: each of its blocks gathers the whole K, which from L2 costs a 32-byte
 // sector per 2-byte element).
 enum GatherFrom { kGatherNone = 0, kGatherGlobal = 1, kGatherShared = 2 };
 

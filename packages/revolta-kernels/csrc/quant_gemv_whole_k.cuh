@@ -1,7 +1,7 @@
 // Split-K-free skinny int4 GEMV for short K (decode, M <= 2; K <= 4096, K % 1024 == 0, group 128): the
 // "whole slice in registers" variant of quant_gemv_kernel for the 4096-class projections (q/k/v, o).
 //
-// Block = 8 warps over 32 columns (quant_gemv_full_cols): a lane owns 4 columns of one row group (8 lanes
+// Block = 8 warps over 32 columns (quant_gemv_whole_k_cols): a lane owns 4 columns of one row group (8 lanes
 // per packed row, 4 row groups per warp), warp w owns packed rows [w K/64, (w + 1) K/64), so every block
 // covers the whole K of its columns and no split-K partials, fences or arrival counters exist. Before the
 // PDL wait each lane issues the loads of ALL its weights (16 x 16 bytes at K = 4096) and of its 4 groups'
@@ -18,17 +18,17 @@
 
 namespace revolta {
 
-constexpr int quant_gemv_full_cols = 32;  // columns per block
+constexpr int quant_gemv_whole_k_cols = 32;  // columns per block
 constexpr int kGemvFullWarps = 8;
 constexpr int kGemvFullLoads = 16;  // packed rows per lane: K = 4096 at most (8 warps x 4 row groups x 16)
 
 __host__ __device__ constexpr int gemv_full_smem_bytes(int mt, int k) {
   const int x_bytes = mt * k * 2;
-  const int red_bytes = kGemvFullWarps * mt * quant_gemv_full_cols * 4;
+  const int red_bytes = kGemvFullWarps * mt * quant_gemv_whole_k_cols * 4;
   return x_bytes > red_bytes ? x_bytes : red_bytes;
 }
 template <int MT>
-__device__ const int quant_gemv_full_max_smem = gemv_full_smem_bytes(MT, 4096);
+__device__ const int quant_gemv_whole_k_max_smem = gemv_full_smem_bytes(MT, 4096);
 
 // The act-order instantiation's shared memory: the staged rows, then x (or h) of every row in channel order and
 // the norm weight (gemv_full_gather_copy).
@@ -38,7 +38,7 @@ __host__ __device__ constexpr int gemv_full_gather_smem_bytes(int mt, int k) {
   return copies > base ? copies : base;
 }
 template <int MT>
-__device__ const int quant_gemv_full_gather_max_smem = gemv_full_gather_smem_bytes(MT, 4096);
+__device__ const int quant_gemv_whole_k_gather_max_smem = gemv_full_gather_smem_bytes(MT, 4096);
 
 // After the PDL wait, the act-order kernel's copies (whole block, one barrier): x[m, :] (act 2: h = x + residual,
 // rounded as the contiguous staging rounds it, and stored to h_out by block 0) for m < MT (zeros past M) and the
@@ -80,10 +80,10 @@ __device__ __forceinline__ QuantGemmParams gemv_full_gather_copy(const QuantGemm
 // the plain store; the block's columns follow gemv_rope_col.
 // GATHER: the act-order instantiation (p.x_order set; gemv_stage_gather). A separate kernel because the gather's
 // registers, beside every weight of the lane held since before the PDL wait, cost the plain kernel spills.
-// XQ (16 columns, no gather): int8 activations and dp4a dot products (quant_gemv_xq.cuh), one activation scale per
+// XQ (16 columns, no gather): int8 activations and dp4a dot products (quant_gemv_dp4a.cuh), one activation scale per
 // weight group; the lanes of row group 0 apply the group's zero-point term for all eight.
-template <int MT, int COLS = quant_gemv_full_cols, bool ROPE = false, bool GATHER = false, bool XQ = false>
-__global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_full_kernel(QuantGemmParams p) {
+template <int MT, int COLS = quant_gemv_whole_k_cols, bool ROPE = false, bool GATHER = false, bool XQ = false>
+__global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant_gemv_whole_k_kernel(QuantGemmParams p) {
   static_assert(COLS == 16 || COLS == 32, "16 or 32 columns per block");
   static_assert(!XQ || (COLS == 16 && !GATHER), "int8 activations: 16 columns, no gather");
   static_assert(!ROPE || COLS == 16, "the rotary epilogue pairs the channels of 16-column blocks");
@@ -93,8 +93,6 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   constexpr int NG = L * RG / GR;  // groups a lane's rows touch (4)
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   __shared__ float norm_inv[MT];
-  GEMV_PROBE_DECL
-  GEMV_PROBE(0);
   if (p.flags & kGemvFlagEarlyTrigger) pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -134,10 +132,8 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   if constexpr (ROPE) {
     if (warp == 0) gemv_rope_prefetch(p, rope_sh.st, lane);
   }
-  GEMV_PROBE(1);
   pdl_wait();  // x comes from the previous kernel; out may still be in its use
   pdl_trigger();
-  GEMV_PROBE(2);
   uint4* xs = reinterpret_cast<uint4*>(gemv_smem);
   const bool onepass = GATHER || (p.flags & kGemvFlagOnePass) != 0;  // act-order always stages per warp
   const bool deferred_norm = onepass && p.act == 2;  // 1 / rms applied to the sums (gemv_stage_warp)
@@ -188,7 +184,6 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
     for (int m = 0; m < MT; ++m) gemv_quantize_rows<GR>(xs + m * rows, rpw, lane, row_of);
     __syncwarp();
   }
-  GEMV_PROBE(3);
 
   float acc[MT][4];
 #pragma unroll
@@ -274,7 +269,6 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
   __shared__ float warp_ss[WARPS][MT];
   if (deferred_norm) gemv_warp_norm_out(wn.ss, wn, acc, warp_ss);
   __syncthreads();  // the staged x is dead
-  GEMV_PROBE(4);
   float* red = reinterpret_cast<float*>(gemv_smem);  // [WARPS][MT][COLS]
   if (rg == 0) {
 #pragma unroll
@@ -305,7 +299,6 @@ __global__ void __launch_bounds__(kGemvFullWarps * 32, COLS == 16 ? 3 : 2) quant
       p.out[static_cast<size_t>(m) * p.N + n] = __float2half_rn(v);
     }
   }
-  GEMV_PROBE_END(p.N, p.K);
 }
 
 }  // namespace revolta

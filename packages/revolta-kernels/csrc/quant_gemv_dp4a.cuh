@@ -1,4 +1,4 @@
-// Integer dot products for the skinny int4 / int8 GEMVs (quant_gemv.cuh and quant_gemv_full.cuh, XQ = true): the
+// Integer dot products for the skinny int4 / int8 GEMVs (quant_gemv.cuh and quant_gemv_whole_k.cuh, XQ = true): the
 // staged activations of each step are quantized to int8 (one symmetric scale per step of U packed rows, which lies
 // inside one weight group), and the weights are multiplied with them by dp4a (sm_61 and newer, so Volta too): 8
 // nibbles in 4 instructions (two LOP3, two dp4a) instead of the 12 of the fp16 path (four LOP3, four HSUB2 / HFMA2 to
@@ -10,7 +10,7 @@
 
 #include "common.cuh"
 #include "quant_common.cuh"
-#include "quant_gemv_stage.cuh"
+#include "quant_gemv_common.cuh"
 
 namespace revolta {
 

@@ -1,7 +1,7 @@
 // Paged decode for one-byte KV caches (int8, fp8 e4m3/e5m2) with the cache bytes dequantised straight
 // into tensor-core fragments: no shared-memory staging and no block-wide barrier until the final merge.
 //
-// Needs the fragment layout of frag_layout.cuh (the host checks it; elsewhere decode.cuh runs). A block
+// Needs the fragment layout of mma_layout.cuh (the host checks it; elsewhere decode.cuh runs). A block
 // owns (sequence, KV head, 16-row tile, context split); rows pack (query token, query head of the group)
 // as in decode.cuh. Each warp walks its own 16-key steps (w, w + NW, ...) with a private online softmax
 // and output, keeping STAGES steps of loads in flight, so warps never wait for one another; they merge
@@ -25,12 +25,12 @@
 #include <mma.h>
 #include "attention.cuh"
 #include "decode_merge.cuh"
-#include "frag_layout.cuh"
+#include "mma_layout.cuh"
 
 namespace revolta {
 
 template <int D, int NW, bool ROWS8>
-struct DecodeFragCfg {
+struct DecodeMmaCfg {
   static_assert(D == 64 || D == 128, "frag decode: head_dim 64 or 128");
   static constexpr int NT = 32 * NW;
   static constexpr int KCH = D / 64;  // 16-byte K chunks per key per lane
@@ -43,7 +43,7 @@ struct DecodeFragCfg {
 };
 
 template <int D, int NW, bool ROWS8>
-__device__ const int decode_frag_smem_bytes = DecodeFragCfg<D, NW, ROWS8>::SMEM_BYTES;
+__device__ const int decode_mma_smem_bytes = DecodeMmaCfg<D, NW, ROWS8>::SMEM_BYTES;
 
 template <int D, int KIND>
 struct DecodeFragStage {
@@ -75,9 +75,9 @@ __device__ __forceinline__ void prefetch_l2(const void* ptr) {
 
 template <int D, int KIND, int NW, int STAGES, int MINB, bool ROWS8, bool PREFETCH>
 __global__ void __launch_bounds__(32 * NW, MINB)
-paged_decode_frag_kernel(const AttnParams p) {
+paged_decode_mma_kernel(const AttnParams p) {
   using namespace nvcuda;
-  using C = DecodeFragCfg<D, NW, ROWS8>;
+  using C = DecodeMmaCfg<D, NW, ROWS8>;
   using Stage = DecodeFragStage<D, KIND>;
   constexpr int KCH = C::KCH, VW = C::VW, NJ = C::NJ;
   extern __shared__ __align__(128) unsigned char smem[];

@@ -1,7 +1,7 @@
-// The tensor-core fragment layout that the "frag" attention kernels (decode_frag.cuh, prefill_frag.cuh)
+// The tensor-core fragment layout that the "mma" attention kernels (decode_mma.cuh, prefill_mma.cuh)
 // rely on, and the probe kernel that checks it on the running GPU.
 //
-// WMMA leaves the mapping of fragment elements to matrix (row, column) unspecified. The frag kernels use
+// WMMA leaves the mapping of fragment elements to matrix (row, column) unspecified. The mma kernels use
 // one concrete mapping for 16x16x16 f16 WMMA (the register layout of mma.m16n8k16, which nvcc uses for
 // WMMA on sm_80 and later). With g = lane / 4 and t = lane % 4, element i of
 //   accumulator (float) and matrix_a (row-major):  row g + 8 * ((i >> 1) & 1),  col 2t + (i & 1) + 8 * (i >> 2)
@@ -11,7 +11,7 @@
 // (no shared-memory round trip), rows are reduced with two quad shuffles, and cache bytes can be
 // dequantised straight into matrix_b fragments. The code is plain WMMA, so it compiles (and is
 // checked) for sm_70 too; but Volta's HMMA.884 fragments are laid out differently, so the host runs
-// wmma_layout_probe_kernel once per device (revolta_frag_layout_probe) and launches the frag kernels
+// wmma_layout_probe_kernel once per device (revolta_mma_layout_probe) and launches the mma kernels
 // only where every fragment type matches. Everywhere else the generic kernels run.
 #pragma once
 
@@ -32,7 +32,7 @@ __host__ __device__ constexpr int frag_b_k(int lane, int i) { return 2 * (lane &
 __host__ __device__ constexpr int frag_b_n(int lane, int i) { return (lane >> 2) + 8 * (i >> 2); }
 
 // f16 fragments are declared with 16 halves (8 registers) on every arch, but under the layout above the
-// MMA reads only the first four words (elements 0..7). The frag kernels write those four words and
+// MMA reads only the first four words (elements 0..7). The mma kernels write those four words and
 // repeat them in words 4..7, so a fragment stays valid if an arch reads either copy; the probe runs an
 // MMA on fragments built exactly this way.
 template <typename Frag>
@@ -66,7 +66,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 __device__ __forceinline__ float probe_a(int r, int k) { return static_cast<float>((r * 3 + k * 5) % 7 - 3); }
 __device__ __forceinline__ float probe_b(int k, int n) { return static_cast<float>((k * 2 + n * 3) % 5 - 2); }
 
-// One warp. out[0] = 1 when the GPU's fragments behave as the frag kernels assume: the accumulator loads
+// One warp. out[0] = 1 when the GPU's fragments behave as the mma kernels assume: the accumulator loads
 // in the layout above (num_elements 8), and MMAs on fragments built by hand with frag_set_words (A with
 // column-/row-major B, and hand-built A with a row-major B loaded by load_matrix_sync, as prefill's P V
 // does) produce the right products in that layout. out[1 + 512 * f + 16 * lane + i] = what element i of
