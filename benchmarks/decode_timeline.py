@@ -5,19 +5,8 @@ kernel starts before the previous one ends. Here the step's kernels are sorted b
 charged the time from the previous kernel's end to its own (the first one: its whole duration), so the
 charges add up to the replay's span and show which kernels lengthen the step, and by how much.
 
-``--probe`` (a native library built with ``-DREVOLTA_GEMV_PROBE``, e.g. by ``scripts/build_lib.sh``) reads instead
-the in-kernel records of the skinny quantized GEMVs and the light decode attention of one replay: when each
-probed kernel's blocks start, pass their PDL wait and finish. Launches are grouped (a launch's blocks all exit
-before any block of the next launch of the same kernel does) and each is described against the previous probed
-launch's last exit ("prev_end"; the attention's previous probed launch is the qkv GEMV, so the rotary kernel
-between them is inside its figures): ``release_us`` (its first block's wait return after prev_end, the
-hand-off), ``post_wait_us`` (its last exit after that), ``path_us`` (its last exit after prev_end: what it adds
-to the step) and phase medians over blocks (staged, main loop, exit) from clock64.
-
 Usage (on a GPU machine, dummy weights):
     python benchmarks/decode_timeline.py --config benchmarks/configs/llama-3.1-8b-awq --out bench_out/timeline.json
-    xz -dc .devcarry/probe.so.xz >/tmp/probe.so   # from scripts/build_lib.sh probe -DREVOLTA_GEMV_PROBE
-    REVOLTA_NATIVE_LIB=/tmp/probe.so python benchmarks/decode_timeline.py --probe
 """
 
 from __future__ import annotations
@@ -32,7 +21,6 @@ from pathlib import Path
 
 import torch
 from common.e2e import decode_rate, event_ms
-from common.gemv_probe import describe, launches, probe_available, read_step_probe
 
 from revolta_engine import LLM, SamplingParams
 
@@ -97,36 +85,16 @@ def captured_step(llm: LLM):
     return graphs.graphs[graphs.last_bucket].replay
 
 
-def probe_step(replay) -> dict:
-    """The probe's description of one replay of the captured step, after three warm-up replays."""
-    assert probe_available(), "--probe needs a native library built with -DREVOLTA_GEMV_PROBE"
-    for _ in range(3):
-        replay()
-    torch.cuda.synchronize()
-    read_step_probe()  # drop the warm-up records
-    replay()
-    torch.cuda.synchronize()
-    result = describe(launches(read_step_probe()))
-    for name, d in result.items():
-        print(f"{name:28s} " + " ".join(f"{k}={v}" for k, v in d.items()))
-    return result
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default="benchmarks/configs/llama-3.1-8b-awq")
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--probe", action="store_true", help="the in-kernel probe's records instead of the profiler's")
     ap.add_argument("--out", type=Path, default=Path("bench_out/decode_timeline.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     llm, prompt = build_llm(args.config, args.prompt_len)
-    if args.probe:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(probe_step(captured_step(llm)), indent=1))
-        return
     engine = llm.llm_engine
     model = engine.model
     rate = decode_rate(llm, prompt, args.output_len)

@@ -20,11 +20,8 @@ launch (PDL) off and on (``native_quant.set_pdl``):
 % of copy = bytes / time / copy bandwidth, bytes = weights (packed int4 + scales + zeros for AWQ) + activations in
 + output. The ceiling for a kernel in a dependent chain is chain_ceiling.py's.
 
-``probe``: with a native library built with ``-DREVOLTA_GEMV_PROBE`` (``scripts/build_lib.sh probe
--DREVOLTA_GEMV_PROBE``), where the time of PDL-chained M=1 AWQ GEMVs goes from inside the kernels
-(common/gemv_probe.py). ``ncu``: each decode-shape AWQ M=1 call launched ``--reps`` times on distinct weight
-copies, a small target for Nsight Compute (``ncu --kernel-name regex:quant_gemv python benchmarks/gemv_bench.py
-ncu``).
+``ncu``: each decode-shape AWQ M=1 call launched ``--reps`` times on distinct weight copies, a small target for
+Nsight Compute (``ncu --kernel-name regex:quant_gemv python benchmarks/gemv_bench.py ncu``).
 
     python benchmarks/gemv_bench.py run --sections awq,dense,llama8b --out bench_out/gemv_bench.json
 """
@@ -41,7 +38,6 @@ import torch.nn.functional as F
 from common import tuning
 from common.gemv import AWQ_SHAPES, DENSE_SHAPES, awq_bytes, awq_weights, both_pdl, copies, graph_us, l2_bytes
 from common.gemv_norm import awq_norm_section, dense_norm_section, llama8b_norm_section
-from common.gemv_probe import probe_available, probe_chains
 from common.timing import copy_gbs as copy_bandwidth
 
 import revolta_kernels
@@ -238,16 +234,6 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def probe(args: argparse.Namespace) -> dict:
-    """The probe's description of each chain (needs a probe build)."""
-    assert probe_available(), "the probe needs a native library built with -DREVOLTA_GEMV_PROBE"
-    native_quant.set_pdl(True)
-    applied = tuning.apply(args)
-    bw = copy_bandwidth()
-    print(f"copy {bw:.0f} GB/s", flush=True)
-    return {"copy_gbs": bw, "tuning": applied, **probe_chains(bw)}
-
-
 def ncu_target(args: argparse.Namespace) -> dict:
     """Each decode-shape AWQ M=1 call ``args.reps`` times on distinct weight copies (nothing timed)."""
     tuning.apply(args)
@@ -272,8 +258,7 @@ def ncu_target(args: argparse.Namespace) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    for name, fn, help_text in (("run", run, "the timed sections"), ("probe", probe, "the in-kernel probe"),
-                                ("ncu", ncu_target, "a target for Nsight Compute")):
+    for name, fn, help_text in (("run", run, "the timed sections"), ("ncu", ncu_target, "a target for Nsight Compute")):
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(fn=fn)
         p.add_argument("--out", type=Path, default=Path(f"bench_out/gemv_{name}.json"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build_lib.sh NAME ["CUDA FLAGS"] [ARCHS]: the native kernels of this tree built with nvcc for ARCHS (default 90)
-# and those extra flags (e.g. "-DREVOLTA_GEMV_PROBE" for the in-kernel probe), checked not to link libtorch,
+# and those extra flags (e.g. "-lineinfo" for source lines in Nsight Compute), checked not to link libtorch,
 # stripped and compressed into .devcarry/NAME.so.xz, so a device call can carry it and use it:
 #   scripts/gpu_verify.sh --lib .devcarry/NAME.so.xz        (or --compare-lib, for a before/after)
 # About 2 minutes on 2 cores for one arch.
