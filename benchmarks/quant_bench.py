@@ -9,8 +9,8 @@ as a decode step that reads every layer once does. ``--sweep`` first times every
 then reports the table with the best of each (``quant_tune`` in the JSON: what ``--quant-tune`` takes).
 ``llama8b_linear_decode`` times the seven projections of Llama-3.1-8B's 32 distinct layers at batch 1 (merged
 q/k/v and gate/up, AWQ g128) against the same fp16 matmuls: the weight-bound part of a decode step (attention,
-norms and lm_head excluded). ``--int8-activations`` and the other launch overrides of common/tuning.py apply to
-the whole run.
+norms and lm_head excluded). The launch overrides of common/tuning.py apply to everything it times, and
+``--int8-activations`` is the ``int8_activations`` argument of every quantized call.
 
 The skinny kernel is launched with programmatic dependent launch on sm_90+, so the graphs here measure
 back-to-back PDL launches. gemv_bench.py reports the same shapes with PDL off and on, isolated and as chains of
@@ -35,7 +35,8 @@ from common.gemv import AWQ_SHAPES as SHAPES
 from common.gemv import awq_bytes, awq_weights, copies
 
 import revolta_kernels
-from revolta_kernels import native_quant, ops_quant
+from revolta_kernels import ops_quant
+from revolta_kernels import tuning as kernel_tuning
 from revolta_kernels.reference import quant as ref_quant
 
 # (warps per block, rows per step, split policy: 1 = one wave floor / 0 = balanced whole waves, deferred scale)
@@ -56,24 +57,27 @@ def graph_us(calls: list, min_calls: int = 40, reps: int = 10) -> float:
 
 
 class Shape:
-    """One (K, N) problem with a hot weight set, enough copies for cold timing, and activations."""
+    """One (K, N) problem with a hot weight set, enough copies for cold timing, and activations; every quantized
+    call passes ``int8_activations``."""
 
-    def __init__(self, k: int, n: int) -> None:
+    def __init__(self, k: int, n: int, int8_activations: bool) -> None:
         self.k, self.n = k, n
+        self.a8 = {"int8_activations": int8_activations}
         self.sets = [awq_weights(k, n) for _ in range(copies(awq_bytes(k, n)))]
         self.x = {m: torch.randn(m, k, device="cuda").half() for m in (1, 4, 8, 64)}
-        self.ref = {m: (x.float() @ ref_quant.dequantize(*self.sets[0], 4, 128, 0)) for m, x in self.x.items()}
+        w = ref_quant.dequantize(*self.sets[0], 4, 128, 0)
+        self.ref = {m: ref_quant.activations(x, 4, int8_activations).float() @ w for m, x in self.x.items()}
 
     def rel_error(self, m: int) -> float:
         """Relative L2 error of the current launch plan against the float32 reference (NaN if unwritten)."""
-        got = ops_quant.quant_matmul(self.x[m], *self.sets[0], 4, 128, 0).float()
+        got = ops_quant.quant_matmul(self.x[m], *self.sets[0], 4, 128, 0, **self.a8).float()
         err = float(torch.linalg.norm(got - self.ref[m]) / torch.linalg.norm(self.ref[m]))
         return err if math.isfinite(err) else math.inf
 
     def skinny_us(self, m: int, cold: bool) -> float:
         x = self.x[m]
         sets = self.sets if cold else self.sets[:1]
-        return graph_us([lambda s=s: ops_quant.quant_matmul(x, *s, 4, 128, 0) for s in sets])
+        return graph_us([lambda s=s: ops_quant.quant_matmul(x, *s, 4, 128, 0, **self.a8) for s in sets])
 
     def dense_us(self, cold: bool) -> float:
         count = min(copies(self.k * self.n * 2), 8) if cold else 1
@@ -85,7 +89,8 @@ class Shape:
 
     def gemm_tflops(self, m: int = 4096) -> float:
         xb = torch.randn(m, self.k, device="cuda").half()
-        ms = time_ms(lambda: ops_quant.quant_matmul(xb, *self.sets[0], 4, 128, 0), reps=6, inner=2, warmup=2)
+        ms = time_ms(lambda: ops_quant.quant_matmul(xb, *self.sets[0], 4, 128, 0, **self.a8), reps=6, inner=2,
+                     warmup=2)
         return 2 * m * self.k * self.n / ms / 1e9
 
     def dense_gemm_tflops(self, m: int = 4096) -> float:
@@ -99,7 +104,7 @@ def sweep(shapes: list[Shape], copy_gbs: float) -> dict:
     gemv: dict[str, dict] = {}
     for w, u, waves, defer in GEMV_VARIANTS:
         # Tuning call site (as common/tuning.py): each swept launch plan, process-wide until the next call.
-        native_quant.tune(w, u, waves, gemv_defer=defer)
+        kernel_tuning.quant_tune(w, u, waves, gemv_defer=defer)
         row, worst = {}, 0.0
         for sh in shapes:
             worst = max(worst, sh.rel_error(1), sh.rel_error(8))
@@ -114,21 +119,21 @@ def sweep(shapes: list[Shape], copy_gbs: float) -> dict:
               flush=True)
     gemm: dict[str, dict] = {}
     for v in GEMM_VARIANTS:
-        native_quant.tune(gemm_variant=v)
+        kernel_tuning.quant_tune(gemm_variant=v)
         gemm[str(v)] = {f"{sh.k}x{sh.n}": sh.gemm_tflops() for sh in shapes}
         if not all(sh.rel_error(64) < 5e-3 for sh in shapes):  # a wrong variant is never "best"
             gemm[str(v)] = {key: 0.0 for key in gemm[str(v)]}
         print(f"gemm variant {v}: " + " ".join(f"{t:.0f}" for t in gemm[str(v)].values()), flush=True)
-    native_quant.tune()
+    kernel_tuning.quant_tune()
     best_gemm = max(gemm, key=lambda v: statistics.geometric_mean(gemm[v].values()))
     return {"skinny_frac_copy_cold": gemv, "gemm_tflops": gemm, "best_gemm_variant": int(best_gemm)}
 
 
-def llama8b_decode() -> dict:
+def llama8b_decode(int8_activations: bool) -> dict:
     layer = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)]  # qkv, o, gate_up, down
     quant = [[awq_weights(k, n) for k, n in layer] for _ in range(32)]
     xs = {k: torch.randn(1, k, device="cuda").half() for k, _ in layer}
-    calls = [lambda k=k, w=w: ops_quant.quant_matmul(xs[k], *w, 4, 128, 0)
+    calls = [lambda k=k, w=w: ops_quant.quant_matmul(xs[k], *w, 4, 128, 0, int8_activations=int8_activations)
              for lw in quant for (k, _n), w in zip(layer, lw, strict=True)]
     q_ms = graph_us(calls, reps=10) * len(calls) / 1e3
     del quant
@@ -152,7 +157,8 @@ def main() -> None:
                     "l2_bytes": torch.cuda.get_device_properties(0).L2_cache_size, "shapes": [],
                     "tuning": tuning.apply(args)}
     print(f"copy bandwidth {copy_gbs:.0f} GB/s, fp16 matmul {mm:.0f} TFLOP/s", flush=True)
-    shapes = [Shape(k, n) for k, n in SHAPES]
+    int8 = tuning.int8_activations(args)
+    shapes = [Shape(k, n, int8) for k, n in SHAPES]
     if args.sweep:
         result["sweep"] = sweep(shapes, copy_gbs)
         best = max(result["sweep"]["skinny_frac_copy_cold"].items(), key=lambda kv: kv[1]["geomean"])[0]
@@ -165,7 +171,7 @@ def main() -> None:
         print(f"best: skinny warps,rows,policy,defer = {best}; GEMM variant {variant}", flush=True)
     for sh in shapes:
         row: dict = {"K": sh.k, "N": sh.n, "bits": 4, "group": 128,
-                     "m1_plan": native_quant.plan(1, sh.n, sh.k, 4, 128, torch.device("cuda"))}
+                     "m1_plan": kernel_tuning.quant_plan(1, sh.n, sh.k, 4, 128, torch.device("cuda"), int8)}
         for cold in (False, True):
             tag = "cold" if cold else "hot"
             us = sh.skinny_us(1, cold)
@@ -188,7 +194,7 @@ def main() -> None:
               f"({100 * row['m4096_frac_matmul']:.0f}% of matmul; dense {row['m4096_fp16_tflops']:.0f})", flush=True)
     del shapes
     torch.cuda.empty_cache()
-    result["llama8b_linear_decode"] = llama8b_decode()
+    result["llama8b_linear_decode"] = llama8b_decode(int8)
     print("llama8b linear decode:", result["llama8b_linear_decode"], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from common.timing import capture, time_ms
-from revolta_kernels import native_quant
+from revolta_kernels import tuning as kernel_tuning
 
 # (K, N) of the AWQ g128 decode GEMVs: Llama-3.1-8B's MLP pair and o projection, Qwen2.5-32B's MLP pair
 AWQ_SHAPES = [(4096, 14336), (14336, 4096), (4096, 4096), (5120, 27648), (27648, 5120)]
@@ -51,7 +51,7 @@ def both_pdl(build) -> dict:
     """``build()`` -> list of callables; per-call us with PDL off and on (captured separately)."""
     out = {}
     for on in (False, True):
-        native_quant.set_pdl(on)
+        kernel_tuning.set_pdl(on)
         out["pdl" if on else "nopdl"] = graph_us(build())
-    native_quant.set_pdl(True)
+    kernel_tuning.set_pdl(True)
     return out

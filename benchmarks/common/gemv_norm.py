@@ -9,7 +9,8 @@ import json
 import torch
 
 from common.gemv import DENSE_SHAPES, awq_weights, both_pdl, copies, graph_us
-from revolta_kernels import native_quant, ops, ops_quant
+from revolta_kernels import ops, ops_quant
+from revolta_kernels import tuning as kernel_tuning
 
 NORM_SHAPES = [(6144, 4096, "llama qkv"), (28672, 4096, "llama gate_up"), (12352, 2048, "qwen3.5 gdn in_proj"),
                (9216, 2048, "qwen3.5 attn qkv")]  # (N, K): the projections a pre-norm feeds
@@ -31,7 +32,7 @@ def _norm_calls(ws, g, state, fused: bool, chain: bool, k: int):
             def call(w=w):
                 x = state["y"][:, :k] if chain else state["x"]
                 normed, h = ops.fused_add_rms_norm(x, state["h"], g, NORM_EPS, True)
-                state["y"] = ops_quant.dense_linear(normed, w, False)
+                state["y"] = ops_quant.dense_linear(normed, w)
                 if chain:
                     state["h"] = h
         calls.append(call)
@@ -95,15 +96,15 @@ def llama8b_norm_section(copy_gbs: float, layers: int = 32) -> dict:
             st[dst], st["h"] = ops_quant.dense_linear_add_rms_norm(st["x"], st["h"], gw, NORM_EPS, False, w)
         else:
             normed, st["h"] = ops.fused_add_rms_norm(st["x"], st["h"], gw, NORM_EPS, False)
-            st[dst] = ops_quant.dense_linear(normed, w, False)
+            st[dst] = ops_quant.dense_linear(normed, w)
 
     def calls(fused: bool):
         out = []
         for (qkv, o, gu, down), a, b in zip(d, g1, g2, strict=True):
             out += [lambda w=qkv, a=a: pre_norm(w, a, "a", fused),
-                    lambda o=o: st.__setitem__("x", ops_quant.dense_linear(st["a"][:, :hidden], o, False)),
+                    lambda o=o: st.__setitem__("x", ops_quant.dense_linear(st["a"][:, :hidden], o)),
                     lambda w=gu, b=b: pre_norm(w, b, "g", fused),
-                    lambda w=down: st.__setitem__("x", ops_quant.dense_linear(ops.silu_and_mul(st["g"]), w, False))]
+                    lambda w=down: st.__setitem__("x", ops_quant.dense_linear(ops.silu_and_mul(st["g"]), w))]
         return out
 
     res: dict = {}
@@ -118,33 +119,36 @@ def llama8b_norm_section(copy_gbs: float, layers: int = 32) -> dict:
     return res
 
 
-def awq_norm_section(layers: int = 32) -> dict:
+def awq_norm_section(int8_activations: bool = False, layers: int = 32) -> dict:
     """Llama-3.1-8B's 32 layers of AWQ g128 linears at batch 1 in decode order (qkv 4096x6144, o 4096x4096,
     gate_up 4096x28672, down 14336x4096 with SiLU fused), the add + norm before qkv and gate_up as the separate
-    ``fused_add_rms_norm`` kernel or fused into the skinny int4 kernel: ms per step, PDL on."""
+    ``fused_add_rms_norm`` kernel or fused into the skinny int4 kernel: ms per step, PDL on. ``int8_activations``:
+    the quantized ops' argument of that name."""
     q = [[awq_weights(4096, 6144), awq_weights(4096, 4096), awq_weights(4096, 28672), awq_weights(14336, 4096)]
          for _ in range(layers)]
     ln = [((torch.rand(4096, device="cuda") + 0.5).half(), (torch.rand(4096, device="cuda") + 0.5).half())
           for _ in range(layers)]
     st = {"x": torch.randn(1, 4096, device="cuda").half() * 0.1, "r": torch.randn(1, 4096, device="cuda").half()}
+    a8 = {"int8_activations": int8_activations}
 
     def pre_norm(w, lw, dst: str, fused: bool) -> None:
         if fused:
-            st[dst], st["r"] = ops_quant.quant_matmul_add_rms_norm(st["x"], st["r"], lw, 1e-5, False, *w, 4, 128, 0)
+            st[dst], st["r"] = ops_quant.quant_matmul_add_rms_norm(st["x"], st["r"], lw, 1e-5, False, *w, 4, 128, 0,
+                                                                   **a8)
         else:
             normed, st["r"] = ops.fused_add_rms_norm(st["x"], st["r"], lw, 1e-5, False)
-            st[dst] = ops_quant.quant_matmul(normed, *w, 4, 128, 0)
+            st[dst] = ops_quant.quant_matmul(normed, *w, 4, 128, 0, **a8)
 
     def calls(fused: bool):
         out = []
         for (qkv, o, gu, down), (ln1, ln2) in zip(q, ln, strict=True):
             out += [lambda w=qkv, lw=ln1: pre_norm(w, lw, "a", fused),
-                    lambda w=o: st.__setitem__("x", ops_quant.quant_matmul(st["a"][:, :4096], *w, 4, 128, 0)),
+                    lambda w=o: st.__setitem__("x", ops_quant.quant_matmul(st["a"][:, :4096], *w, 4, 128, 0, **a8)),
                     lambda w=gu, lw=ln2: pre_norm(w, lw, "g", fused),
-                    lambda w=down: st.__setitem__("x", ops_quant.quant_matmul_silu(st["g"], *w, 4, 128, 0))]
+                    lambda w=down: st.__setitem__("x", ops_quant.quant_matmul_silu(st["g"], *w, 4, 128, 0, **a8))]
         return out
 
-    native_quant.set_pdl(True)
+    kernel_tuning.set_pdl(True)
     res = {}
     for label, fused in (("separate_norm_ms", False), ("fused_norm_ms", True)):
         seq = calls(fused)
