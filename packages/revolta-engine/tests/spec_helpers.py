@@ -10,12 +10,15 @@ from revolta_engine import LLM
 from revolta_engine.engine.mtp_proposer import MtpProposer
 
 
-def repetitive_prompts(n: int) -> list[dict]:
+def repetitive_prompts(n: int, *, motif: tuple[int, int] = (6, 3), repeats: int = 8,
+                       length: tuple[int, int] = (18, 5)) -> list[dict]:
+    """``n`` prompts that repeat a random motif: prompt i's motif has ``motif[0] + i % motif[1]`` tokens, repeated
+    ``repeats`` times and cut to ``length[0] + length[1] * i`` tokens."""
     rng = random.Random(0)
     out = []
     for i in range(n):
-        motif = [rng.randrange(5, 400) for _ in range(6 + i % 3)]
-        out.append({"prompt_token_ids": (motif * 8)[:18 + 5 * i]})
+        tokens = [rng.randrange(5, 400) for _ in range(motif[0] + i % motif[1])]
+        out.append({"prompt_token_ids": (tokens * repeats)[:length[0] + length[1] * i]})
     return out
 
 

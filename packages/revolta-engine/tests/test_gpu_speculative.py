@@ -3,10 +3,9 @@ CUDA graphs and the sampled ids come back asynchronously."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
+from spec_helpers import repetitive_prompts
 
 from revolta_engine import LLM, SamplingParams
 
@@ -26,12 +25,7 @@ def gpu_llama(tmp_path_factory) -> str:
 
 
 def repetitive(n: int) -> list[dict]:
-    rng = random.Random(0)
-    out = []
-    for i in range(n):
-        motif = [rng.randrange(5, 400) for _ in range(5 + i % 4)]
-        out.append({"prompt_token_ids": (motif * 10)[:30 + 7 * i]})
-    return out
+    return repetitive_prompts(n, motif=(5, 4), repeats=10, length=(30, 7))
 
 
 def test_gpu_speculative_greedy_equals_plain_in_float32(gpu_llama):

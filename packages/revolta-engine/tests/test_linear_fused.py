@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from quant_layers import random_awq_linear
 
 from revolta_engine.layers import linear as linear_mod
 from revolta_engine.layers.linear import Linear
-from revolta_engine.layers.quant.config import QuantConfig
-from revolta_engine.layers.quant.method import make_linear_method
 from revolta_kernels import ops
 
 
@@ -27,21 +26,8 @@ def test_forward_silu_on_cpu_is_the_composition():
     torch.testing.assert_close(linear_mod.dense_matmul(x[:, :64], layer.weight), layer(x[:, :64]))
 
 
-def _quant_layer(k: int, n: int, device: str) -> Linear:
-    config = QuantConfig("awq", 4, 128)
-    layer = Linear(k, n, quant=make_linear_method(config, "mlp.down_proj"))
-    gen = torch.Generator().manual_seed(n)
-    layer.qweight.data = torch.randint(-(2**31), 2**31 - 1, layer.qweight.shape, dtype=torch.int32, generator=gen)
-    layer.qzeros.data = torch.randint(-(2**31), 2**31 - 1, layer.qzeros.shape, dtype=torch.int32, generator=gen)
-    layer.scales.data = torch.rand(layer.scales.shape, generator=gen) * 0.01 + 1e-3
-    if device == "cuda":
-        layer.to("cuda")
-        layer.scales.data = layer.scales.data.half()
-    return layer
-
-
 def test_quant_forward_silu_on_cpu_is_the_composition():
-    layer = _quant_layer(256, 64, "cpu")
+    layer = random_awq_linear(256, 64, "cpu", "mlp.down_proj")
     x = torch.randn(2, 512)
     torch.testing.assert_close(layer.forward_silu(x), layer(ops.silu_and_mul(x)))
 
@@ -69,7 +55,7 @@ def test_cuda_dense_paths_match_cublas(m):
 @gpu
 @pytest.mark.parametrize("m", [1, 5, 8, 12])
 def test_cuda_quant_forward_silu_matches_unfused(m):
-    layer = _quant_layer(4096, 1024, "cuda")
+    layer = random_awq_linear(4096, 1024, "cuda", "mlp.down_proj")
     g = torch.randn(m, 8192, device="cuda").half()
     torch.testing.assert_close(layer.forward_silu(g), layer(ops.silu_and_mul(g)), rtol=5e-3, atol=5e-3)
 

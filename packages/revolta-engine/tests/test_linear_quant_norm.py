@@ -6,24 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from quant_layers import random_awq_linear
 
-from revolta_engine.layers.linear import Linear
 from revolta_engine.layers.norm import AddNorm, RMSNorm
-from revolta_engine.layers.quant.config import QuantConfig
-from revolta_engine.layers.quant.method import make_linear_method
 from revolta_kernels import ops_quant
-
-
-def _quant_layer(k: int, n: int, device: str) -> Linear:
-    layer = Linear(k, n, quant=make_linear_method(QuantConfig("awq", 4, 128), "self_attn.qkv_proj"))
-    gen = torch.Generator().manual_seed(n)
-    layer.qweight.data = torch.randint(-(2**31), 2**31 - 1, layer.qweight.shape, dtype=torch.int32, generator=gen)
-    layer.qzeros.data = torch.randint(-(2**31), 2**31 - 1, layer.qzeros.shape, dtype=torch.int32, generator=gen)
-    layer.scales.data = torch.rand(layer.scales.shape, generator=gen) * 0.01 + 1e-3
-    if device == "cuda":
-        layer.to("cuda")
-        layer.scales.data = layer.scales.data.half()
-    return layer
 
 
 def _norm(k: int, zc: bool, device: str, dtype: torch.dtype) -> RMSNorm:
@@ -35,7 +21,7 @@ def _norm(k: int, zc: bool, device: str, dtype: torch.dtype) -> RMSNorm:
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("zc", [False, True])
 def test_cpu_prenorm_is_unfused_and_op_reference_is_the_composition(residual, zc):
-    layer, norm = _quant_layer(256, 64, "cpu"), _norm(256, zc, "cpu", torch.float32)
+    layer, norm = random_awq_linear(256, 64, "cpu", "self_attn.qkv_proj"), _norm(256, zc, "cpu", torch.float32)
     x = torch.randn(3, 256)
     r = torch.randn(3, 256) if residual else None
     inp = AddNorm(x, r, norm)
@@ -77,7 +63,7 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 def test_cuda_quant_prenorm_matches_unfused(m, residual, zc):
     import revolta_kernels
 
-    layer, norm = _quant_layer(4096, 1536, "cuda"), _norm(4096, zc, "cuda", torch.float16)
+    layer, norm = random_awq_linear(4096, 1536, "cuda", "self_attn.qkv_proj"), _norm(4096, zc, "cuda", torch.float16)
     x = torch.randn(m, 4096, device="cuda").half()
     r = torch.randn(m, 4096, device="cuda").half() if residual else None
     inp = AddNorm(x, r, norm)
