@@ -1,4 +1,4 @@
-// Host-side launch helpers shared by the decode and prefill translation units.
+// Host-side launch code shared by the decode and prefill translation units.
 #pragma once
 
 #include "revolta_kernels.h"

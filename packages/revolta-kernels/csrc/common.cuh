@@ -1,4 +1,4 @@
-// Shared device helpers: storage-type conversions and small reductions.
+// Shared device functions: storage-type conversions and small reductions.
 // Self-contained so NVRTC can compile it (only CUDA headers are included).
 #pragma once
 

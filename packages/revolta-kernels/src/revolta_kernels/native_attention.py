@@ -81,8 +81,8 @@ _MAX_SPLITS = 256
 
 
 @cache
-def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int, frag: bool = False) -> int:
-    # `frag` is part of the cache key only: the library answers for the kernel it would launch now.
+def _blocks_per_sm(head_dim: int, kv_kind: int, prefill: bool, rows: int, mma: bool = False) -> int:
+    # `mma` is part of the cache key only: the library answers for the kernel it would launch now.
     n = ctypes.c_int(0)
     check(LIB.revolta_attention_blocks_per_sm(head_dim, kv_kind, int(prefill), rows, ctypes.byref(n)))
     return max(1, n.value)
@@ -144,7 +144,7 @@ def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, quer
     kind = _KV_KIND[key_cache.dtype]
     d = q.shape[-1]
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    frag = _mma_layout(dev)
+    mma = _mma_layout(dev)
     num_seqs = context_lens.shape[0]
     bt = block_tables.to(torch.int32).contiguous()
     cl = context_lens.to(torch.int32).contiguous()
@@ -155,7 +155,7 @@ def attn_params(q, out, key_cache, value_cache, block_tables, context_lens, quer
     if not prefill:
         row_tiles = math.ceil(max_query_len * (h // hkv) / 16)
         rows = min(max_query_len * (h // hkv), 16)
-        slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, rows, frag)
+        slots = _sm_count(dev) * _blocks_per_sm(d, kind, False, rows, mma)
         base = num_seqs * hkv * row_tiles
         if SPLIT_OVERRIDE is not None:
             splits, split_tokens = max(1, SPLIT_OVERRIDE), 0

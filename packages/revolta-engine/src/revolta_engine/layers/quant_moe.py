@@ -35,7 +35,7 @@ GROUPED_MAX_TOKENS = 256  # as the dense experts' fused decode kernels (layers/m
 # a decode step whose routed rows average at least this many per expert takes the sorted GEMM (it reads each expert's
 # weights once per row tile, the grouped kernels once per row): with the short tile and the sort below it measured
 # 1.11x / 1.18x faster than the grouped kernels at 2 rows per expert (Qwen3-30B-A3B at 32 tokens / Qwen3.5-35B-A3B
-# at 64) and 0.81x / 0.76x at 1 on an H100 (benchmarks/quant_moe_sorted_bench.py); 64 concurrent Qwen3.5-35B-A3B
+# at 64) and 0.81x / 0.76x at 1 on an H100 (`benchmarks/quant_moe_bench.py crossover`); 64 concurrent Qwen3.5-35B-A3B
 # requests gave 1987.9 output tok/s at 2 against 1615.3 at 4
 SORTED_MIN_ROWS_PER_EXPERT = 2.0
 

@@ -11,7 +11,7 @@ and picks its kernel variant from that width when the graph is captured (the hos
 context lengths then), so a graph sized for the longest possible context would split short contexts
 into mostly empty pieces. Widths doubling from 64 blocks (1K tokens) up to the maximum
 (``context_buckets``) keep the plan within about 2x of the batch's real longest context. At batch 1-2
-the light decode attention's 256-thread variant is only chosen where the table's keys fit one wave of
+the vector decode attention's 256-thread variant is only chosen where the table's keys fit one wave of
 its splits, which a 1-2K-token context in a 4K-token table (the next width of a x4 ladder) missed.
 """
 
