@@ -19,9 +19,9 @@ from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
+from revolta_engine.parallel.step_plan import RemoteRequest, RemoteScheduled, TokenWindow
 from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.step_plan import RemoteRequest, RemoteScheduled, TokenWindow
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
 from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
+from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
+from revolta_engine.parallel.step_plan import RemoteScheduled
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.step_plan import RemoteScheduled
 
 
 @dataclass

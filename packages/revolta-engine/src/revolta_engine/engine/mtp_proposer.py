@@ -31,8 +31,8 @@ from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
+from revolta_engine.parallel.step_plan import RemoteScheduled
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.step_plan import RemoteScheduled
 
 logger = logging.getLogger(__name__)
 
@@ -196,9 +196,9 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
 def build_mtp_head(checkpoint: Any, settings: Any, device: torch.device, rank: int) -> HybridMTP:
     """Rank ``rank``'s shard of the checkpoint's MTP head (the whole head without tensor parallelism), filled from
     its ``mtp.*`` tensors, or random for ``load_format="dummy"``."""
-    from revolta_engine.distributed.parallel_state import TensorParallelLayout, tensor_parallel_layout
     from revolta_engine.engine.model_builder import default_dtype, fill_dummy_weights
     from revolta_engine.loader.safetensors_weights import SafetensorsWeights
+    from revolta_engine.parallel.state import TensorParallelLayout, tensor_parallel_layout
 
     config = checkpoint.hf_config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
