@@ -18,10 +18,7 @@ import torch
 
 from revolta_engine.config import ConfigResolver
 from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
-from revolta_engine.engine.mtp_parallel import MtpPass, MtpWorker
-from revolta_engine.engine.mtp_proposer import build_mtp_head
 from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
-from revolta_engine.engine.speculative import parse_speculative_config
 from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
 from revolta_engine.parallel.kv_offload import KVTransfer, KVTransferWorker
 from revolta_engine.parallel.shard_runtime import (
@@ -37,6 +34,9 @@ from revolta_engine.parallel.state import (
     init_process_groups,
 )
 from revolta_engine.parallel.step_plan import StepPlan
+from revolta_engine.spec_decode.mtp import build_mtp_head
+from revolta_engine.spec_decode.mtp_parallel import MtpPass, MtpWorker
+from revolta_engine.spec_decode.setup import parse_speculative_config
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The draft model keeps its own KV cache over the same block ids as the target, so
 serves both. Before each step that verifies drafts, the draft model first catches up on the tokens of the
 request it has not seen yet (the whole prompt the first time, then the tokens accepted since), then proposes
 greedily one token at a time. Its cache stays valid for the tokens it was fed that the target kept; a preempted
-request (its blocks given away) starts over. Verification is :mod:`revolta_engine.engine.speculative`'s, so the
+request (its blocks given away) starts over. Verification is :mod:`revolta_engine.spec_decode.setup`'s, so the
 target's distribution is kept exactly.
 """
 

@@ -10,7 +10,7 @@ output hidden state stands in for the target's when the next step's :meth:`MtpPr
 further drafts (each at the next position, from the token just proposed). Those chained entries are rewritten
 with the target's hidden states by the next catch-up.
 
-Drafts are greedy; verification (:mod:`revolta_engine.engine.speculative`) keeps the target's distribution,
+Drafts are greedy; verification (:mod:`revolta_engine.spec_decode.setup`) keeps the target's distribution,
 so a stale entry of the head (blocks shared through the prefix cache, or brought back from KV offload, whose
 head entries another request wrote or nobody did) costs accepted drafts, never correctness.
 """
@@ -25,13 +25,13 @@ import torch
 
 from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
-from revolta_engine.engine.draft_model import feed_item
-from revolta_engine.engine.mtp_parallel import MtpPass, send_pass
-from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
 from revolta_engine.parallel.step_plan import RemoteScheduled
+from revolta_engine.spec_decode.draft_model import feed_item
+from revolta_engine.spec_decode.mtp_head import attach_head, head_kv_spec
+from revolta_engine.spec_decode.mtp_parallel import MtpPass, send_pass
 from revolta_engine.worker.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class MtpProposer:
 def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: Any) -> MtpProposer | None:
     """The MTP head of an ``mtp`` speculative config (None for other methods or none), loaded on the engine's
     device and dtype before the target's cache is planned, so its weights are counted. With tensor parallelism
-    this is rank 0's shard of the head; the workers build theirs (:mod:`revolta_engine.engine.mtp_parallel`)."""
+    this is rank 0's shard of the head; the workers build theirs (:mod:`revolta_engine.spec_decode.mtp_parallel`)."""
     if spec is None or spec.method != "mtp":
         return None
     from revolta_engine.models.registry import resolve_model_class

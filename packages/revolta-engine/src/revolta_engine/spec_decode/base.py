@@ -1,5 +1,5 @@
 """The draft proposers that are models (a draft model, the checkpoint's MTP head) behind one interface, and which
-one a speculative config needs; n-gram drafts need no model (:func:`revolta_engine.engine.speculative.next_drafts`).
+one a speculative config needs; n-gram drafts need no model (:func:`revolta_engine.spec_decode.setup.next_drafts`).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any, Protocol
 
 from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
-from revolta_engine.engine.draft_model import load_draft_model
-from revolta_engine.engine.mtp_proposer import load_mtp_proposer
+from revolta_engine.spec_decode.draft_model import load_draft_model
+from revolta_engine.spec_decode.mtp import load_mtp_proposer
 
 
 class DraftProposer(Protocol):

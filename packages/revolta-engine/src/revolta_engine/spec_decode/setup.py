@@ -1,6 +1,6 @@
 """Speculative decoding: n-gram drafts (vLLM's ``speculative_config={"method": "ngram", ...}``), a draft
-model's (``{"model": PATH, ...}``, see :mod:`revolta_engine.engine.draft_model`) or the checkpoint's MTP head's
-(``{"method": "mtp", ...}``, see :mod:`revolta_engine.engine.mtp_proposer`), verified the same way.
+model's (``{"model": PATH, ...}``, see :mod:`revolta_engine.spec_decode.draft_model`) or the checkpoint's MTP head's
+(``{"method": "mtp", ...}``, see :mod:`revolta_engine.spec_decode.mtp`), verified the same way.
 
 After a request's newest token arrives, the longest suffix of its tokens (``prompt_lookup_max`` down to
 ``prompt_lookup_min`` tokens) is looked up earlier in the same sequence; the up to ``num_speculative_tokens``
