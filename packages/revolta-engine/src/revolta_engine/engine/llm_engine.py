@@ -45,10 +45,10 @@ from revolta_engine.sample.bad_words import bad_words_token_ids
 from revolta_engine.sample.sampler import Sampler, sampling_row
 from revolta_engine.sample.structured import GrammarBackend, advance_grammar
 from revolta_engine.sampling_params import SamplingParams
-from revolta_engine.spec_decode.base import load_proposer
-from revolta_engine.spec_decode.setup import (
+from revolta_engine.spec_decode import (
     accepted_tokens,
     draft_state_snapshots,
+    load_proposer,
     next_drafts,
     parse_speculative_config,
     wants_drafts,

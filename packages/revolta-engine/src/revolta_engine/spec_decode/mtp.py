@@ -10,7 +10,7 @@ output hidden state stands in for the target's when the next step's :meth:`MtpPr
 further drafts (each at the next position, from the token just proposed). Those chained entries are rewritten
 with the target's hidden states by the next catch-up.
 
-Drafts are greedy; verification (:mod:`revolta_engine.spec_decode.setup`) keeps the target's distribution,
+Drafts are greedy; verification (:mod:`revolta_engine.spec_decode.verify`) keeps the target's distribution,
 so a stale entry of the head (blocks shared through the prefix cache, or brought back from KV offload, whose
 head entries another request wrote or nobody did) costs accepted drafts, never correctness.
 """
@@ -29,7 +29,7 @@ from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
 from revolta_engine.parallel.step_plan import RemoteScheduled
-from revolta_engine.spec_decode.draft_model import feed_item
+from revolta_engine.spec_decode.base import Proposer, feed_item, placeholder_drafts
 from revolta_engine.spec_decode.mtp_head import attach_head, head_kv_spec
 from revolta_engine.spec_decode.mtp_parallel import MtpPass, send_pass
 from revolta_engine.worker.model_runner import ModelRunner
@@ -47,7 +47,7 @@ class _Computed:
     table: list[int]
 
 
-class MtpProposer:
+class MtpProposer(Proposer):
     """The MTP head, its KV cache and, per request, the first draft and hidden state of its newest entry."""
 
     reads_target_hidden = True  # its entries need the target's hidden states: see KVCacheManager.drop_last_hit_block
@@ -82,6 +82,10 @@ class MtpProposer:
                                   max_model_len=self.max_model_len)
 
     # ---------------------------------------------------------------------------------------- drafts
+    def next_drafts(self, request: Request, room: int) -> list[int]:
+        """Placeholders: :meth:`propose` fills them once the step is scheduled."""
+        return placeholder_drafts(room)
+
     def propose(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> None:
         """Note where each scheduled request's rows start (for :meth:`observe`), and fill
         ``spec_token_ids[:num_drafts]`` of those that verify drafts this step."""
