@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from revolta_engine import LLM
-from revolta_engine.engine.mtp_proposer import MtpProposer
+from revolta_engine.spec_decode.mtp import MtpProposer
 
 
 def repetitive_prompts(n: int, *, motif: tuple[int, int] = (6, 3), repeats: int = 8,

@@ -10,16 +10,16 @@ from typing import Any
 import torch
 
 from revolta_engine.config import ConfigResolver
-from revolta_engine.engine.tp_launcher import TensorParallelRunner, TPWorkers
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.registry import resolve_model_class
-from revolta_engine.worker.cuda_graph import capture_decode_graphs
-from revolta_engine.worker.shard_runtime import (
+from revolta_engine.parallel.launcher import TensorParallelRunner, TPWorkers
+from revolta_engine.parallel.shard_runtime import (
     ShardRuntime,
     ShardSettings,
     build_shard_runtime,
     load_shard_model,
 )
+from revolta_engine.worker.cuda_graph import capture_decode_graphs
 
 logger = logging.getLogger(__name__)
 

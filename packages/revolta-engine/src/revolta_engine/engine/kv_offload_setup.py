@@ -21,7 +21,7 @@ from revolta_engine.errors import InvalidRequestError
 from revolta_engine.worker.kv_cache import KVCacheSpec
 
 if TYPE_CHECKING:
-    from revolta_engine.worker.shard_runtime import ShardSettings
+    from revolta_engine.parallel.shard_runtime import ShardSettings
 
 OFFLOAD_MODULE = "revolta_offload"
 LAYOUT_VERSION = 1  # bump when the meaning of stored block bytes changes
@@ -120,7 +120,7 @@ def offload_connector(options: KVOffloadOptions | None, settings: ShardSettings,
 
     With tensor parallelism every rank builds its own over its shard of the cache, with its share of the memory and
     disk budgets and its own fingerprint (so its own directory); rank 0's is wrapped so each call reaches the
-    workers (:mod:`revolta_engine.engine.kv_offload_parallel`)."""
+    workers (:mod:`revolta_engine.parallel.kv_offload`)."""
     if options is None:
         return None
     args, tp = settings.args, settings.tensor_parallel_size
@@ -131,7 +131,7 @@ def offload_connector(options: KVOffloadOptions | None, settings: ShardSettings,
     connector = build_kv_connector(options, kv_caches=kv_caches, spec=spec, device=device, fingerprint=fingerprint,
                                    enable_caching=settings.enable_prefix_caching, hybrid=hybrid)
     if tp > 1 and rank == 0:
-        from revolta_engine.engine.kv_offload_parallel import ParallelKVConnector
+        from revolta_engine.parallel.kv_offload import ParallelKVConnector
 
         return ParallelKVConnector(connector)
     return connector

@@ -36,24 +36,24 @@ from revolta_engine.engine.prompt_input import (
     truncate_prompt,
 )
 from revolta_engine.engine.prompt_logprobs import plan_prompt_rows, record_prompt_logprobs
-from revolta_engine.engine.proposers import load_proposer
-from revolta_engine.engine.speculative import (
-    accepted_tokens,
-    draft_state_snapshots,
-    next_drafts,
-    parse_speculative_config,
-    wants_drafts,
-)
 from revolta_engine.engine.stats import EngineStats
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.layers.activation_quant import check_activation_quant
 from revolta_engine.outputs import RequestOutput
+from revolta_engine.parallel.shard_runtime import ShardSettings
 from revolta_engine.sample.bad_words import bad_words_token_ids
 from revolta_engine.sample.sampler import Sampler, sampling_row
 from revolta_engine.sample.structured import GrammarBackend, advance_grammar
 from revolta_engine.sampling_params import SamplingParams
+from revolta_engine.spec_decode import (
+    accepted_tokens,
+    draft_state_snapshots,
+    load_proposer,
+    next_drafts,
+    parse_speculative_config,
+    wants_drafts,
+)
 from revolta_engine.worker.kv_cache import resolve_kv_cache_dtype
-from revolta_engine.worker.shard_runtime import ShardSettings
 
 logger = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.distributed.parallel_state import get_tp_layout
-from revolta_engine.distributed.sharding import narrow_features
 from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.forward_context import get_forward_context
 from revolta_engine.layers.linear import Linear, MergedLinear, PartSlice
 from revolta_engine.layers.norm import AddNorm
 from revolta_engine.layers.quant import QuantConfig, make_linear_method
+from revolta_engine.parallel.sharding import narrow_features
+from revolta_engine.parallel.state import get_tp_layout
 from revolta_kernels import ops_gdn
 
 

@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from revolta_engine.distributed.communication import tp_all_reduce
-from revolta_engine.distributed.parallel_state import get_tp_layout
-from revolta_engine.distributed.sharding import FeatureAxes, narrow_features
+from revolta_engine.parallel.communication import tp_all_reduce
+from revolta_engine.parallel.sharding import FeatureAxes, narrow_features
+from revolta_engine.parallel.state import get_tp_layout
 from revolta_kernels import ops, ops_quant
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class Linear(nn.Module):
     With a ``quant`` method the weight is held quantized (see :mod:`revolta_engine.layers.quant`) instead of
     as a dense ``weight``; the method creates, loads and applies it.
 
-    Tensor parallelism (``parallel``, under :func:`~revolta_engine.distributed.tensor_parallel_layout`): a
+    Tensor parallelism (``parallel``, under :func:`~revolta_engine.parallel.tensor_parallel_layout`): a
     ``"column"`` layer holds this rank's slice of the output features, a ``"row"`` layer its slice of the input
     features and sums the partial outputs over the ranks (the bias is added once, after the sum), unless
     ``reduce_results`` is False because the block it ends sums once for several layers (a MoE block). The loader

@@ -8,14 +8,14 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.distributed.communication import tp_all_reduce
-from revolta_engine.distributed.parallel_state import get_tp_layout
-from revolta_engine.distributed.sharding import narrow_features
 from revolta_engine.layers.linear import Linear
 from revolta_engine.layers.mlp import SwiGLUMLP
 from revolta_engine.layers.norm import AddNorm
 from revolta_engine.layers.quant import QuantConfig, parse_quant_config
 from revolta_engine.layers.quant_moe import QuantizedExperts
+from revolta_engine.parallel.communication import tp_all_reduce
+from revolta_engine.parallel.sharding import narrow_features
+from revolta_engine.parallel.state import get_tp_layout
 from revolta_kernels import ops_moe
 
 # decode batches up to this size take the fused path (native kernels read only the selected experts' weights)

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from revolta_engine.distributed.communication import tp_all_reduce, tp_gather_last
-from revolta_engine.distributed.parallel_state import get_tp_layout
 from revolta_engine.layers.linear import dense_matmul
+from revolta_engine.parallel.communication import tp_all_reduce, tp_gather_last
+from revolta_engine.parallel.state import get_tp_layout
 
 
 def vocab_rows_per_rank(vocab_size: int) -> int:

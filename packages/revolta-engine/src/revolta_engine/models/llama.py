@@ -9,7 +9,6 @@ import torch
 from torch import nn
 from transformers import PretrainedConfig
 
-from revolta_engine.distributed.parallel_state import get_tp_layout
 from revolta_engine.errors import UnsupportedModelError
 from revolta_engine.layers.attention import PagedAttention
 from revolta_engine.layers.linear import Linear, MergedLinear
@@ -19,6 +18,7 @@ from revolta_engine.layers.quant import make_linear_method, parse_quant_config
 from revolta_engine.layers.rotary import RotaryEmbedding
 from revolta_engine.layers.vocab_parallel import VocabParallelEmbedding, VocabParallelHead
 from revolta_engine.models.weights import WeightLoader, load_causal_lm
+from revolta_engine.parallel.state import get_tp_layout
 
 
 def attention_head_slices(num_heads: int, num_kv_heads: int, head_dim: int,

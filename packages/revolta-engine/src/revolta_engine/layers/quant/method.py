@@ -24,9 +24,9 @@ import torch
 from torch import nn
 
 import revolta_kernels
-from revolta_engine.distributed.sharding import FeatureAxes
 from revolta_engine.errors import ModelLoadError, UnsupportedModelError
 from revolta_engine.layers.quant.config import QuantConfig
+from revolta_engine.parallel.sharding import FeatureAxes
 from revolta_kernels import ops_quant
 from revolta_kernels.reference.quant import pack_int32, unpack_int32
 

@@ -17,26 +17,26 @@ from typing import Any
 import torch
 
 from revolta_engine.config import ConfigResolver
-from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
-from revolta_engine.distributed.parallel_state import (
-    TensorParallelLayout,
-    destroy_process_groups,
-    init_process_groups,
-)
-from revolta_engine.engine.kv_offload_parallel import KVTransfer, KVTransferWorker
 from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
-from revolta_engine.engine.mtp_parallel import MtpPass, MtpWorker
-from revolta_engine.engine.mtp_proposer import build_mtp_head
 from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
-from revolta_engine.engine.speculative import parse_speculative_config
-from revolta_engine.worker.shard_runtime import (
+from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
+from revolta_engine.parallel.kv_offload import KVTransfer, KVTransferWorker
+from revolta_engine.parallel.shard_runtime import (
     ShardRuntime,
     ShardSettings,
     build_shard_runtime,
     load_shard_model,
     shard_device,
 )
-from revolta_engine.worker.step_plan import StepPlan
+from revolta_engine.parallel.state import (
+    TensorParallelLayout,
+    destroy_process_groups,
+    init_process_groups,
+)
+from revolta_engine.parallel.step_plan import StepPlan
+from revolta_engine.spec_decode.mtp import build_mtp_head
+from revolta_engine.spec_decode.mtp_parallel import MtpPass, MtpWorker
+from revolta_engine.spec_decode.setup import parse_speculative_config
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int) -> None:
-    """Entry point of rank ``rank``'s process (spawned by :class:`~revolta_engine.engine.tp_launcher.TPWorkers`)."""
+    """Entry point of rank ``rank``'s process (spawned by :class:`~revolta_engine.parallel.launcher.TPWorkers`)."""
     _exit_with_parent(parent_pid)
     logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s rank {rank} %(levelname)s %(message)s")
     from revolta_engine.loader import load_checkpoint

@@ -12,11 +12,11 @@ from typing import Any
 import torch
 
 from revolta_engine.config import ConfigResolver, EngineArgs
-from revolta_engine.distributed.communication import all_ranks_min
-from revolta_engine.distributed.parallel_state import TensorParallelLayout, tensor_parallel_layout
 from revolta_engine.engine.cache_setup import EngineCaches, allocate_caches
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.layers.activation_quant import set_activation_quant
+from revolta_engine.parallel.communication import all_ranks_min
+from revolta_engine.parallel.state import TensorParallelLayout, tensor_parallel_layout
 from revolta_engine.worker.kv_cache import KVCacheSpec
 from revolta_engine.worker.model_runner import ModelRunner
 

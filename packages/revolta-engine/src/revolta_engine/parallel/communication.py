@@ -1,7 +1,7 @@
 """The collectives a tensor-parallel forward pass needs.
 
 Layers call them only when they were built split (their own record of it, not the build-time layout), so each
-call runs in the process groups of :func:`~revolta_engine.distributed.parallel_state.init_process_groups`.
+call runs in the process groups of :func:`~revolta_engine.parallel.state.init_process_groups`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from revolta_engine.distributed.parallel_state import device_group, host_group
+from revolta_engine.parallel.state import device_group, host_group
 
 
 def tp_all_reduce(x: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
-"""The MTP head's KV cache and runner, set up the same way on rank 0 (:mod:`~revolta_engine.engine.mtp_proposer`) and
-on the tensor-parallel workers (:mod:`~revolta_engine.engine.mtp_parallel`)."""
+"""The MTP head's KV cache and runner, set up the same way on rank 0 (:mod:`~revolta_engine.spec_decode.mtp`) and
+on the tensor-parallel workers (:mod:`~revolta_engine.spec_decode.mtp_parallel`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ output hidden state stands in for the target's when the next step's :meth:`MtpPr
 further drafts (each at the next position, from the token just proposed). Those chained entries are rewritten
 with the target's hidden states by the next catch-up.
 
-Drafts are greedy; verification (:mod:`revolta_engine.engine.speculative`) keeps the target's distribution,
+Drafts are greedy; verification (:mod:`revolta_engine.spec_decode.verify`) keeps the target's distribution,
 so a stale entry of the head (blocks shared through the prefix cache, or brought back from KV offload, whose
 head entries another request wrote or nobody did) costs accepted drafts, never correctness.
 """
@@ -25,14 +25,14 @@ import torch
 
 from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
-from revolta_engine.engine.draft_model import feed_item
-from revolta_engine.engine.mtp_parallel import MtpPass, send_pass
-from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
+from revolta_engine.parallel.step_plan import RemoteScheduled
+from revolta_engine.spec_decode.base import Proposer, feed_item, placeholder_drafts
+from revolta_engine.spec_decode.mtp_head import attach_head, head_kv_spec
+from revolta_engine.spec_decode.mtp_parallel import MtpPass, send_pass
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.step_plan import RemoteScheduled
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class _Computed:
     table: list[int]
 
 
-class MtpProposer:
+class MtpProposer(Proposer):
     """The MTP head, its KV cache and, per request, the first draft and hidden state of its newest entry."""
 
     reads_target_hidden = True  # its entries need the target's hidden states: see KVCacheManager.drop_last_hit_block
@@ -82,6 +82,10 @@ class MtpProposer:
                                   max_model_len=self.max_model_len)
 
     # ---------------------------------------------------------------------------------------- drafts
+    def next_drafts(self, request: Request, room: int) -> list[int]:
+        """Placeholders: :meth:`propose` fills them once the step is scheduled."""
+        return placeholder_drafts(room)
+
     def propose(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> None:
         """Note where each scheduled request's rows start (for :meth:`observe`), and fill
         ``spec_token_ids[:num_drafts]`` of those that verify drafts this step."""
@@ -176,7 +180,7 @@ class MtpProposer:
 def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: Any) -> MtpProposer | None:
     """The MTP head of an ``mtp`` speculative config (None for other methods or none), loaded on the engine's
     device and dtype before the target's cache is planned, so its weights are counted. With tensor parallelism
-    this is rank 0's shard of the head; the workers build theirs (:mod:`revolta_engine.engine.mtp_parallel`)."""
+    this is rank 0's shard of the head; the workers build theirs (:mod:`revolta_engine.spec_decode.mtp_parallel`)."""
     if spec is None or spec.method != "mtp":
         return None
     from revolta_engine.models.registry import resolve_model_class
@@ -196,9 +200,9 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
 def build_mtp_head(checkpoint: Any, settings: Any, device: torch.device, rank: int) -> HybridMTP:
     """Rank ``rank``'s shard of the checkpoint's MTP head (the whole head without tensor parallelism), filled from
     its ``mtp.*`` tensors, or random for ``load_format="dummy"``."""
-    from revolta_engine.distributed.parallel_state import TensorParallelLayout, tensor_parallel_layout
     from revolta_engine.engine.model_builder import default_dtype, fill_dummy_weights
     from revolta_engine.loader.safetensors_weights import SafetensorsWeights
+    from revolta_engine.parallel.state import TensorParallelLayout, tensor_parallel_layout
 
     config = checkpoint.hf_config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config

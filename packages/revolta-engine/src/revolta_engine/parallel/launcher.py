@@ -21,17 +21,17 @@ import torch
 import torch.distributed as dist
 
 from revolta_engine import errors
-from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
-from revolta_engine.distributed.parallel_state import (
+from revolta_engine.errors import InvalidRequestError, ModelLoadError
+from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
+from revolta_engine.parallel.shard_runtime import ShardSettings
+from revolta_engine.parallel.state import (
     TensorParallelLayout,
     destroy_process_groups,
     init_process_groups,
 )
-from revolta_engine.errors import InvalidRequestError, ModelLoadError
+from revolta_engine.parallel.step_plan import StepPlan, remote_scheduled
+from revolta_engine.parallel.worker import run_tp_worker
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.shard_runtime import ShardSettings
-from revolta_engine.worker.step_plan import StepPlan, remote_scheduled
-from revolta_engine.worker.tp_worker import run_tp_worker
 
 logger = logging.getLogger(__name__)
 

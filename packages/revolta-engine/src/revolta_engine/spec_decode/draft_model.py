@@ -4,7 +4,7 @@ The draft model keeps its own KV cache over the same block ids as the target, so
 serves both. Before each step that verifies drafts, the draft model first catches up on the tokens of the
 request it has not seen yet (the whole prompt the first time, then the tokens accepted since), then proposes
 greedily one token at a time. Its cache stays valid for the tokens it was fed that the target kept; a preempted
-request (its blocks given away) starts over. Verification is :mod:`revolta_engine.engine.speculative`'s, so the
+request (its blocks given away) starts over. Verification is :mod:`revolta_engine.spec_decode.verify`'s, so the
 target's distribution is kept exactly.
 """
 
@@ -19,14 +19,15 @@ from revolta_engine.core.request import Request
 from revolta_engine.core.scheduler import ScheduledRequest
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
+from revolta_engine.parallel.step_plan import RemoteScheduled
+from revolta_engine.spec_decode.base import Proposer, feed_item, placeholder_drafts
 from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.step_plan import RemoteRequest, RemoteScheduled, TokenWindow
 
 logger = logging.getLogger(__name__)
 
 
-class DraftModel:
+class DraftModel(Proposer):
     """The draft model, its cache and the per-request record of what its cache holds."""
 
     reads_target_hidden = False  # it catches up on tokens
@@ -71,6 +72,10 @@ class DraftModel:
                                   max_model_len=self.max_model_len)
         self.budget = max_num_batched_tokens
         self.max_seqs = max_num_seqs
+
+    def next_drafts(self, request: Request, room: int) -> list[int]:
+        """Placeholders: :meth:`propose` fills them once the step is scheduled."""
+        return placeholder_drafts(room)
 
     def propose(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]]) -> None:
         """Fill ``spec_token_ids[:num_drafts]`` of the scheduled requests that verify drafts this step."""
@@ -144,13 +149,6 @@ class DraftModel:
         if logits.shape[0] == 0:
             return []
         return logits[:, :self.vocab].argmax(dim=-1).tolist()
-
-
-def feed_item(request_id: str, start: int, tokens: list[int], completes: bool) -> RemoteScheduled:
-    """A proposer's pass over ``tokens`` of a request at positions ``start``..., as a scheduled item its runner
-    takes (``completes``: its last row gets logits)."""
-    return RemoteScheduled(RemoteRequest(request_id, start, TokenWindow(start, list(tokens)), []), len(tokens),
-                           completes, 0)
 
 
 def load_draft_model(spec: Any, target_vocab: int, settings: Any) -> DraftModel | None:

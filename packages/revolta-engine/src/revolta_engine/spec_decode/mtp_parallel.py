@@ -1,7 +1,7 @@
 """The MTP head under tensor parallelism: every rank holds its shard of the head (attention heads and MLP channels
 split like the target's layers; ``fc`` and the norms whole) and its own KV cache for it over the same block ids.
 
-Rank 0's :class:`~revolta_engine.engine.mtp_proposer.MtpProposer` decides every pass of the head. Before running
+Rank 0's :class:`~revolta_engine.spec_decode.mtp.MtpProposer` decides every pass of the head. Before running
 one it sends the workers an :class:`MtpPass`: the entries (token ids included), their block tables, the rows
 whose output it keeps, and where the target hidden states come from. Those are either rows of the target step
 that just ran, which every rank still holds (the catch-up after a step), or a tensor rank 0 broadcasts (the
@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from revolta_engine.distributed.communication import broadcast_object, broadcast_tensor
-from revolta_engine.engine.mtp_runner import attach_head, head_kv_spec
+from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
+from revolta_engine.parallel.step_plan import RemoteScheduled
+from revolta_engine.spec_decode.mtp_head import attach_head, head_kv_spec
 from revolta_engine.worker.model_runner import ModelRunner
-from revolta_engine.worker.step_plan import RemoteScheduled
 
 
 @dataclass

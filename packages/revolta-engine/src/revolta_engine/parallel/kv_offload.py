@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from revolta_engine.core.kv_connector import ConnectorStats, KVConnector
-from revolta_engine.distributed.communication import all_ranks_min, broadcast_object
+from revolta_engine.parallel.communication import all_ranks_min, broadcast_object
 
 
 @dataclass
