@@ -39,7 +39,7 @@ FULL_THREADS = torch.get_num_threads()
 
 def timed(llm: LLM, prompts: list[list[int]], params: SamplingParams) -> tuple[float, int]:
     # one engine at tensor_parallel_size 1 uses every core; a split one gives rank 0 its share (as the engine does)
-    tp = llm.llm_engine.args.tensor_parallel_size
+    tp = llm.llm_engine.config.parallel.tensor_parallel_size
     torch.set_num_threads(max(1, FULL_THREADS // tp) if llm.llm_engine.device.type == "cpu" else FULL_THREADS)
     _sync()
     t0 = time.perf_counter()

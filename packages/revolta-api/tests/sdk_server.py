@@ -28,7 +28,7 @@ def serve(api_key: str | None = None, parsing: ChatParsing | None = None, max_mo
           **engine_args: Any) -> Iterator[tuple[str, Any]]:
     """Yield (base URL, engine client) of a server running until the block ends (``engine_args``: more
     ``EngineArgs``, e.g. ``model``)."""
-    engine = LLMEngine(EngineArgs.from_kwargs(max_model_len=max_model_len, kv_cache_memory_bytes=32 << 20,
+    engine = LLMEngine.from_engine_args(EngineArgs.from_kwargs(max_model_len=max_model_len, kv_cache_memory_bytes=32 << 20,
                                               **engine_args))
     client = ThreadedEngineClient(engine)
     app = build_app(client, served_model_name="smol", api_key=api_key, parsing=parsing,

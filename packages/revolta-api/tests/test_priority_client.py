@@ -10,7 +10,7 @@ from revolta_engine import EngineArgs, LLMEngine, SamplingParams
 
 
 def test_waiting_requests_run_in_priority_order():
-    engine = LLMEngine(EngineArgs.from_kwargs(max_model_len=256, kv_cache_memory_bytes=32 << 20, max_num_seqs=1,
+    engine = LLMEngine.from_engine_args(EngineArgs.from_kwargs(max_model_len=256, kv_cache_memory_bytes=32 << 20, max_num_seqs=1,
                                               scheduling_policy="priority"))
     client = ThreadedEngineClient(engine)
     finished: list[str] = []

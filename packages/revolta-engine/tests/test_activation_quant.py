@@ -54,7 +54,7 @@ def test_two_engines_in_one_process_keep_their_own_setting(tiny_awq):
     first = LLM(str(tiny_awq), **KW)
     int8 = LLM(str(tiny_awq), activation_quant="int8", **KW)
     last = LLM(str(tiny_awq), **KW)
-    assert int8.llm_engine.resolver.values["activation_quant"] == ResolvedValue("int8", "user")
+    assert int8.llm_engine.config.values["activation_quant"] == ResolvedValue("int8", "user")
     gen = torch.Generator().manual_seed(0)
     for name, layer in _projections(int8).items():
         assert layer.int8_activations, name
@@ -80,7 +80,7 @@ def test_dense_models_have_no_setting_to_change(tiny_llama):
 def test_env_sets_it_and_an_explicit_argument_wins(tiny_llama, monkeypatch):
     monkeypatch.setenv(ENV, "int8")
     engine = LLM(str(tiny_llama), **KW).llm_engine
-    assert engine.resolver.values["activation_quant"] == ResolvedValue("int8", "env")
+    assert engine.config.values["activation_quant"] == ResolvedValue("int8", "env")
     assert ("activation_quant", "int8", "env") in engine.config_report()
     engine = LLM(str(tiny_llama), activation_quant="none", **KW).llm_engine
-    assert engine.resolver.values["activation_quant"] == ResolvedValue("none", "user")
+    assert engine.config.values["activation_quant"] == ResolvedValue("none", "user")

@@ -144,7 +144,7 @@ def test_int8_activations_engine_option_on_cuda(base, tmp_path):
     kw = dict(dtype="float16", device="cuda", max_model_len=128, kv_cache_memory_bytes=2**24)
     names = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
     int8 = LLM(str(quant_dir), activation_quant="int8", **kw).llm_engine
-    assert int8.resolver.values["activation_quant"].value == "int8"
+    assert int8.config.values["activation_quant"].value == "int8"
     plain = LLM(str(quant_dir), **kw).llm_engine.model.model.layers[1]
     dense = LLM(str(dense_dir), **kw).llm_engine.model.model.layers[1]
     layer = int8.model.model.layers[1]

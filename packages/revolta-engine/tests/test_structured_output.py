@@ -121,12 +121,12 @@ def test_exactly_one_constraint():
     (StructuredOutputsParams(grammar="root ::= missing"), "structured_outputs.grammar", "missing"),
 ])
 def test_bad_constraint_fails_only_its_request(tiny_llama, so, param, words):
-    engine = LLMEngine(EngineArgs.from_kwargs(model=str(tiny_llama), dtype="float32", max_model_len=256))
+    engine = LLMEngine.from_engine_args(EngineArgs.from_kwargs(model=str(tiny_llama), dtype="float32", max_model_len=256))
     engine.add_request("good", prompts(1)[0], constrained(StructuredOutputsParams(regex=REGEX)))
     with pytest.raises(StructuredOutputError, match=words) as err:
         engine.add_request("bad", prompts(1)[0], constrained(so))
     assert err.value.param == param
-    assert "bad" not in engine.parents
+    assert "bad" not in engine.requests
     done = {}
     while engine.has_unfinished_requests():
         for out in engine.step():
@@ -149,7 +149,7 @@ def test_preemption_keeps_the_grammar_state(tiny_llama):
 
 
 def test_abort_frees_the_request_and_the_engine_goes_on(tiny_llama):
-    engine = LLMEngine(EngineArgs.from_kwargs(model=str(tiny_llama), dtype="float32", max_model_len=256))
+    engine = LLMEngine.from_engine_args(EngineArgs.from_kwargs(model=str(tiny_llama), dtype="float32", max_model_len=256))
     engine.add_request("a", prompts(1)[0], constrained(StructuredOutputsParams(json=SCHEMA), n=2))
     engine.step()
     engine.step()

@@ -18,7 +18,7 @@ class LocalGenerator:
     def __init__(self, engine_args: Any) -> None:
         from revolta_engine import LLMEngine
 
-        self.engine = LLMEngine(engine_args)
+        self.engine = LLMEngine.from_engine_args(engine_args)
         self._ids = itertools.count()
 
     def stream(self, prompt: str | None, messages: list[dict] | None, options: dict) -> Iterator[str]:

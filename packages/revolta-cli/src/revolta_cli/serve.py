@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import socket
 import sys
@@ -129,17 +128,17 @@ def ssl_problem(keyfile: str | None, certfile: str | None) -> str | None:
 
 def log_stats_interval() -> float:
     """Seconds between stats log lines: ``REVOLTA_LOG_STATS_INTERVAL`` (or vLLM's ``VLLM_LOG_STATS_INTERVAL``)."""
-    for name in ("REVOLTA_LOG_STATS_INTERVAL", "VLLM_LOG_STATS_INTERVAL"):
-        value = os.environ.get(name)
-        if value:
-            try:
-                seconds = float(value)
-            except ValueError:
-                raise SystemExit(f"revolta serve: {name}={value!r} is not a number of seconds") from None
-            if seconds <= 0:
-                raise SystemExit(f"revolta serve: {name} must be more than 0 seconds, not {value}")
-            return seconds
-    return 10.0
+    from revolta_engine import envs
+
+    var = envs.LOG_STATS_INTERVAL
+    name, text = var.lookup() or (var.name, "")
+    try:
+        seconds = var.get()
+    except ValueError:
+        raise SystemExit(f"revolta serve: {name}={text!r} is not a number of seconds") from None
+    if seconds <= 0:
+        raise SystemExit(f"revolta serve: {name} must be more than 0 seconds, not {text}")
+    return seconds
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -13,8 +13,8 @@ from revolta_kernels.envs import EnvVar, parse_bool
 _PKG = "revolta-engine"
 
 
-def _declare(name, parse, default, doc):  # type: ignore[no-untyped-def]
-    return kernel_envs.declare(name, parse, default, doc, package=_PKG)
+def _declare(name, parse, default, doc, aliases=()):  # type: ignore[no-untyped-def]
+    return kernel_envs.declare(name, parse, default, doc, package=_PKG, aliases=aliases)
 
 
 DEVICE = _declare(
@@ -33,10 +33,11 @@ ACTIVATION_QUANT = _declare(
 ALLOW_LONG_MAX_MODEL_LEN = _declare(
     "REVOLTA_ALLOW_LONG_MAX_MODEL_LEN", parse_bool, False,
     "`1`: accept a `--max-model-len` past the positions the model was trained for (vLLM's "
-    "`VLLM_ALLOW_LONG_MAX_MODEL_LEN` works too).")
+    "`VLLM_ALLOW_LONG_MAX_MODEL_LEN` works too).", aliases=("VLLM_ALLOW_LONG_MAX_MODEL_LEN",))
 LOG_STATS_INTERVAL = _declare(
     "REVOLTA_LOG_STATS_INTERVAL", float, 10.0,
-    "Seconds between the server's periodic throughput and cache log lines.")
+    "Seconds between the server's periodic throughput and cache log lines (vLLM's `VLLM_LOG_STATS_INTERVAL` "
+    "works too).", aliases=("VLLM_LOG_STATS_INTERVAL",))
 
 
 def all_env_vars() -> list[EnvVar]:
@@ -45,5 +46,6 @@ def all_env_vars() -> list[EnvVar]:
 
 
 def set_env_vars() -> list[tuple[str, str]]:
-    """``(name, text)`` of every declared variable that is set, for the startup configuration report."""
+    """``(name, text)`` of every declared variable (or alias) that is set, kernels' and engine's, for the startup
+    configuration report."""
     return kernel_envs.set_env_vars()

@@ -36,31 +36,43 @@ class EnvVar(Generic[T]):
     default: T
     doc: str
     package: str
+    aliases: tuple[str, ...] = ()  # other names read when this one is unset (vLLM's ``VLLM_*`` spelling)
+
+    def lookup(self) -> tuple[str, str] | None:
+        """``(name, text)`` of the first of the variable's names that is set and not empty, else None."""
+        for name in (self.name, *self.aliases):
+            text = os.environ.get(name)
+            if text:
+                return name, text
+        return None
 
     def is_set(self) -> bool:
-        """True when the variable is present and not empty."""
-        return bool(os.environ.get(self.name))
+        """True when the variable (or one of its aliases) is present and not empty."""
+        return self.lookup() is not None
 
     def raw(self) -> str | None:
-        """The variable's text, None when unset or empty."""
-        return os.environ.get(self.name) or None
+        """The variable's text (or its first set alias's), None when unset or empty."""
+        found = self.lookup()
+        return found[1] if found is not None else None
 
     def get(self) -> T:
         """The parsed value, or the default when unset; a value that does not parse raises a ValueError naming
-        the variable."""
-        raw = self.raw()
-        if raw is None:
+        the variable that was read."""
+        found = self.lookup()
+        if found is None:
             return self.default
+        name, raw = found
         try:
             return self.parse(raw)
         except ValueError as exc:
-            raise ValueError(f"{self.name}={raw!r}: {exc}") from None
+            raise ValueError(f"{name}={raw!r}: {exc}") from None
 
 
-def declare(name: str, parse: Callable[[str], T], default: T, doc: str, *, package: str = "revolta-kernels") -> EnvVar[T]:
+def declare(name: str, parse: Callable[[str], T], default: T, doc: str, *, package: str = "revolta-kernels",
+            aliases: tuple[str, ...] = ()) -> EnvVar[T]:
     """Register a variable once; declaring the same name twice is a programming error."""
     assert name not in _REGISTRY, f"{name} is declared twice"
-    var = EnvVar(name, parse, default, doc, package)
+    var = EnvVar(name, parse, default, doc, package, aliases)
     _REGISTRY[name] = var
     return var
 
@@ -76,9 +88,10 @@ def all_env_vars() -> list[EnvVar]:
 
 
 def set_env_vars(package: str | None = None) -> list[tuple[str, str]]:
-    """``(name, text)`` of every declared variable that is set (of one package, or all)."""
-    return [(v.name, os.environ[v.name]) for v in _REGISTRY.values()
-            if v.is_set() and (package is None or v.package == package)]
+    """``(name, text)`` of every declared variable that is set (of one package, or all), aliases under their own
+    names."""
+    return [(name, os.environ[name]) for v in _REGISTRY.values() if package is None or v.package == package
+            for name in (v.name, *v.aliases) if os.environ.get(name)]
 
 
 CUDA_ARCHS = declare(

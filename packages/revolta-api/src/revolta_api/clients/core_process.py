@@ -39,10 +39,10 @@ def _raise_exit(signum: int, frame: Any) -> None:
 
 
 def build_llm_engine(engine_args: Any) -> Any:
-    """The default engine factory: ``LLMEngine(engine_args)``."""
+    """The default engine factory: ``LLMEngine.from_engine_args(engine_args)``."""
     from revolta_engine import LLMEngine
 
-    return LLMEngine(engine_args)
+    return LLMEngine.from_engine_args(engine_args)
 
 
 def run_engine_core(engine_args: Any, input_address: str, output_address: str, served_model_name: str | None,

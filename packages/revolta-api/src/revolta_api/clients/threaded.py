@@ -41,7 +41,7 @@ class ThreadedEngineClient(StreamingClientBase):
         """Build the engine from ``EngineArgs`` (loads the model in this thread)."""
         from revolta_engine import LLMEngine
 
-        return cls(LLMEngine(engine_args), getattr(engine_args, "served_model_name", None))
+        return cls(LLMEngine.from_engine_args(engine_args), getattr(engine_args, "served_model_name", None))
 
     async def start(self) -> None:
         """Start the worker thread on the running event loop (idempotent)."""

@@ -57,3 +57,15 @@ class KVConnector(Protocol):
     def close(self) -> None:
         """Finish pending stores and release resources; idempotent."""
         ...
+
+
+def run_transfers(connector: KVConnector | None, kv: Any) -> None:
+    """Hand ``connector`` the blocks the KV cache manager ``kv`` queued to store, then copy the fetched blocks in
+    (stores first: a block freed and reused for a load in the same step must be read before it is overwritten)."""
+    if connector is None:
+        return
+    saves, loads = kv.take_transfers()
+    if saves:
+        connector.save([h for h, _ in saves], [b for _, b in saves])
+    if loads:
+        connector.load([b for b, _ in loads], [d for _, d in loads])

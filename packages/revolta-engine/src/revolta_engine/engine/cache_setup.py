@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver
+from revolta_engine.config.engine_config import CacheConfig
 from revolta_engine.core.state_slots import StateSlots
 from revolta_engine.engine.memory import plan_kv_blocks
 from revolta_engine.worker.kv_cache import KVCacheSpec, allocate_kv_cache
@@ -27,6 +27,7 @@ class EngineCaches:
     kv_caches: list
     state_slots: StateSlots | None
     state_caches: list
+    measured_kv_bytes: int | None = None  # the KV budget measured on the GPU (None: the configuration's)
 
     @property
     def scratch_slot(self) -> int:
@@ -39,7 +40,7 @@ class EngineCaches:
         return self.state_slots.num_slots if self.state_slots is not None else -1
 
 
-def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, max_seqs: int,
+def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cache: CacheConfig, max_seqs: int,
                     enable_caching: bool, max_batched: int, max_model_len: int,
                     agree: Callable[[int], int] | None = None, extra_bytes_per_block: int = 0,
                     scratch_state_slots: int = 0) -> EngineCaches:
@@ -59,8 +60,8 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
         # one spare slot past the owned ones: CUDA graphs point their padding rows at it; then the scratch slots
         state_bytes = (state_slots.num_slots + 1 + scratch_state_slots) * state_spec.bytes_per_slot
     try:
-        num_blocks = plan_kv_blocks(spec, device, cfg, model, max_batched, max_model_len, reserved_bytes=state_bytes,
-                                    extra_bytes_per_block=extra_bytes_per_block)
+        num_blocks, measured = plan_kv_blocks(spec, device, cache, model, max_batched, max_model_len,
+                                              reserved_bytes=state_bytes, extra_bytes_per_block=extra_bytes_per_block)
     except MemoryError as exc:
         if state_spec is None or not scratch_state_slots:
             raise
@@ -78,7 +79,7 @@ def allocate_caches(model: Any, spec: KVCacheSpec, device: torch.device, cfg: Co
             "snapshots (%.2f MiB each, %.2f GiB in all)", state_spec.num_layers, state_slots.num_running,
             state_slots.num_snapshots, state_spec.bytes_per_slot / 2**20, state_bytes / 2**30,
         )
-    return EngineCaches(spec, num_blocks, kv_caches, state_slots, state_caches)
+    return EngineCaches(spec, num_blocks, kv_caches, state_slots, state_caches, measured)
 
 
 def log_kv_capacity(spec: KVCacheSpec, num_blocks: int, capacity_tokens: int, max_model_len: int) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver
 from revolta_engine.errors import InvalidRequestError, UnsupportedModelError
 from revolta_engine.models.registry import resolve_model_class
 from revolta_engine.parallel.launcher import TensorParallelRunner, TPWorkers
@@ -44,7 +43,7 @@ def check_tensor_parallel(settings: ShardSettings, hf_config: Any, device: torch
 
 
 def build_engine_runtime(hf_config: Any, weights: Any, settings: ShardSettings, device: torch.device,
-                         cfg: ConfigResolver, enforce_eager: bool) -> tuple[ShardRuntime, Any, TPWorkers | None]:
+                         enforce_eager: bool) -> tuple[ShardRuntime, Any, TPWorkers | None]:
     """``(runtime, runner, workers)``: rank 0's shard (the whole model on one rank) and the runner the engine
     drives (a :class:`TensorParallelRunner` over the workers when there are any). ``weights`` None: dummy."""
     workers = TPWorkers(settings) if settings.tensor_parallel_size > 1 else None
@@ -60,7 +59,7 @@ def build_engine_runtime(hf_config: Any, weights: Any, settings: ShardSettings, 
         if workers is not None:
             workers.wait_loaded()
             workers.join_groups(device)
-        runtime = build_shard_runtime(model, settings, device, cfg)
+        runtime = build_shard_runtime(model, settings, device)
     except BaseException:
         if workers is not None:
             workers.kill()

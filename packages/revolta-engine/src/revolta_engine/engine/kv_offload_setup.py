@@ -1,4 +1,5 @@
-"""KV offload at startup: check the options, fingerprint the cache layout and build the connector.
+"""KV offload at startup: fingerprint the cache layout and build the connector (the options are checked in
+:mod:`revolta_engine.config.offload`).
 
 The connector implementation lives in the ``revolta-offload`` package, imported here by name so that the
 engine does not depend on it (the dependency points from the tiers to the engine).
@@ -9,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver
+from revolta_engine.config.offload import OffloadConfig
 from revolta_engine.core.kv_connector import KVConnector
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.worker.kv_cache import KVCacheSpec
@@ -25,39 +25,7 @@ if TYPE_CHECKING:
 
 OFFLOAD_MODULE = "revolta_offload"
 LAYOUT_VERSION = 1  # bump when the meaning of stored block bytes changes
-DEFAULT_DISK_GIB = 16.0
 _WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".json")
-
-
-@dataclass(frozen=True)
-class KVOffloadOptions:
-    """The resolved offload options: CPU tier bytes (0: none), the files' directory (None: none) and cap."""
-
-    cpu_bytes: int
-    path: str | None
-    disk_bytes: int
-
-
-def resolve_offload_options(cfg: ConfigResolver) -> KVOffloadOptions | None:
-    """Read ``kv_offloading_size`` (GiB of CPU memory), ``kv_offload_path`` and ``kv_offload_disk_size`` (GiB)."""
-    cpu_gib = cfg.resolve("kv_offloading_size")
-    path = cfg.resolve("kv_offload_path")
-    disk_gib = cfg.resolve("kv_offload_disk_size")
-    if cpu_gib is not None and not cpu_gib >= 0:
-        raise InvalidRequestError(f"kv_offloading_size must be >= 0 GiB, got {cpu_gib}", param="kv_offloading_size")
-    if disk_gib is not None and not disk_gib > 0:
-        raise InvalidRequestError(f"kv_offload_disk_size must be > 0 GiB, got {disk_gib}",
-                                  param="kv_offload_disk_size")
-    if disk_gib is not None and not path:
-        raise InvalidRequestError("kv_offload_disk_size needs kv_offload_path (the directory for the files)",
-                                  param="kv_offload_disk_size")
-    if not cpu_gib and not path:
-        return None
-    if path is not None:
-        cfg.set("kv_offload_disk_size", disk_gib or DEFAULT_DISK_GIB,
-                cfg.values["kv_offload_disk_size"].source if disk_gib is not None else "default")
-    return KVOffloadOptions(int((cpu_gib or 0) * 2**30), str(path) if path else None,
-                            int((disk_gib or DEFAULT_DISK_GIB) * 2**30))
 
 
 def model_identity(path: Path, load_format: str, seed: int) -> dict[str, Any]:
@@ -89,7 +57,7 @@ def layout_fingerprint(identity: dict[str, Any], spec: KVCacheSpec, model_dtype:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def build_kv_connector(options: KVOffloadOptions, *, kv_caches: list, spec: KVCacheSpec, device: torch.device,
+def build_kv_connector(options: OffloadConfig, *, kv_caches: list, spec: KVCacheSpec, device: torch.device,
                        fingerprint: str, enable_caching: bool, hybrid: bool) -> KVConnector:
     """The offload connector, or a clear error why it cannot run with this engine."""
     if not enable_caching:
@@ -113,9 +81,9 @@ def build_kv_connector(options: KVOffloadOptions, *, kv_caches: list, spec: KVCa
     return connector
 
 
-def offload_connector(options: KVOffloadOptions | None, settings: ShardSettings, model_path: Path, spec: KVCacheSpec,
+def offload_connector(options: OffloadConfig | None, settings: ShardSettings, model_path: Path, spec: KVCacheSpec,
                       kv_caches: list, device: torch.device, *, hybrid: bool, rank: int = 0) -> KVConnector | None:
-    """The KV connector of rank ``rank`` for ``options`` (:func:`resolve_offload_options`), or None when KV offload
+    """The KV connector of rank ``rank`` for ``options`` (``EngineConfig.offload``), or None when KV offload
     is off; ``settings`` are the options every rank builds with.
 
     With tensor parallelism every rank builds its own over its shard of the cache, with its share of the memory and
@@ -125,7 +93,7 @@ def offload_connector(options: KVOffloadOptions | None, settings: ShardSettings,
         return None
     args, tp = settings.args, settings.tensor_parallel_size
     if tp > 1:
-        options = KVOffloadOptions(options.cpu_bytes // tp, options.path, options.disk_bytes // tp)
+        options = OffloadConfig(options.cpu_bytes // tp, options.path, options.disk_bytes // tp)
     fingerprint = layout_fingerprint(model_identity(model_path, args.load_format, args.seed), spec, settings.dtype,
                                      tp, settings.activation_quant, rank)
     connector = build_kv_connector(options, kv_caches=kv_caches, spec=spec, device=device, fingerprint=fingerprint,

@@ -20,7 +20,7 @@ class LLM:
     def __init__(self, model: str | None = None, **engine_args: Any) -> None:
         if model is not None:
             engine_args["model"] = model
-        self.llm_engine = LLMEngine(EngineArgs.from_kwargs(**engine_args))
+        self.llm_engine = LLMEngine.from_engine_args(EngineArgs.from_kwargs(**engine_args))
         self._ids = itertools.count()
 
     def shutdown(self) -> None:

@@ -7,33 +7,27 @@ import logging
 import torch
 from torch import nn
 
-from revolta_engine.config import ConfigResolver
+from revolta_engine.config.engine_config import CacheConfig
 from revolta_engine.worker.kv_cache import KVCacheSpec
 
 logger = logging.getLogger(__name__)
 
-CPU_KV_CACHE_BYTES = 2 * 2**30  # default KV budget on the CPU
 
-
-def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver, model: nn.Module,
+def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cache: CacheConfig, model: nn.Module,
                    max_num_batched_tokens: int, max_model_len: int, reserved_bytes: int = 0,
-                   extra_bytes_per_block: int = 0) -> int:
-    """Number of blocks to allocate, including the null block 0.
+                   extra_bytes_per_block: int = 0) -> tuple[int, int | None]:
+    """Number of blocks to allocate, including the null block 0, and the budget measured on the GPU (None when
+    the configuration gave one).
 
     ``reserved_bytes`` (hybrid models' recurrent state pool) come out of the same budget first;
     ``extra_bytes_per_block`` (a draft model's cache over the same blocks) is paid for each block too.
     """
-    override = cfg.resolve("num_gpu_blocks_override")
-    if override:
-        return int(override) + 1
-    if device.type == "cpu":
-        budget = cfg.resolve("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES, parse=int)
-    else:
-        budget = cfg.resolve("kv_cache_memory_bytes", parse=int)
-        if budget is None:
-            budget = _gpu_budget(device, cfg.resolve("gpu_memory_utilization"), max_num_batched_tokens, spec,
-                                 model, max_model_len)
-            cfg.set("kv_cache_memory_bytes", budget, "profile")
+    if cache.num_gpu_blocks_override:
+        return int(cache.num_gpu_blocks_override) + 1, None
+    budget, measured = cache.kv_cache_memory_bytes, None
+    if budget is None:
+        budget = measured = _gpu_budget(device, cache.gpu_memory_utilization, max_num_batched_tokens, spec,
+                                        model, max_model_len)
     per_block = spec.bytes_per_block + extra_bytes_per_block
     if reserved_bytes and int(budget) - reserved_bytes < 2 * per_block:
         raise MemoryError(
@@ -47,7 +41,7 @@ def plan_kv_blocks(spec: KVCacheSpec, device: torch.device, cfg: ConfigResolver,
             f"only {budget / 2**20:.0f} MiB are left for the KV cache, less than two blocks of "
             f"{per_block / 2**20:.2f} MiB; raise gpu_memory_utilization or kv_cache_memory_bytes"
         )
-    return num_blocks
+    return num_blocks, measured
 
 
 def _gpu_budget(device: torch.device, utilization: float, max_num_batched_tokens: int, spec: KVCacheSpec,

@@ -84,3 +84,14 @@ def check_unicode(text: str, param: str) -> None:
     except UnicodeEncodeError as e:
         raise InvalidRequestError(f"the text holds an unpaired UTF-16 surrogate (U+{ord(text[e.start]):04X} at "
                                   f"character {e.start}), which is not valid Unicode", param=param) from None
+
+
+def prepare_prompt(prompt: PromptInput, params: Any, tokenize: Callable[[str], list[int]], max_model_len: int,
+                   vocab: int, block_size: int, usable_blocks: int) -> tuple[str | None, list[int]]:
+    """A request's prompt text (or None) and token ids, truncated as ``params`` ask and checked against the
+    vocabulary, the context length and the KV cache; also checks the token ids ``params`` name."""
+    text, ids = prompt_text_and_ids(prompt, tokenize)
+    ids = truncate_prompt(ids, params.truncate_prompt_tokens, max_model_len)
+    check_prompt_ids(ids, vocab, max_model_len, block_size, usable_blocks)
+    check_sampling_token_ids(params.allowed_token_ids, params.logit_bias, vocab)
+    return text, ids

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver, EngineArgs
+from revolta_engine.config import EngineArgs, EngineConfig
 from revolta_engine.engine.cache_setup import EngineCaches, allocate_caches
 from revolta_engine.engine.model_builder import load_model
 from revolta_engine.layers.activation_quant import set_activation_quant
@@ -26,6 +26,7 @@ class ShardSettings:
     """The options rank 0 resolved, as every rank builds with them (picklable: sent to the workers)."""
 
     args: EngineArgs
+    config: EngineConfig
     model_path: str
     dtype: torch.dtype
     max_model_len: int
@@ -69,14 +70,14 @@ def load_shard_model(hf_config: Any, weights: Any, settings: ShardSettings, devi
     return model
 
 
-def build_shard_runtime(model: Any, settings: ShardSettings, device: torch.device,
-                        cfg: ConfigResolver) -> ShardRuntime:
+def build_shard_runtime(model: Any, settings: ShardSettings, device: torch.device) -> ShardRuntime:
     """Allocate this rank's KV cache (as many blocks as the fullest rank holds) and make its runner."""
     num_layers, num_kv_heads, head_dim = model.kv_cache_shape()
     spec = KVCacheSpec(num_layers, num_kv_heads, head_dim, settings.block_size, settings.kv_cache_dtype)
     agree = all_ranks_min if settings.tensor_parallel_size > 1 else None
-    caches = allocate_caches(model, spec, device, cfg, settings.max_num_seqs, settings.enable_prefix_caching,
-                             settings.max_num_batched_tokens, settings.max_model_len, agree=agree,
+    caches = allocate_caches(model, spec, device, settings.config.cache, settings.max_num_seqs,
+                             settings.enable_prefix_caching, settings.max_num_batched_tokens, settings.max_model_len,
+                             agree=agree,
                              extra_bytes_per_block=settings.draft_kv_bytes_per_block,
                              scratch_state_slots=settings.scratch_state_slots)
     runner = ModelRunner(model, caches.kv_caches, settings.block_size, device, caches.state_caches,

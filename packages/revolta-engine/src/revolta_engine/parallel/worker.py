@@ -16,8 +16,7 @@ from typing import Any
 
 import torch
 
-from revolta_engine.config import ConfigResolver
-from revolta_engine.engine.kv_offload_setup import offload_connector, resolve_offload_options
+from revolta_engine.engine.kv_offload_setup import offload_connector
 from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
 from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
 from revolta_engine.parallel.kv_offload import KVTransfer, KVTransferWorker
@@ -78,7 +77,7 @@ def run_tp_worker(settings: ShardSettings, rank: int, conn: Any, parent_pid: int
     conn.send(("loaded",))
     init_process_groups(TensorParallelLayout(rank, settings.tensor_parallel_size), settings.init_method, device)
     try:
-        runtime = build_shard_runtime(model, settings, device, ConfigResolver(settings.args))
+        runtime = build_shard_runtime(model, settings, device)
         mtp = MtpWorker(head, runtime.runner, runtime.caches.num_blocks, settings, device) if head else None
         kv = _kv_transfers(settings, runtime, device, rank)
         try:
@@ -99,7 +98,7 @@ def _mtp_head(checkpoint: Any, settings: ShardSettings, device: torch.device, ra
 def _kv_transfers(settings: ShardSettings, runtime: ShardRuntime, device: torch.device,
                   rank: int) -> KVTransferWorker | None:
     """This rank's KV offload tiers over its shard of the cache, when the engine offloads (None otherwise)."""
-    connector = offload_connector(resolve_offload_options(ConfigResolver(settings.args)), settings,
+    connector = offload_connector(settings.config.offload, settings,
                                   Path(settings.model_path), runtime.spec, runtime.caches.kv_caches, device,
                                   hybrid=runtime.caches.state_slots is not None, rank=rank)
     return KVTransferWorker(connector) if connector is not None else None

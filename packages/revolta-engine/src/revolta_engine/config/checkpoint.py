@@ -1,13 +1,14 @@
 """Opening the engine's checkpoint (``model``, loader options, ``hf_overrides``) and the options checked against it:
 vLLM's ``quantization`` and ``trust_remote_code``, and the request sampling defaults from its generation config
-(``generation_defaults``)."""
+(:mod:`revolta_engine.engine.generation_defaults`)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from revolta_engine.config import ConfigResolver
+from revolta_engine.config.args import EngineArgs
+from revolta_engine.config.sources import ConfigResolver
 from revolta_engine.engine.generation_defaults import log_sampling_defaults, sampling_defaults
 from revolta_engine.errors import InvalidRequestError
 from revolta_engine.layers.quant.config import parse_quant_config
@@ -21,17 +22,19 @@ QUANTIZATION_NAMES = {"awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_m
                       "gguf": "gguf"}
 
 
-def open_checkpoint(cfg: ConfigResolver) -> Checkpoint:
-    """Resolve ``model`` (the embedded SmolLM2 when unset) and open it with the loader options."""
-    args = cfg.args
+def model_path(args: EngineArgs) -> str:
+    """The checkpoint ``args`` name: ``model``, or the embedded SmolLM2 when unset."""
     if args.model is None:
         from revolta_engine.loader import default_model
 
-        cfg.set("model", str(default_model()), "default")
-    else:
-        cfg.resolve("model")
-    return load_checkpoint(cfg.values["model"].value, tokenizer=args.tokenizer, load_format=args.load_format,
-                           skip_tokenizer_init=args.skip_tokenizer_init, hf_overrides=cfg.resolve("hf_overrides"))
+        return str(default_model())
+    return args.model
+
+
+def open_checkpoint(args: EngineArgs) -> Checkpoint:
+    """Open the checkpoint ``args`` name with their loader options (weights are read later, when iterated)."""
+    return load_checkpoint(model_path(args), tokenizer=args.tokenizer, load_format=args.load_format,
+                           skip_tokenizer_init=args.skip_tokenizer_init, hf_overrides=args.hf_overrides)
 
 
 def resolve_checkpoint_options(cfg: ConfigResolver, checkpoint: Checkpoint) -> dict[str, Any]:
