@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from revolta_engine.config.speculative import parse_speculative_config
 from revolta_engine.engine.kv_offload_setup import offload_connector
 from revolta_engine.engine.prompt_logprobs import ROWS_PER_PASS
 from revolta_engine.parallel.communication import broadcast_object, broadcast_tensor
@@ -35,7 +36,6 @@ from revolta_engine.parallel.state import (
 from revolta_engine.parallel.step_plan import StepPlan
 from revolta_engine.spec_decode.mtp import build_mtp_head
 from revolta_engine.spec_decode.mtp_parallel import MtpPass, MtpWorker
-from revolta_engine.spec_decode.setup import parse_speculative_config
 
 logger = logging.getLogger(__name__)
 

@@ -9,17 +9,16 @@
 - :mod:`.setup`: the speculative config, the proposer it needs, and each request's drafts for its next step
 """
 
+from revolta_engine.config.speculative import (
+    MAX_SPECULATIVE_TOKENS,
+    SpeculativeConfig,
+    parse_speculative_config,
+)
 from revolta_engine.spec_decode.base import Proposer
 from revolta_engine.spec_decode.draft_model import DraftModel, load_draft_model
 from revolta_engine.spec_decode.mtp import MtpProposer, build_mtp_head, load_mtp_proposer
 from revolta_engine.spec_decode.ngram import NgramProposer, propose_ngram
-from revolta_engine.spec_decode.setup import (
-    MAX_SPECULATIVE_TOKENS,
-    SpeculativeConfig,
-    load_proposer,
-    next_drafts,
-    parse_speculative_config,
-)
+from revolta_engine.spec_decode.setup import load_proposer, next_drafts
 from revolta_engine.spec_decode.verify import accepted_tokens, draft_state_snapshots, wants_drafts
 
 __all__ = [

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from revolta_engine.config.speculative import (  # noqa: F401  (re-exported)
-    MAX_SPECULATIVE_TOKENS,
-    SpeculativeConfig,
-    parse_speculative_config,
-)
+from revolta_engine.config.speculative import SpeculativeConfig
 from revolta_engine.core.request import Request
 from revolta_engine.spec_decode.base import Proposer, placeholder_drafts
 from revolta_engine.spec_decode.draft_model import load_draft_model
