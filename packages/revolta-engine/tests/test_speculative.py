@@ -10,8 +10,8 @@ import pytest
 from spec_helpers import assert_same_marginals, oracle_drafts, repetitive_prompts
 
 from revolta_engine import LLM, SamplingParams
-from revolta_engine.errors import InvalidRequestError
 from revolta_engine.engine.llm_engine import LLMEngine
+from revolta_engine.errors import InvalidRequestError
 from revolta_engine.spec_decode import NgramProposer, accepted_tokens, parse_speculative_config, propose_ngram
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
