@@ -8,6 +8,8 @@ layout, the same static snapshot slots) eagerly in place of its replay, through 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from hybrid_checkpoints import make_family_checkpoint
 from spec_helpers import oracle_drafts, repetitive_prompts
@@ -84,3 +86,49 @@ def test_padded_verification_layout_keeps_greedy_output(family, tiny_llama, hybr
 def test_verification_buckets_stay_within_the_token_cap():
     assert verify_buckets([1, 2, 4, 8, 16, 24, 32], 4, 64) == [1, 2, 4, 8, 16]
     assert verify_buckets([1, 2], 8, 4) == [1]  # one sequence always fits
+
+
+def test_mtp_head_in_the_graph_layout_drafts_like_the_reference(tmp_path):
+    import torch
+    from mtp_head import add_mtp_head, assert_drafts_match_reference
+    from spec_helpers import prompts, record_drafts
+    from transformers import AutoModelForCausalLM
+
+    from revolta_engine.spec_decode.mtp_head import StaticHiddenHead
+
+    path = make_family_checkpoint(tmp_path, "qwen3_5")
+    head = add_mtp_head(path, "qwen3_5")
+    ref = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    llm = LLM(str(path), dtype="float32", max_model_len=256, max_num_seqs=6,
+              speculative_config={"method": "mtp", "num_speculative_tokens": K})
+    _with_eager_graphs(llm, 6)  # the target's verification in the padded layout too
+    proposer = llm.llm_engine.draft
+    runner = proposer.runner
+    # what capture_head_graphs sets up on a GPU, with the eager stand-in for the replay
+    static = StaticHiddenHead(proposer.head, runner.buffers.max_tokens, proposer.head.hidden_size, torch.float32,
+                              runner.device)
+    runner.model, runner.keep_step_hidden = static, True
+    buckets = default_buckets(6)
+    graphs = EagerReplay(static, runner.kv_caches, runner.buffers, 6, 256, runner.device, buckets=buckets,
+                         verify=(1 + K, verify_buckets(buckets, 1 + K, 512)))
+    graphs.capture()
+    runner.graph_runner, proposer._static = graphs, static
+    seen = record_drafts(llm)
+    llm.generate(prompts(4), SamplingParams(temperature=0.0, max_tokens=14, ignore_eos=True))
+    assert len(seen) >= 10
+    assert_drafts_match_reference(seen, ref, head)
+    assert any(q == 1 for _, _, q in graphs.replayed)  # the chained drafts ran in the decode layout
+
+
+def test_static_hidden_head_places_rows_where_the_pass_reads_them():
+    import torch
+
+    from revolta_engine.spec_decode.mtp_head import StaticHiddenHead
+
+    static = StaticHiddenHead(torch.nn.Identity(), 8, 2, torch.float32, torch.device("cpu"))  # type: ignore[arg-type]
+    rows = torch.arange(6, dtype=torch.float32).view(3, 2)
+    static.place(rows, SimpleNamespace(hidden_index=None))  # eager pass or decode graph: rows 0..
+    assert torch.equal(static.hidden[:3], rows)
+    static.hidden.zero_()
+    static.place(rows, SimpleNamespace(hidden_index=torch.tensor([0, 4, 5])))  # a padded verification graph
+    assert torch.equal(static.hidden[[0, 4, 5]], rows) and not static.hidden[[1, 2, 3, 6, 7]].any()

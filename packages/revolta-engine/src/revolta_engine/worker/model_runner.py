@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,7 +196,8 @@ class ModelRunner:
                 state_slots: list[int] | None = None,
                 snapshots: list[tuple[int, int, int]] | None = None,
                 keep_rows: list[int] | None = None,
-                draft_snapshots: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+                draft_snapshots: list[tuple[int, int, int]] | None = None,
+                before_forward: Callable[[BatchInputs], None] | None = None) -> torch.Tensor:
         """Run one forward pass; return float32 logits for the rows that complete their tokens.
 
         Nothing here waits for the device. Hybrid models also get each sequence's state slot and the
@@ -203,6 +205,8 @@ class ModelRunner:
         (after each verified position; verification graphs take them into the same scratch slots themselves).
         ``keep_rows`` (prompt logprobs): the hidden states of those rows of the flattened batch are kept in
         :attr:`kept_hidden`. :attr:`graph_query_len` tells the query length of the graph that ran (0: eager).
+        ``before_forward``: called with the step's inputs once they are laid out, before the pass runs (a model
+        with inputs of its own puts them in place: see :mod:`revolta_engine.spec_decode.mtp_head`).
         """
         self.kept_hidden = None
         # decode graphs hold static state slots; steps that also take block-boundary snapshots run eagerly
@@ -210,6 +214,8 @@ class ModelRunner:
         self.graph_query_len = batch.graph_bucket[2] if batch.graph_bucket is not None else 0
         snaps = (snapshots or []) + (draft_snapshots or [] if batch.graph_bucket is None else [])
         state = None if state_slots is None else self.prepare_state(state_slots, snaps)
+        if before_forward is not None:
+            before_forward(batch)
         if batch.graph_bucket is not None:
             hidden = self.graph_runner.run(*batch.graph_bucket, None if state is None else state.state_indices)
             if batch.hidden_index is None:
