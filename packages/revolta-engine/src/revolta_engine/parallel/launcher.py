@@ -164,8 +164,12 @@ class TensorParallelRunner:
         self._resets.extend(zip(slots, sources, strict=True))
 
     def execute(self, scheduled: list, block_tables: list[list[int]], state_slots: list[int] | None = None,
-                snapshots: list | None = None, keep_rows: list[int] | None = None) -> torch.Tensor:
-        """Send the step to the workers, then run rank 0's shard (see :meth:`ModelRunner.execute`)."""
+                snapshots: list | None = None, keep_rows: list[int] | None = None,
+                draft_snapshots: list | None = None) -> torch.Tensor:
+        """Send the step to the workers, then run rank 0's shard (see :meth:`ModelRunner.execute`; split steps run
+        eagerly, so the draft positions' snapshots join the others)."""
+        if draft_snapshots:
+            snapshots = (snapshots or []) + draft_snapshots
         resets, self._resets = self._resets, []
         broadcast_object(StepPlan([remote_scheduled(s) for s in scheduled], block_tables, keep_rows, resets,
                                   state_slots, snapshots))
