@@ -5,7 +5,8 @@ gain on a copying task.
   at k=1 and k=3 on Qwen3.5-27B (dummy weights: the random head's drafts are rejected, so every step yields one
   token and the ratio is the head's and the verification's cost; with a real head, tokens per step = 1 +
   accepted drafts, so the break-even acceptance is what this ratio says), and n-gram k=4 on Llama-3.1-8B over
-  prompts of distinct tokens (no n-gram repeats, so no drafts: the cost of having speculation on).
+  prompts of distinct tokens (no n-gram repeats, so no drafts: the cost of having speculation on; the row's
+  ``drafted`` says whether the dummy model's output repeated itself after all).
   ``step_cost_ratio`` = spec step time / plain step time (the decode rates' ratio times the spec run's tokens per
   step, in case some drafts were accepted after all).
 - ``oracle`` (GPU): decode tok/s with the oracle proposer (``common/oracle.py``: the target's recorded greedy
@@ -23,11 +24,11 @@ gain on a copying task.
 ``--quick`` runs ``steps`` / ``oracle`` / ``gpu`` on tiny versions of the two shapes (hidden 64, 2 or 4 layers,
 float32), short prompts and outputs: a smoke run on the CPU (a few minutes on two cores).
 
-    python benchmarks/spec_decode_bench.py gpu --out bench_out/spec_decode_gpu.json          # H100: ~6-8 minutes
+    python benchmarks/spec_decode_bench.py gpu --out bench_out/spec_decode_gpu.json   # H100: estimated 5-7 min
     python benchmarks/spec_decode_bench.py steps --models qwen3.5-27b
     python benchmarks/spec_decode_bench.py oracle --models llama-3.1-8b --ks 3 --batches 1,8
-    python benchmarks/spec_decode_bench.py gpu --quick                                         # CPU smoke run
-    python benchmarks/spec_decode_bench.py drafts --out bench_out/spec_decode_drafts.json      # CPU, SmolLM2
+    python benchmarks/spec_decode_bench.py gpu --quick                                  # CPU smoke run
+    python benchmarks/spec_decode_bench.py drafts --out bench_out/spec_decode_drafts.json   # CPU, SmolLM2
     python benchmarks/spec_decode_bench.py drafts --draft-model self
 """
 
@@ -212,6 +213,9 @@ def speculation(args: argparse.Namespace) -> dict:
                            output_len=args.output_len or (24 if quick else 96), reps=args.reps,
                            max_model_len=512 if quick else 1024,
                            kv_cache_bytes=(256 << 20) if quick else (16 << 30))
+    unknown = sorted(set(args.models) - set(SHAPES))
+    if unknown:
+        raise SystemExit(f"unknown model shapes {unknown}; choose from {', '.join(SHAPES)}")
     steps, oracle = args.command in ("steps", "gpu"), args.command in ("oracle", "gpu")
     result: dict = {"device": device_name(), "quick": quick, "settings": settings.__dict__, "models": {}}
     start = time.perf_counter()
