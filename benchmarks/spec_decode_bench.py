@@ -35,6 +35,7 @@ float32), short prompts and outputs: a smoke run on the CPU (a few minutes on tw
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import tempfile
@@ -127,21 +128,23 @@ def drafts(args: argparse.Namespace) -> dict:
 
 
 def measure_model(name: str, path: Path, settings: RunSettings, args: argparse.Namespace, steps: bool,
-                  oracle: bool) -> dict:
-    """One model shape: its plain engine (decode rates, and the greedy continuations the oracle replays), then
-    the step-cost variants (``steps``) and the oracle engines (``oracle``), one engine at a time."""
+                  oracle: bool, result: dict, save: Callable[[], None]) -> None:
+    """One model shape into ``result``: its plain engine (decode rates, and the greedy continuations the oracle
+    replays), then the step-cost variants (``steps``) and the oracle engines (``oracle``), one engine at a time,
+    calling ``save`` after each engine (a run cut short keeps what it measured)."""
     batches = sorted({1, *args.batches}) if steps else args.batches
     plain, build_s = build_engine(path, settings)
     vocab = int(plain.llm_engine.text_config.vocab_size)
     prompts = {b: distinct_prompts(b, settings.prompt_len, vocab, seed=100 + b) for b in batches}
-    result: dict = {"config": str(path), "build_s": {"plain": build_s}, "plain_tok_s": {},
-                    "plain_deterministic": {}, "async_scheduling": {"plain": plain.llm_engine.async_scheduling}}
+    result.update({"config": str(path), "build_s": {"plain": build_s}, "plain_tok_s": {},
+                   "plain_deterministic": {}, "async_scheduling": plain.llm_engine.async_scheduling})
     records: dict[tuple[int, ...], list[int]] = {}
     for b in batches:
         rate, tokens, same = decode_rate(plain, prompts[b], settings)
         result["plain_tok_s"][f"b{b}"], result["plain_deterministic"][f"b{b}"] = rate, same
         records.update({tuple(p): t for p, t in zip(prompts[b], tokens, strict=True)})
     release(plain)
+    save()
     if steps:
         result["steps"] = {}
         for label, spec in STEP_VARIANTS[name].items():
@@ -157,16 +160,18 @@ def measure_model(name: str, path: Path, settings: RunSettings, args: argparse.N
                                       "step_cost_ratio": result["plain_tok_s"]["b1"] / rate * tokens_per_step,
                                       "async_scheduling": llm.llm_engine.async_scheduling, **counters}
             release(llm)
+            save()
     if oracle:
-        result["oracle"] = measure_oracle(path, settings, args, prompts, records, result)
-    return result
+        result["oracle"] = {}
+        measure_oracle(path, settings, args, prompts, records, result, save)
 
 
 def measure_oracle(path: Path, settings: RunSettings, args: argparse.Namespace, prompts: dict[int, list[list[int]]],
-                   records: dict[tuple[int, ...], list[int]], result: dict) -> dict:
-    """Oracle rows ``k{k}_p{p}_b{batch}``: tok/s, speedup over plain at that batch, acceptance measured and
-    expected, one engine per k (built with n-gram drafts of k tokens, the oracle in their place)."""
-    rows: dict[str, dict] = {}
+                   records: dict[tuple[int, ...], list[int]], result: dict, save: Callable[[], None]) -> None:
+    """Oracle rows ``k{k}_p{p}_b{batch}`` into ``result["oracle"]``: tok/s, speedup over plain at that batch,
+    acceptance measured and expected, one engine per k (built with n-gram drafts of k tokens, the oracle in their
+    place)."""
+    rows: dict[str, dict] = result["oracle"]
     for k in args.ks:
         llm, build_s = build_engine(path, settings, {"method": "ngram", "num_speculative_tokens": k})
         result["build_s"][f"oracle_k{k}"] = build_s
@@ -188,7 +193,7 @@ def measure_oracle(path: Path, settings: RunSettings, args: argparse.Namespace, 
                     "per_position_rate": counters["per_position_rate"], "off_record": oracle.off_record,
                     "async_scheduling": llm.llm_engine.async_scheduling}
         release(llm)
-    return rows
+        save()
 
 
 def bar_lines(models: dict[str, dict]) -> list[str]:
@@ -205,6 +210,13 @@ def bar_lines(models: dict[str, dict]) -> list[str]:
     return lines
 
 
+def save_progress(path: Path, result: dict, model: dict, start: float, model_start: float) -> None:
+    """Write the run so far (a run cut short keeps what it measured), with the seconds spent."""
+    now = time.perf_counter()
+    model["wall_s"], result["wall_s"] = now - model_start, now - start
+    write_json(path, result)
+
+
 def speculation(args: argparse.Namespace) -> dict:
     """``steps``, ``oracle`` or both (``gpu``) on each model shape, one engine at a time."""
     quick = args.quick
@@ -217,15 +229,17 @@ def speculation(args: argparse.Namespace) -> dict:
     if unknown:
         raise SystemExit(f"unknown model shapes {unknown}; choose from {', '.join(SHAPES)}")
     steps, oracle = args.command in ("steps", "gpu"), args.command in ("oracle", "gpu")
-    result: dict = {"device": device_name(), "quick": quick, "settings": settings.__dict__, "models": {}}
+    result: dict = {"device": device_name(), "quick": quick, "settings": settings.__dict__, "models": {},
+                    "complete": False}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.models:
             t0 = time.perf_counter()
-            path = model_dir(name, quick, Path(scratch))
-            result["models"][name] = measure_model(name, path, settings, args, steps, oracle)
-            result["models"][name]["wall_s"] = time.perf_counter() - t0
-    result["wall_s"] = time.perf_counter() - start
+            model: dict = result["models"].setdefault(name, {})
+            save = functools.partial(save_progress, out_path(args), result, model, start, t0)
+            measure_model(name, model_dir(name, quick, Path(scratch)), settings, args, steps, oracle, model, save)
+            save()
+    result["complete"] = True
     result["bar"] = [] if quick else bar_lines(result["models"])  # tiny shapes' figures mean nothing for it
     return result
 
@@ -287,17 +301,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def out_path(args: argparse.Namespace) -> Path:
+    """``--out``, or bench_out/spec_decode_COMMAND[_quick].json."""
+    quick = "_quick" if getattr(args, "quick", False) else ""
+    return args.out or Path(f"bench_out/spec_decode_{args.command}{quick}.json")
+
+
+def write_json(path: Path, result: dict) -> str:
+    """Write ``result`` to ``path`` (its folder made); return the text."""
+    text = json.dumps(result, indent=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     result = args.fn(args)
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(write_json(out_path(args), result))
     if args.fn is speculation:
         print("\n".join(summary(result)))
-    quick = "_quick" if getattr(args, "quick", False) else ""
-    out = args.out or Path(f"bench_out/spec_decode_{args.command}{quick}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
 
 
 if __name__ == "__main__":
