@@ -133,6 +133,8 @@ def graph_gpu_ms(engine, bs: int, ctx: int, reps: int = 30) -> float | None:
     dev = engine.device
     nb = -(-ctx // engine.kv.block_size)
     width = graphs.width(nb)
+    if width is None:
+        return None
     v = graphs.buffers.views(graphs.layout(bs, width))
     v["input_ids"].copy_(torch.randint(100, 1000, (bs,), device=dev))
     v["positions"].fill_(ctx - 1)
@@ -140,7 +142,7 @@ def graph_gpu_ms(engine, bs: int, ctx: int, reps: int = 30) -> float | None:
     v["context_lens"].fill_(ctx)
     v["query_start_loc"].copy_(torch.arange(bs + 1, dtype=torch.int32, device=dev))
     v["block_tables"][:, :nb].copy_(torch.arange(1, 1 + bs * nb, dtype=torch.int32, device=dev).view(bs, nb))
-    g = graphs.graphs[bs, width]
+    g = graphs.graphs[bs, width, 1]
     return replay_us(g, reps) / 1e3
 
 

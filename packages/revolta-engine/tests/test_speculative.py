@@ -3,12 +3,16 @@ equal to its output without them (greedy), on a tiny random Llama and on SmolLM2
 
 from __future__ import annotations
 
+import random
+from types import SimpleNamespace
+
 import pytest
 from spec_helpers import assert_same_marginals, oracle_drafts, repetitive_prompts
 
 from revolta_engine import LLM, SamplingParams
+from revolta_engine.engine.llm_engine import LLMEngine
 from revolta_engine.errors import InvalidRequestError
-from revolta_engine.spec_decode import accepted_tokens, parse_speculative_config, propose_ngram
+from revolta_engine.spec_decode import NgramProposer, accepted_tokens, parse_speculative_config, propose_ngram
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 
@@ -109,9 +113,53 @@ def test_logprobs_with_drafts_are_those_of_a_plain_run(tiny_llama, monkeypatch):
         assert g.cumulative_logprob == pytest.approx(w.cumulative_logprob, abs=1e-3)
 
 
-def test_speculation_refuses_async_scheduling(tiny_llama):
-    with pytest.raises(InvalidRequestError, match="async_scheduling"):
-        LLM(str(tiny_llama), speculative_config=NGRAM, async_scheduling=True)
+def test_may_draft_tells_exactly_whether_any_next_token_gives_drafts():
+    rng = random.Random(5)
+    for lookup_min, lookup_max in ((1, 3), (2, 4), (3, 3)):
+        proposer = NgramProposer(lookup_max, lookup_min)
+        for case in range(60):
+            req = SimpleNamespace(request_id=f"r{case % 7}", all_token_ids=[])
+            proposer.forget(req.request_id)
+            for _ in range(rng.randrange(2, 14)):  # grows one token at a time, as a request does
+                req.all_token_ids.append(rng.randrange(4))
+                known = req.all_token_ids
+                possible = any(propose_ngram(known + [x], 4, lookup_max, lookup_min) for x in range(4))
+                if len(known) + 1 > lookup_min:  # shorter sequences never draft; may_draft may say yes
+                    assert proposer.may_draft(req) == possible, (known, lookup_min)
+
+
+def test_async_scheduling_with_ngram_drafts_keeps_output(tiny_llama, monkeypatch):
+    prompts = repetitive_prompts(8) + [{"prompt_token_ids": list(range(30, 60))}]
+    params = SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)
+    want = [o.outputs[0].token_ids for o in LLM(str(tiny_llama), dtype="float32").generate(prompts, params)]
+    spec = LLM(str(tiny_llama), dtype="float32", speculative_config=NGRAM, async_scheduling=True)
+    waits: list[bool] = []
+    original = LLMEngine._needs_tokens_first
+
+    def spy(engine, step):
+        waits.append(original(engine, step))
+        return waits[-1]
+
+    monkeypatch.setattr(LLMEngine, "_needs_tokens_first", spy)
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == want
+    assert spec.llm_engine.get_stats().spec_decode_num_draft_tokens > 0
+    assert True in waits and False in waits  # both loops ran: drafts possible, and none possible
+
+
+def test_async_scheduling_with_ngram_drafts_alone_never_waits(tiny_llama, monkeypatch):
+    prompt = {"prompt_token_ids": list(range(30, 60))}
+    spec = LLM(str(tiny_llama), dtype="float32", speculative_config={**NGRAM, "prompt_lookup_min": 3},
+               async_scheduling=True)
+    engine = spec.llm_engine
+    engine.add_request("a", prompt, SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True))
+    kept_in_flight = 0
+    while engine.has_unfinished_requests():
+        engine.step()
+        tokens = engine.scheduler.running[0].all_token_ids if engine.scheduler.running else []
+        if engine._inflight is not None and not NgramProposer(4, 3).may_draft(
+                SimpleNamespace(request_id="x", all_token_ids=tokens)):
+            kept_in_flight += 1
+    assert kept_in_flight > 0
 
 
 @pytest.mark.parametrize(("family", "extra"), [

@@ -116,12 +116,9 @@ def _scheduler_config(cfg: ConfigResolver, device: torch.device) -> tuple[Schedu
         cfg.resolve(name)
     speculative = parse_speculative_config(cfg.resolve("speculative_config"))
     # Overlap the host's work for the next step with the device's work on this one (GPU only: on the CPU the
-    # forward pass itself runs on the host). Drafts are proposed from the newest tokens on the host: speculation
-    # runs the synchronous loop.
-    async_scheduling = bool(cfg.resolve("async_scheduling", device.type == "cuda" and speculative is None))
-    if async_scheduling and speculative is not None:
-        raise InvalidRequestError("speculative decoding needs async_scheduling off (drafts come from the "
-                                  "newest tokens on the host)", param="speculative_config")
+    # forward pass itself runs on the host). With speculation a step that verified drafts, or after which drafts
+    # could follow, is finished before the next one is scheduled (LLMEngine._needs_tokens_first).
+    async_scheduling = bool(cfg.resolve("async_scheduling", device.type == "cuda"))
     policy = cfg.resolve("scheduling_policy")
     cfg.resolve("max_logprobs")
     if policy not in POLICIES:

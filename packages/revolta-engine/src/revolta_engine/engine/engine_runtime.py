@@ -75,5 +75,7 @@ def build_engine_runtime(hf_config: Any, weights: Any, settings: ShardSettings, 
         caches = runtime.caches
         runtime.runner.graph_runner = capture_decode_graphs(
             model, caches.kv_caches, runtime.runner.buffers, settings.max_num_seqs, settings.max_model_len, device,
-            settings.dtype, enforce_eager=enforce_eager, state_caches=caches.state_caches, pad_slot=caches.pad_slot)
+            settings.dtype, enforce_eager=enforce_eager, state_caches=caches.state_caches, pad_slot=caches.pad_slot,
+            num_drafts=settings.config.num_speculative_tokens,
+            scratch_slot=caches.scratch_slot)
     return runtime, runner, workers

@@ -27,7 +27,7 @@ from revolta_engine.sample.bad_words import bad_words_token_ids
 from revolta_engine.sample.sampler import sampling_row
 from revolta_engine.sample.structured import advance_grammar
 from revolta_engine.sampling_params import SamplingParams
-from revolta_engine.spec_decode import accepted_tokens, next_drafts, wants_drafts
+from revolta_engine.spec_decode import NgramProposer, accepted_tokens, next_drafts, wants_drafts
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ class LLMEngine:
                        if p.caches.state_caches else None)  # hybrid models
         self.speculative, self.async_scheduling, self.policy = config.speculative, sched.async_scheduling, sched.policy
         self.requests, self.stats = RequestTable(), EngineStats()
+        spec = self.speculative  # n-gram drafts: which requests could draft after a token still in flight
+        self.ngram = (NgramProposer(spec.prompt_lookup_max, spec.prompt_lookup_min)
+                      if spec is not None and spec.method == "ngram" else None)
         self._host_tokens = HostTokenCopy(sched.max_num_seqs, self.device)
         self._inflight: InFlightStep | None = None
 
@@ -113,11 +116,15 @@ class LLMEngine:
         for rid in request_ids:
             parent = self.requests.pop(rid)
             for state in parent.children if parent is not None else ():
-                if self.draft is not None:
-                    self.draft.forget(state.request.request_id)
+                self._forget(state.request.request_id)
                 if not state.request.status.finished:
                     self.scheduler.finish(state.request, RequestStatus.FINISHED_ABORTED)
         run_transfers(self.kv_connector, self.kv)  # the aborted requests' full blocks go to the offload tiers now
+
+    def _forget(self, request_id: str) -> None:
+        for proposer in (self.draft, self.ngram):
+            if proposer is not None:
+                proposer.forget(request_id)
 
     def has_unfinished_requests(self) -> bool:
         """Whether any added request has not finished (or been aborted)."""
@@ -132,8 +139,8 @@ class LLMEngine:
         """Run one scheduling step; return outputs of the requests that progressed or finished. With asynchronous
         scheduling the step launched here is finished (tokens appended and reported) by the next call."""
         touched: dict[str, ParentRequestState] = {}
-        if self._inflight is not None and (not self.async_scheduling or self.requests.sync_ids):
-            self._finish(self._inflight, touched)  # this step's sampling needs the last tokens on the host
+        if self._inflight is not None and self._needs_tokens_first(self._inflight):
+            self._finish(self._inflight, touched)  # this step's sampling (or drafts) needs the last tokens
             self._inflight = None
         sched = self.scheduler.schedule()
         for req in sched.failed:
@@ -146,14 +153,29 @@ class LLMEngine:
             self._finish(self._inflight, touched)
         self._inflight = None
         if launched is not None and launched.completing:
-            if self.async_scheduling and not self.requests.sync_ids:
+            if not self._needs_tokens_first(launched):
                 self._inflight = launched
             else:
                 self._finish(launched, touched)
-        if launched is not None and self.draft is not None:  # speculation: synchronous, the step is finished
+        if launched is not None and self.draft is not None:  # a model proposer: synchronous, the step is finished
             self.draft.observe()
         run_transfers(self.kv_connector, self.kv)  # blocks published by requests that finished in this step
         return self.requests.outputs(touched)
+
+    def _needs_tokens_first(self, step: InFlightStep) -> bool:
+        """Whether ``step``'s sampled tokens must reach the host before the next step is scheduled: always in the
+        synchronous loop; with asynchronous scheduling when some request's sampling needs them, when the step
+        verified drafts (the kept ones decide the next positions), when a model proposes the drafts, or when an
+        n-gram lookup after the token in flight could find drafts."""
+        if not self.async_scheduling or self.requests.sync_ids:
+            return True
+        if self.speculative is None:
+            return False
+        if self.draft is not None or any(s.num_drafts for s in step.completing):
+            return True
+        ngram = self.ngram
+        return ngram is None or any(ngram.may_draft(s.request) for s in step.completing
+                                    if not s.request.status.finished and wants_drafts(s.request))
 
     def _launch(self, sched) -> InFlightStep:
         """Run the model and the sampler on the scheduled batch without waiting for the device."""
@@ -236,13 +258,13 @@ class LLMEngine:
                 parent.note_token()
                 if req.status.finished:
                     self.scheduler.finish(req, req.status)
-                    if self.draft is not None:
-                        self.draft.forget(req.request_id)
+                    self._forget(req.request_id)
                     break
             if self.draft is not None and s.num_drafts:
                 self.draft.verified(req)  # its cache keeps what it was fed of the tokens just kept
-            if s.num_drafts and self.states is not None and not req.status.finished and len(new_tokens) <= s.num_drafts:
-                self.states.keep_drafts(req, len(new_tokens))
-            if self.speculative is not None and not req.status.finished and wants_drafts(req):
+            if self.states is not None and not req.status.finished:  # rejected drafts (or padding) undone
+                self.states.keep_tokens(req, s.num_new_tokens - s.num_drafts + len(new_tokens) - 1)
+            if (self.speculative is not None and not req.status.finished and not req.num_pending_tokens
+                    and wants_drafts(req)):  # (a token still in flight: the next step is launched already)
                 req.spec_token_ids = next_drafts(self.speculative, req, self.max_model_len, self.draft is not None)
             touched[parent.request_id] = parent

@@ -1,6 +1,7 @@
 """Hybrid (Gated DeltaNet) models' recurrent state slots around an engine step: the pending slot resets and the
 block-boundary snapshots before the forward pass, the per-draft snapshots of a verification step, and the rollback
-to the state after the last kept draft once the step's tokens are known."""
+to the state after the last kept token once the step's tokens are known (a verification graph also pads shorter
+rows, whose state then goes back past the padding)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ class RecurrentStateSteps:
     def __init__(self, kv: KVCacheManager, runner: Any, first_scratch_slot: int, max_drafts: int) -> None:
         self.kv, self.runner = kv, runner
         self.first_scratch_slot, self.max_drafts = first_scratch_slot, max_drafts
-        self._draft_states: dict[str, int] = {}  # request id -> its first scratch slot in the current step
+        # request id -> (its first scratch slot in the current step, the tokens the step fed its state)
+        self._draft_states: dict[str, tuple[int, int]] = {}
 
     def execute(self, scheduled: list, tables: list[list[int]], keep_rows: Any) -> torch.Tensor:
         """Reset the slots handed out since the last step, then run the pass with its snapshots."""
@@ -27,12 +29,23 @@ class RecurrentStateSteps:
         slots, sources = self.kv.state_slots.take_pending()
         self.runner.reset_state_slots(slots, sources)
         snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in scheduled])
-        draft_snaps, self._draft_states = draft_state_snapshots(scheduled, self.first_scratch_slot, self.max_drafts)
+        draft_snaps, _ = draft_state_snapshots(scheduled, self.first_scratch_slot, self.max_drafts)
         state_slots = [self.kv.state_slot(s.request.request_id) for s in scheduled]
-        return self.runner.execute(scheduled, tables, state_slots, snapshots + draft_snaps, keep_rows=keep_rows)
+        logits = self.runner.execute(scheduled, tables, state_slots, snapshots, keep_rows=keep_rows,
+                                     draft_snapshots=draft_snaps)
+        # a verification graph feeds every sequence q tokens (its own, then padding) and snapshots them all
+        q = getattr(self.runner, "graph_query_len", 0)
+        self._draft_states = {}
+        for i, s in enumerate(scheduled):
+            fed = q if q > 1 else s.num_new_tokens
+            if s.num_drafts or fed > s.num_new_tokens:
+                self._draft_states[s.request.request_id] = (self.first_scratch_slot + i * self.max_drafts, fed)
+        return logits
 
-    def keep_drafts(self, request: Request, num_kept: int) -> None:
-        """After a verification that kept ``num_kept`` tokens (the drafts before the first rejected one, plus the
-        sampled one): go back to the state after the last kept draft."""
-        self.runner.reset_state_slots([self.kv.state_slot(request.request_id)],
-                                      [self._draft_states[request.request_id] + num_kept - 1])
+    def keep_tokens(self, request: Request, num_kept: int) -> None:
+        """After a step that verified drafts or was padded: the request kept the first ``num_kept`` tokens it fed
+        (its own tokens before the first rejected draft); go back to the state after them when the pass went
+        further."""
+        entry = self._draft_states.get(request.request_id)
+        if entry is not None and num_kept < entry[1]:
+            self.runner.reset_state_slots([self.kv.state_slot(request.request_id)], [entry[0] + num_kept - 1])

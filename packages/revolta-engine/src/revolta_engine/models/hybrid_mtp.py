@@ -51,6 +51,7 @@ class HybridMTP(nn.Module):
             config = copy.copy(config)
             config.quantization_config = None  # its layers (shared expert included) are built in 16 bits
         h, eps = config.hidden_size, config.rms_norm_eps
+        self.hidden_size = int(h)
         head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
         quant = parse_quant_config(config)
         # fc sees the two normed halves; checkpoints keep it unquantized (the quantizers skip the head's input)

@@ -3,7 +3,8 @@
 The draft model keeps its own KV cache over the same block ids as the target, so a request's block table
 serves both. Before each step that verifies drafts, the draft model first catches up on the tokens of the
 request it has not seen yet (the whole prompt the first time, then the tokens accepted since), then proposes
-greedily one token at a time. Its cache stays valid for the tokens it was fed that the target kept; a preempted
+greedily one token at a time. On a GPU both run in the draft model's own CUDA graphs (decode graphs for the
+chain, verification-sized graphs for catching up on a step's kept tokens). Its cache stays valid for the tokens it was fed that the target kept; a preempted
 request (its blocks given away) starts over. Verification is :mod:`revolta_engine.spec_decode.verify`'s, so the
 target's distribution is kept exactly.
 """
@@ -33,7 +34,8 @@ class DraftModel(Proposer):
     reads_target_hidden = False  # it catches up on tokens
 
     def __init__(self, path: str, *, target_vocab: int, dtype: torch.dtype, device: torch.device,
-                 max_model_len: int, block_size: int, seed: int) -> None:
+                 max_model_len: int, block_size: int, seed: int, num_drafts: int = 0,
+                 enforce_eager: bool = False) -> None:
         from revolta_engine.loader import load_checkpoint
 
         checkpoint = load_checkpoint(path, skip_tokenizer_init=True)
@@ -51,6 +53,7 @@ class DraftModel(Proposer):
         layers, heads, head_dim = self.model.kv_cache_shape()
         self.spec = KVCacheSpec(layers, heads, head_dim, block_size, dtype)
         self.device, self.dtype, self.max_model_len = device, dtype, max_model_len
+        self.num_drafts, self.enforce_eager = num_drafts, enforce_eager
         self.runner: ModelRunner | None = None
         self._fed: dict[str, tuple[int, int]] = {}  # request id -> (tokens its draft KV holds, preemptions then)
         self.budget = 0
@@ -72,6 +75,13 @@ class DraftModel(Proposer):
                                   max_model_len=self.max_model_len)
         self.budget = max_num_batched_tokens
         self.max_seqs = max_num_seqs
+        if self.device.type == "cuda":
+            # its chain steps are decode steps, its catch-up on a verification's kept tokens one of 1 + k tokens
+            from revolta_engine.worker.cuda_graph import capture_decode_graphs
+
+            self.runner.graph_runner = capture_decode_graphs(
+                self.model, caches, self.runner.buffers, max_num_seqs, self.max_model_len, self.device, self.dtype,
+                enforce_eager=self.enforce_eager, num_drafts=self.num_drafts)
 
     def next_drafts(self, request: Request, room: int) -> list[int]:
         """Placeholders: :meth:`propose` fills them once the step is scheduled."""
@@ -158,4 +168,5 @@ def load_draft_model(spec: Any, target_vocab: int, settings: Any) -> DraftModel 
         return None
     return DraftModel(spec.model, target_vocab=target_vocab, dtype=settings.dtype,
                       device=torch.device(settings.device), max_model_len=settings.max_model_len,
-                      block_size=settings.block_size, seed=settings.args.seed)
+                      block_size=settings.block_size, seed=settings.args.seed,
+                      num_drafts=spec.num_speculative_tokens, enforce_eager=settings.config.model.enforce_eager)

@@ -30,7 +30,12 @@ from revolta_engine.models.hybrid import HybridForCausalLM
 from revolta_engine.models.hybrid_mtp import PREFIX, HybridMTP, mtp_layer_count
 from revolta_engine.parallel.step_plan import RemoteScheduled
 from revolta_engine.spec_decode.base import Proposer, feed_item, placeholder_drafts
-from revolta_engine.spec_decode.mtp_head import attach_head, head_kv_spec
+from revolta_engine.spec_decode.mtp_head import (
+    StaticHiddenHead,
+    attach_head,
+    capture_head_graphs,
+    head_kv_spec,
+)
 from revolta_engine.spec_decode.mtp_parallel import MtpPass, send_pass
 from revolta_engine.worker.model_runner import ModelRunner
 
@@ -53,12 +58,14 @@ class MtpProposer(Proposer):
     reads_target_hidden = True  # its entries need the target's hidden states: see KVCacheManager.drop_last_hit_block
 
     def __init__(self, head: HybridMTP, *, vocab: int, dtype: torch.dtype, device: torch.device,
-                 max_model_len: int, block_size: int) -> None:
+                 max_model_len: int, block_size: int, num_drafts: int = 1, enforce_eager: bool = False) -> None:
         self.head = head
         self.vocab = vocab
         self.spec = head_kv_spec(head, block_size, dtype)
         self.device, self.max_model_len = device, max_model_len
+        self.dtype, self.num_drafts, self.enforce_eager = dtype, num_drafts, enforce_eager
         self.runner: ModelRunner | None = None
+        self._static: StaticHiddenHead | None = None  # the head as its graphs run it (one GPU)
         self._target_runner: Any = None
         self._parallel = False
         self._step: list[_Computed] = []
@@ -80,6 +87,10 @@ class MtpProposer(Proposer):
         self.runner = attach_head(self.head, inner, self.spec, num_blocks, self.device,
                                   max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                   max_model_len=self.max_model_len)
+        if self.device.type == "cuda" and not self._parallel:
+            capture_head_graphs(self.head, self.runner, self.head.hidden_size, max_num_seqs, self.max_model_len, self.dtype,
+                                self.num_drafts, self.enforce_eager)
+            self._static = self.runner.model  # its eager passes read the same buffer when capturing failed
 
     # ---------------------------------------------------------------------------------------- drafts
     def next_drafts(self, request: Request, room: int) -> list[int]:
@@ -165,6 +176,16 @@ class MtpProposer(Proposer):
         if self._parallel:
             send_pass(MtpPass(items, tables, keep_rows or None, step_rows, int(target_hidden.shape[0])),
                       target_hidden)
+        static = self._static
+        if static is not None:  # the head's graphs (or an eager pass) read the hidden states from its buffer
+            logits = self.runner.execute(items, tables,  # type: ignore[arg-type]
+                                         before_forward=lambda batch: static.place(target_hidden, batch))
+            if logits.shape[0] == 0:
+                return [], target_hidden[:0]
+            out = self.runner.step_hidden
+            assert out is not None
+            return logits[:, :self.vocab].argmax(dim=-1).tolist(), out.index_select(
+                0, torch.tensor(keep_rows, device=self.device))
         self.head.target_hidden = target_hidden
         try:
             logits = self.runner.execute(items, tables, keep_rows=keep_rows or None)  # type: ignore[arg-type]
@@ -194,7 +215,8 @@ def load_mtp_proposer(spec: Any, checkpoint: Any, target_vocab: int, settings: A
     logger.info("Speculative decoding with the checkpoint's MTP head")
     return MtpProposer(head, vocab=min(int(text.vocab_size), target_vocab), dtype=settings.dtype,
                        device=torch.device(settings.device), max_model_len=settings.max_model_len,
-                       block_size=settings.block_size)
+                       block_size=settings.block_size, num_drafts=spec.num_speculative_tokens,
+                       enforce_eager=settings.config.model.enforce_eager)
 
 
 def build_mtp_head(checkpoint: Any, settings: Any, device: torch.device, rank: int) -> HybridMTP:

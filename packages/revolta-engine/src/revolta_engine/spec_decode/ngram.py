@@ -4,6 +4,11 @@ After a request's newest token arrives, the longest suffix of its tokens (``prom
 ``prompt_lookup_min`` tokens) is looked up earlier in the same sequence; the up to ``num_speculative_tokens``
 tokens that followed the most recent earlier occurrence become draft tokens. No model runs, so the drafts are
 known as soon as the step that produced the newest token is done.
+
+With asynchronous scheduling the next step is launched before the newest token reaches the host, so it cannot
+carry drafts. :meth:`NgramProposer.may_draft` tells, from the tokens already known, whether any lookup could
+succeed whatever that token turns out to be (the suffix's other ``prompt_lookup_min - 1`` tokens must have
+occurred earlier); when none can, the engine keeps the loop asynchronous and loses nothing.
 """
 
 from __future__ import annotations
@@ -35,13 +40,30 @@ def propose_ngram(tokens: list[int], k: int, lookup_max: int, lookup_min: int) -
 
 
 class NgramProposer(Proposer):
-    """Drafts looked up in the request's own tokens: no model, no cache, nothing kept between steps."""
+    """Drafts looked up in the request's own tokens: no model, no cache; an index of each request's tokens for
+    :meth:`may_draft`."""
 
     reads_target_hidden = False
 
     def __init__(self, lookup_max: int, lookup_min: int) -> None:
         self.lookup_max = lookup_max
         self.lookup_min = lookup_min
+        # request id -> (window starts indexed, first start of each (lookup_min - 1)-gram); see may_draft
+        self._first: dict[str, tuple[int, dict[Any, int]]] = {}
+
+    def may_draft(self, request: Request) -> bool:
+        """Whether a lookup after the request's next token (not known yet) could find drafts: an earlier
+        occurrence of the last ``lookup_min - 1`` known tokens with room for the token after them."""
+        tokens = request.all_token_ids
+        m = self.lookup_min - 1
+        if m == 0:
+            return len(tokens) >= 1
+        indexed, first = self._first.get(request.request_id, (0, {}))
+        for i in range(indexed, len(tokens) - m + 1):  # windows added since the last call
+            first.setdefault(tokens[i] if m == 1 else tuple(tokens[i:i + m]), i)
+        self._first[request.request_id] = (max(indexed, len(tokens) - m + 1), first)
+        key = tokens[-1] if m == 1 else tuple(tokens[-m:])
+        return len(tokens) >= m and first.get(key, len(tokens)) <= len(tokens) - self.lookup_min
 
     @property
     def bytes_per_block(self) -> int:
@@ -65,4 +87,5 @@ class NgramProposer(Proposer):
         """Nothing to do after a verification step."""
 
     def forget(self, request_id: str) -> None:
-        """Nothing of a request is kept."""
+        """Drop the request's index of its tokens."""
+        self._first.pop(request_id, None)

@@ -27,7 +27,8 @@ def _up(n: int) -> int:
 @dataclass(frozen=True)
 class Layout:
     """Offsets (in int32 elements) of one step's fields for ``tokens`` rows, ``seqs`` sequences, block
-    tables ``width`` wide, ``rows`` sampled rows and ``feeds`` tokens fed from the last step's samples."""
+    tables ``width`` wide, ``rows`` sampled rows and ``feeds`` tokens fed from the last step's samples
+    (``hidden_rows``: where the real tokens' rows lie in a padded graph step)."""
 
     tokens: int
     seqs: int
@@ -40,7 +41,8 @@ class Layout:
         t, s = self.tokens, self.seqs
         sizes = [("input_ids", 2 * t), ("positions", 2 * t), ("slot_mapping", 2 * t),
                  ("query_start_loc", s + 1), ("context_lens", s), ("block_tables", s * self.width),
-                 ("logits_indices", 2 * self.rows), ("feed_dst", 2 * self.feeds), ("feed_src", 2 * self.feeds)]
+                 ("logits_indices", 2 * self.rows), ("feed_dst", 2 * self.feeds), ("feed_src", 2 * self.feeds),
+                 ("hidden_rows", 2 * t)]
         out, at = {}, 0
         for name, size in sizes:
             out[name] = at
@@ -101,6 +103,7 @@ class StepBuffers:
             "block_tables": buf[o["block_tables"]:o["block_tables"] + s * layout.width].view(s, layout.width),
             "logits_indices": i64("logits_indices", layout.rows),
             "feed_dst": i64("feed_dst", layout.feeds), "feed_src": i64("feed_src", layout.feeds),
+            "hidden_rows": i64("hidden_rows", t),
         }
 
 
@@ -118,4 +121,5 @@ def host_views(buf: np.ndarray, layout: Layout) -> dict[str, np.ndarray]:
         "block_tables": buf[o["block_tables"]:o["block_tables"] + s * layout.width].reshape(s, layout.width),
         "logits_indices": i64("logits_indices", layout.rows),
         "feed_dst": i64("feed_dst", layout.feeds), "feed_src": i64("feed_src", layout.feeds),
+        "hidden_rows": i64("hidden_rows", t),
     }

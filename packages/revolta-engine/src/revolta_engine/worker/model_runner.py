@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,8 @@ class BatchInputs:
     positions: torch.Tensor
     attn: AttentionMetadata
     logits_indices: torch.Tensor  # rows whose last token gets sampled
-    graph_bucket: tuple[int, int] | None = None  # (padded batch, block-table width) of its CUDA graph
+    graph_bucket: tuple[int, int, int] | None = None  # (padded batch, table width, query length) of its graph
+    hidden_index: torch.Tensor | None = None  # graphs of several query tokens: the real tokens' rows, in order
 
 
 class ModelRunner:
@@ -58,6 +60,7 @@ class ModelRunner:
         self.kept_hidden: torch.Tensor | None = None  # hidden states of execute()'s keep_rows
         self.keep_step_hidden = False  # an MTP head reads every row's hidden state after the step
         self.step_hidden: torch.Tensor | None = None  # the last step's, when kept (rows of the flattened batch)
+        self.graph_query_len = 0  # query tokens a sequence of the graph the last step replayed (0: eager)
 
     def reset_state_slots(self, slots: list[int], sources: list[int | None]) -> None:
         """Hybrid models: start these state slots fresh or from snapshot slots (see :func:`reset_slots`)."""
@@ -70,22 +73,36 @@ class ModelRunner:
         self._sampled_rows = {rid: i for i, rid in enumerate(request_ids)}
 
     def _graph_bucket(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
-                      use_graphs: bool) -> tuple[int, int] | None:
+                      use_graphs: bool) -> tuple[int, int, int] | None:
+        """``(padded batch, block-table width, query length)`` of the graph that runs this step, or None."""
         graphs = self.graph_runner
         if not use_graphs or graphs is None:
             return None
-        if not graphs.can_run(len(scheduled), max(s.num_new_tokens for s in scheduled)):
+        q = graphs.query_len(len(scheduled), max(s.num_new_tokens for s in scheduled))
+        if q is None:
             return None
-        return graphs.bucket(len(scheduled)), graphs.width(max(len(t) for t in block_tables))
+        blocks = max(len(t) for t in block_tables)
+        if q > 1:
+            if not all(s.completes for s in scheduled):  # padding a prompt chunk would advance a hybrid's state
+                return None
+            # padding tokens are counted in the context: the table must be as wide as the padded context
+            blocks = max(blocks, max(-(-(s.request.num_computed_tokens + q) // self.block_size) for s in scheduled))
+        width = graphs.width(blocks)
+        if width is None:
+            return None
+        return graphs.bucket(len(scheduled), q), width, q
 
     def prepare(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
                 use_graphs: bool = True) -> BatchInputs:
-        """Flatten the batch's new tokens and describe where they live in the cache."""
+        """Flatten the batch's new tokens and describe where they live in the cache.
+
+        In a graph of query length ``q`` every sequence owns ``q`` rows: its new tokens, then padding (no K/V
+        written, counted in the context length so the real tokens attend exactly to what precedes them)."""
         bs = self.block_size
         n = len(scheduled)
         num_tokens = sum(s.num_new_tokens for s in scheduled)
         graph_bucket = self._graph_bucket(scheduled, block_tables, use_graphs)
-        graph_batch = graph_bucket[0] if graph_bucket is not None else None
+        graph_batch, q = (graph_bucket[0], graph_bucket[2]) if graph_bucket is not None else (None, 0)
         if graph_bucket is not None:
             layout = self.graph_runner.layout(*graph_bucket)
         else:
@@ -96,8 +113,9 @@ class ModelRunner:
         ids, pos, slots, bt = h["input_ids"], h["positions"], h["slot_mapping"], h["block_tables"]
         qsl, ctx, rows, feed_dst, feed_src = (h["query_start_loc"], h["context_lens"], h["logits_indices"],
                                               h["feed_dst"], h["feed_src"])
+        hidden_rows = h["hidden_rows"] if q > 1 else None
         qsl[0] = 0
-        off = num_rows = num_feeds = 0
+        off = num_rows = num_feeds = compact = 0
         max_ctx = 1
         for i, (s, table) in enumerate(zip(scheduled, block_tables, strict=True)):
             req = s.request
@@ -124,19 +142,25 @@ class ModelRunner:
                 num_feeds += 1
             bt[i, :len(table)] = table
             bt[i, len(table):] = 0  # the CPU attention reads whole rows: no stale block ids
-            off += k
+            if q > k:  # padding rows of this sequence inside its graph row
+                ids[off + k:off + q], pos[off + k:off + q], slots[off + k:off + q] = 0, end - 1, -1
+            if hidden_rows is not None:  # where the flattened batch's rows lie among the graph's
+                hidden_rows[compact:compact + k] = np.arange(off, off + k)
+                compact += k
+            width = q if q else k
+            off += width
             qsl[i + 1] = off
-            ctx[i] = end
-            max_ctx = max(max_ctx, end)
+            ctx[i] = end + (width - k)
+            max_ctx = max(max_ctx, ctx[i])
             if s.completes:  # the last known token's row, then one row per draft
                 for j in range(s.num_drafts + 1):
-                    rows[num_rows] = off - 1 - s.num_drafts + j
+                    rows[num_rows] = off - (width - k) - 1 - s.num_drafts + j
                     num_rows += 1
         if graph_batch is not None and graph_batch > n:
-            # padding rows write their K/V nowhere (slot -1) and attend to one token of the null block
-            ids[n:], pos[n:], slots[n:], ctx[n:] = 0, 0, -1, 1
+            # padding sequences write their K/V nowhere (slot -1) and attend to the null block
+            ids[n * q:], pos[n * q:], slots[n * q:], ctx[n:] = 0, 0, -1, q
             bt[n:, 0] = 0
-            qsl[n + 1:] = np.arange(n + 1, graph_batch + 1)
+            qsl[n + 1:] = np.arange(n + 1, graph_batch + 1) * q
         self.buffers.upload(layout.offsets["end"])
         v = self._views(layout, graph_batch is not None)
         if num_feeds:
@@ -144,10 +168,12 @@ class ModelRunner:
                                        self._sampled.index_select(0, v["feed_src"][:num_feeds]))  # type: ignore[union-attr]
         attn = AttentionMetadata(
             slot_mapping=v["slot_mapping"], block_tables=v["block_tables"], context_lens=v["context_lens"],
-            query_start_loc=v["query_start_loc"], max_query_len=max(s.num_new_tokens for s in scheduled),
+            query_start_loc=v["query_start_loc"], max_query_len=q or max(s.num_new_tokens for s in scheduled),
             max_context_len=layout.width * bs if graph_bucket is not None else max_ctx,
         )
-        return BatchInputs(v["input_ids"], v["positions"], attn, v["logits_indices"][:num_rows], graph_bucket)
+        hidden_index = v["hidden_rows"][:num_tokens] if q > 1 else None
+        return BatchInputs(v["input_ids"], v["positions"], attn, v["logits_indices"][:num_rows], graph_bucket,
+                           hidden_index)
 
     def _views(self, layout: Layout, cache: bool) -> dict[str, torch.Tensor]:
         if not cache:
@@ -169,22 +195,35 @@ class ModelRunner:
     def execute(self, scheduled: list[ScheduledRequest], block_tables: list[list[int]],
                 state_slots: list[int] | None = None,
                 snapshots: list[tuple[int, int, int]] | None = None,
-                keep_rows: list[int] | None = None) -> torch.Tensor:
+                keep_rows: list[int] | None = None,
+                draft_snapshots: list[tuple[int, int, int]] | None = None,
+                before_forward: Callable[[BatchInputs], None] | None = None) -> torch.Tensor:
         """Run one forward pass; return float32 logits for the rows that complete their tokens.
 
         Nothing here waits for the device. Hybrid models also get each sequence's state slot and the
-        state snapshots to take. ``keep_rows`` (prompt logprobs): the hidden states of those rows of the
-        flattened batch are kept in :attr:`kept_hidden`.
+        state snapshots to take: ``snapshots`` (block boundaries, for the prefix cache) and ``draft_snapshots``
+        (after each verified position; verification graphs take them into the same scratch slots themselves).
+        ``keep_rows`` (prompt logprobs): the hidden states of those rows of the flattened batch are kept in
+        :attr:`kept_hidden`. :attr:`graph_query_len` tells the query length of the graph that ran (0: eager).
+        ``before_forward``: called with the step's inputs once they are laid out, before the pass runs (a model
+        with inputs of its own puts them in place: see :mod:`revolta_engine.spec_decode.mtp_head`).
         """
-        state = None if state_slots is None else self.prepare_state(state_slots, snapshots or [])
         self.kept_hidden = None
-        # decode graphs hold static state slots; steps that also take state snapshots run eagerly
+        # decode graphs hold static state slots; steps that also take block-boundary snapshots run eagerly
         batch = self.prepare(scheduled, block_tables, use_graphs=not snapshots and not keep_rows)
+        self.graph_query_len = batch.graph_bucket[2] if batch.graph_bucket is not None else 0
+        snaps = (snapshots or []) + (draft_snapshots or [] if batch.graph_bucket is None else [])
+        state = None if state_slots is None else self.prepare_state(state_slots, snaps)
+        if before_forward is not None:
+            before_forward(batch)
         if batch.graph_bucket is not None:
             hidden = self.graph_runner.run(*batch.graph_bucket, None if state is None else state.state_indices)
-            self.step_hidden = hidden if self.keep_step_hidden else None  # valid until the next replay
-            if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
-                return self.model.compute_logits(hidden[:len(scheduled)])
+            if batch.hidden_index is None:
+                self.step_hidden = hidden if self.keep_step_hidden else None  # valid until the next replay
+                if batch.logits_indices.shape[0] == len(scheduled):  # every row samples: rows 0..n-1 in order
+                    return self.model.compute_logits(hidden[:len(scheduled)])
+            else:
+                self.step_hidden = hidden.index_select(0, batch.hidden_index) if self.keep_step_hidden else None
         else:
             with forward_context(ForwardContext(batch.attn, self.kv_caches, state, self.state_caches)):
                 hidden = self.model(batch.input_ids, batch.positions)
