@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from revolta_api.stats_log import stats_line
 from revolta_engine.engine.stats import EngineStats
 
@@ -19,6 +21,21 @@ def test_busy_interval_reports_throughput_load_prefix_hits_and_acceptance():
                  "Running: 3 reqs", "Waiting: 1 reqs", "KV cache usage: 25.0%", "Prefix cache hit rate: 75.0%",
                  "mean acceptance length 4.00", "accepted 6/8 draft tokens (75.0%)"):
         assert part in line, part
+
+
+def test_per_position_acceptance_rates_cover_the_interval_only():
+    """vLLM's per-position rate: drafts accepted at each position over the interval's verification steps."""
+    before = EngineStats()
+    for proposed, accepted in ((3, 3), (3, 0)):  # an earlier interval
+        before.note_drafts(proposed, accepted)
+    now = dataclasses.replace(before, num_generation_tokens=11,
+                              spec_decode_num_accepted_tokens_per_pos=list(before.spec_decode_num_accepted_tokens_per_pos))
+    for proposed, accepted in ((4, 4), (4, 2), (4, 1), (3, 0)):
+        now.note_drafts(proposed, accepted)
+    line = stats_line(before, now, 1.0)
+    assert line is not None
+    assert "Per-position acceptance rate: 0.750, 0.500, 0.250, 0.250" in line
+    assert "mean acceptance length 2.75" in line
 
 
 def test_idle_server_stays_quiet_but_a_queued_request_is_reported():

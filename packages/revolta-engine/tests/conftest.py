@@ -9,6 +9,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The benchmarks' shared code (``from common import oracle``), as ``python benchmarks/NAME.py`` sees it: the
+# oracle proposer the speculative-decoding benchmark drives is tested here.
+sys.path.append(str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from checkpoints import make_tiny_checkpoint  # noqa: E402
 

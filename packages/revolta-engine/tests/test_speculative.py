@@ -81,11 +81,36 @@ def test_stops_inside_an_accepted_run_are_exact(tiny_llama):
             assert spec.generate(p, short)[0].outputs[0].token_ids == ref[i][:max_tokens]
 
 
-def test_requests_that_need_per_position_sampling_get_no_drafts(tiny_llama):
+@pytest.mark.parametrize("extra", [{"repetition_penalty": 1.2}, {"presence_penalty": 0.5}, {"min_tokens": 12},
+                                   {"frequency_penalty": 0.5, "logprobs": 2}])
+def test_requests_that_need_per_position_sampling_get_no_drafts(tiny_llama, extra):
     spec = LLM(str(tiny_llama), dtype="float32", speculative_config=NGRAM)
     prompts = repetitive_prompts(3)
-    spec.generate(prompts, SamplingParams(temperature=0.0, max_tokens=12, logprobs=2, repetition_penalty=1.2))
+    spec.generate(prompts, SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True, **extra))
     assert spec.llm_engine.get_stats().spec_decode_num_draft_tokens == 0
+
+
+def test_logprobs_with_drafts_are_those_of_a_plain_run(tiny_llama, monkeypatch):
+    """Requests asking for logprobs get drafts, and each kept token reports its own row's logprobs: the sampled
+    token's logprob, its rank and the top 3, as without speculation (drafts kept for every run length)."""
+    prompts = repetitive_prompts(6)
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True, logprobs=3)
+    plain = LLM(str(tiny_llama), dtype="float32").generate(prompts, params)
+    expected = {tuple(p["prompt_token_ids"]): o.outputs[0].token_ids for p, o in zip(prompts, plain, strict=True)}
+    spec = LLM(str(tiny_llama), dtype="float32", speculative_config=NGRAM)
+    monkeypatch.setattr("revolta_engine.engine.llm_engine.next_drafts",
+                        oracle_drafts(expected, spec.llm_engine.hf_config.vocab_size))
+    out = spec.generate(prompts, params)
+    stats = spec.llm_engine.get_stats()
+    assert 0 < stats.spec_decode_num_accepted_tokens < stats.spec_decode_num_draft_tokens
+    for got, want in zip(out, plain, strict=True):
+        g, w = got.outputs[0], want.outputs[0]
+        assert g.token_ids == w.token_ids and len(g.logprobs) == len(w.logprobs) == params.max_tokens
+        for tok, gp, wp in zip(g.token_ids, g.logprobs, w.logprobs, strict=True):
+            assert gp.keys() == wp.keys() and gp[tok].rank == wp[tok].rank == 1
+            for t in gp:
+                assert gp[t].logprob == pytest.approx(wp[t].logprob, abs=1e-4)
+        assert g.cumulative_logprob == pytest.approx(w.cumulative_logprob, abs=1e-3)
 
 
 def test_may_draft_tells_exactly_whether_any_next_token_gives_drafts():

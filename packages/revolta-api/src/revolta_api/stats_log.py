@@ -34,8 +34,18 @@ def stats_line(before: StatsSnapshot, now: StatsSnapshot, seconds: float) -> str
         accepted = now.spec_decode_num_accepted_tokens - before.spec_decode_num_accepted_tokens
         # tokens each verification step yields: the accepted drafts plus the token sampled after them
         parts.append(f"Speculative decoding: mean acceptance length {1 + accepted / drafts:.2f}, "
-                     f"accepted {accepted}/{proposed} draft tokens ({100 * accepted / max(proposed, 1):.1f}%)")
+                     f"accepted {accepted}/{proposed} draft tokens ({100 * accepted / max(proposed, 1):.1f}%), "
+                     f"Per-position acceptance rate: {', '.join(f'{r:.3f}' for r in position_rates(before, now))}")
     return ", ".join(parts)
+
+
+def position_rates(before: StatsSnapshot, now: StatsSnapshot) -> list[float]:
+    """Per draft position, the share of the interval's verification steps that accepted a draft there (vLLM's
+    per-position acceptance rate: accepted at that position over the steps that carried drafts)."""
+    drafts = now.spec_decode_num_drafts - before.spec_decode_num_drafts
+    old = before.spec_decode_num_accepted_tokens_per_pos
+    return [(n - (old[i] if i < len(old) else 0)) / max(drafts, 1)
+            for i, n in enumerate(now.spec_decode_num_accepted_tokens_per_pos)]
 
 
 async def log_stats_every(interval: float, stats: Callable[[], StatsSnapshot]) -> None:

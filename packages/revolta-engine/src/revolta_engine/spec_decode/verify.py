@@ -9,9 +9,14 @@ random sampling keeps its distribution. (A draft is accepted with the target's p
 most likely token is the best draft: the model proposers propose greedily.)
 
 Hybrid (Gated DeltaNet) models snapshot their recurrent state after each verified position and go back to the
-one after the last kept draft (:func:`draft_state_snapshots`). Requests with a grammar, penalties, bad words,
-logprobs or a pending ``min_tokens`` are not given drafts (:func:`wants_drafts`: their sampling depends on the
-tokens before each position in ways a batched verification does not reproduce here).
+one after the last kept draft (:func:`draft_state_snapshots`).
+
+Requests that ask for logprobs get drafts: every verified position has its own row of logits, so each kept
+token's logprobs are those of its row, as a step without drafts reports them. Requests with a grammar,
+penalties (repetition, presence, frequency), bad words or a pending ``min_tokens`` are not given drafts
+(:func:`wants_drafts`): their sampling at a position depends on the tokens before it (the grammar's mask, the
+penalised counts, a bad word's prefix, whether eos is still blocked), which a batched verification would have to
+advance through each draft; those requests decode one token per step.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 def wants_drafts(request: Any) -> bool:
     """Whether a request's sampling allows verifying several positions in one step."""
     p = request.sampling_params
-    return (request.grammar is None and p.logprobs is None and p.repetition_penalty == 1.0
+    return (request.grammar is None and p.repetition_penalty == 1.0
             and not p.presence_penalty and not p.frequency_penalty and not request.bad_words_ids
             and request.num_output_tokens >= p.min_tokens)
 
