@@ -77,7 +77,7 @@ function(revolta_volta_library archs note_out)
     BINARY_DIR ${_bin}
     CONFIGURE_COMMAND ${_env} ${CMAKE_COMMAND} -S ${CMAKE_CURRENT_SOURCE_DIR} -B ${_bin} -G ${CMAKE_GENERATOR}
                       -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=${_nvcc} -DREVOLTA_VOLTA_BUILD=ON
-                      -DREVOLTA_CUDA_ARCHS=${_arch_str}
+                      -DREVOLTA_CUDA_ARCHS=${_arch_str} "-DCMAKE_CUDA_FLAGS=${CMAKE_CUDA_FLAGS}"
     BUILD_COMMAND ${_env} ${CMAKE_COMMAND} --build ${_bin}
     INSTALL_COMMAND ""
     BUILD_ALWAYS ON
