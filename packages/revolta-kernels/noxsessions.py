@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -105,7 +106,7 @@ def _check_libraries(session: nox.Session, wheel: Path, archs: str, nvcc: Path) 
         so = out / libs[VOLTA_LIB]
         elf, ptx = _cuobjdump(nvcc, so, "elf"), _cuobjdump(nvcc, so, "ptx")
         session.log(f"{VOLTA_LIB}:\n{elf}{ptx}")
-        if "sm_70" not in elf or "sm_75" not in elf or "compute_70" not in ptx:
+        if ".sm_70.cubin" not in elf or ".sm_75.cubin" not in elf or ".sm_70.ptx" not in ptx:  # PTX: compute_70
             session.error(f"{VOLTA_LIB} lacks sm_70 / sm_75 cubins or compute_70 PTX")
 
 
@@ -143,6 +144,9 @@ def kernels_build(session: nox.Session) -> None:
     _check_libraries(session, wheels[-1], archs, nvcc)
     venv = wheel_dir / "venv"
     session.run("uv", "venv", "-q", "-p", sys.executable, str(venv), external=True)
-    session.run("uv", "pip", "install", "-q", "-p", str(venv / "bin" / "python"), str(wheels[-1]), external=True)
+    # the workspace's torch (from uv's cache), not whatever newer one the index has
+    torch_pin = f"torch=={importlib.metadata.version('torch')}"
+    session.run("uv", "pip", "install", "-q", "-p", str(venv / "bin" / "python"), str(wheels[-1]), torch_pin,
+                external=True)
     bare = {"PATH": str(venv / "bin"), "REVOLTA_EMULATE_ARCH": "70"}  # Volta mode: the status names that library
     session.run(str(venv / "bin" / "python"), "-c", _FRESH_CHECK, external=True, env=bare)
