@@ -6,6 +6,8 @@
 # ARCHS of Volta/Turing only (e.g. "70;75") build the Volta library (librevolta_native_sm70.so) with a CUDA
 # 11.x/12.x nvcc (packages/revolta-kernels/tools/install_cuda118.sh installs Debian's 11.8), for
 #   scripts/gpu_verify.sh --volta .devcarry/volta.so.xz     (Volta mode, see there)
+# (FLAGS "-gencode=arch=compute_70,code=sm_90" add sm_90 code compiled from the compute_70 PTX, for Volta mode on an
+# H100/H200 without the driver's JIT.)
 # About 2 minutes on 2 cores for one modern arch; 6 to 11 minutes for the Volta library (sm_70 + sm_75).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -25,8 +25,14 @@
 #                       of each --only model (benchmarks/volta_parity.py) into volta_parity.json
 #   --parity-only       only that (no tests, no benchmarks)
 #
-# Volta mode on a lent H100/H200, in three device calls of under 10 minutes each (libraries built beforehand on a
-# CPU machine: `scripts/build_lib.sh volta "" "70;75"` and `scripts/build_lib.sh modern "" 90`):
+# Volta mode on a lent H100/H200, in three device calls of under 10 minutes each, with the libraries built beforehand
+# on a CPU machine:
+#   scripts/build_lib.sh volta "-gencode=arch=compute_70,code=sm_90" "70;75"
+#   scripts/build_lib.sh modern "" 90
+# The extra -gencode compiles the same compute_70 PTX ahead of time for sm_90 (the code the driver's JIT would
+# make from it), so the first process does not spend minutes JIT-compiling every kernel; without it the
+# driver JIT-compiles at the first launch and keeps the results in its cache (CUDA_CACHE_MAXSIZE below) for later
+# processes on the same machine. Then:
 #   scripts/gpu_verify.sh --volta .devcarry/volta.so.xz --tests-only
 #   scripts/gpu_verify.sh --volta .devcarry/volta.so.xz --bench-only
 #   scripts/gpu_verify.sh --volta .devcarry/volta.so.xz --lib .devcarry/modern.so.xz --parity-only
