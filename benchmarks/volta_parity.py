@@ -56,9 +56,11 @@ def record(config: str, steps: int, prompt_len: int, out: Path) -> None:
 
     engine.sampler.sample = forced_sample
     t0 = time.perf_counter()
-    llm.generate([{"prompt_token_ids": prompt}], SamplingParams(temperature=0.0, max_tokens=steps, ignore_eos=True),
-                 use_tqdm=False)
+    outs = llm.generate([{"prompt_token_ids": prompt}],
+                        SamplingParams(temperature=0.0, max_tokens=steps, ignore_eos=True), use_tqdm=False)
     seconds = time.perf_counter() - t0
+    fed = list(outs[0].outputs[0].token_ids)
+    assert fed == forced.tolist(), f"the engine did not take the forced tokens: {fed[:8]} vs {forced[:8].tolist()}"
     stacked = torch.stack(logits_seen[:steps])
     torch.save({"logits": stacked, "status": revolta_kernels.native_status(), "seconds": seconds}, out)
 
