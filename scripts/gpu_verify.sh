@@ -18,15 +18,15 @@
 #   --commit SHA        the commit measured, for results.json (default: the checkout's HEAD, if it is one)
 #   --volta PATH        Volta mode: REVOLTA_EMULATE_ARCH=70 with this Volta library (librevolta_native_sm70.so, or
 #                       .so.xz from `scripts/build_lib.sh volta "" "70;75"`) for the tests and the benchmarks, so
-#                       the GPU runs the code a V100 runs (compute_70 PTX, JIT-compiled) with a V100's host choices;
+#                       the GPU runs the code a V100 runs (from the compute_70 PTX) with a V100's host choices;
 #                       the benchmarks are batch-1 decode only. --lib (or the build) is then the modern library,
 #                       used only by --parity
 #   --parity            with --volta: teacher-forced logits, Volta library vs modern library, over 64 decode steps
 #                       of each --only model (benchmarks/volta_parity.py) into volta_parity.json
 #   --parity-only       only that (no tests, no benchmarks)
 #
-# Volta mode on a lent H100/H200, in three device calls of under 10 minutes each, with the libraries built beforehand
-# on a CPU machine:
+# Volta mode on a lent H100/H200, in three device calls (each meant to fit the 10-minute limit of one call; --only
+# splits the benchmarks or the parity further), with the libraries built beforehand on a CPU machine:
 #   scripts/build_lib.sh volta "-gencode=arch=compute_70,code=sm_90" "70;75"
 #   scripts/build_lib.sh modern "" 90
 # The extra -gencode compiles the same compute_70 PTX ahead of time for sm_90 (the code the driver's JIT would
