@@ -26,20 +26,24 @@ build_native() {
   echo "$BUILD/librevolta_native.so"
 }
 
-# library_at PATH NAME: a usable path of the library at PATH (a .so, or a .so.xz from scripts/build_lib.sh that
-# is unpacked to /tmp/libs/NAME/); prints it.
+# library_at PATH NAME [FILE]: a usable path of the library at PATH (a .so, or a .so.xz from scripts/build_lib.sh
+# that is unpacked to /tmp/libs/NAME/FILE, FILE default librevolta_native.so); prints it.
 library_at() {
+  local file="${3:-librevolta_native.so}"
   case "$1" in
-    *.xz) mkdir -p "/tmp/libs/$2" && xz -dc "$1" >"/tmp/libs/$2/librevolta_native.so" || return 1
-          echo "/tmp/libs/$2/librevolta_native.so" ;;
+    *.xz) mkdir -p "/tmp/libs/$2" && xz -dc "$1" >"/tmp/libs/$2/$file" || return 1
+          echo "/tmp/libs/$2/$file" ;;
     *) realpath "$1" ;;
   esac
 }
 
 # check_library PATH: loads the library at PATH and prints the kernels' native status; fails if it does not load.
+# Under REVOLTA_EMULATE_ARCH=70 (Volta mode) it must be the Volta library.
 check_library() {
-  REVOLTA_NATIVE_LIB="$1" python3 -c \
-    "import revolta_kernels as k; print(k.native_status()); assert k.native_available()"
+  REVOLTA_NATIVE_LIB="$1" python3 -c "import revolta_kernels as k
+from revolta_kernels import native, envs
+print(k.native_status()); assert k.native_available()
+assert native.VOLTA or envs.EMULATE_ARCH.get() is None, 'Volta mode needs the Volta library'"
 }
 
 # gpu_tests SUITE SECONDS PATH...: the GPU tests under PATH (the project's addopts, which deselect them, replaced)
@@ -53,12 +57,15 @@ gpu_tests() {
   echo "[${SECONDS}s] GPU tests $suite rc=$rc: $(grep -v "^[[:space:]]*$" "$WORK/$suite.log" | tail -1)"
 }
 
-# headline NAME TAG ROUND LIB: headline benchmark NAME (its command line from benchmarks/common/results.py) with
-# the library LIB into $WORK/NAME.TAG.ROUND.json and .log; prints the rc and its decode rate.
+# headline NAME TAG ROUND LIB [ARGS...]: headline benchmark NAME (its command line from
+# benchmarks/common/results.py, then ARGS) with the library LIB into $WORK/NAME.TAG.ROUND.json and .log; prints the
+# rc and its decode rate.
 headline() {
   local name="$1" tag="$2" round="$3" lib="$4" file="$WORK/$1.$2.$3"
+  shift 4
   local -a argv
   read -ra argv <<<"$(python3 "$ROOT/benchmarks/common/results.py" argv "$name")"
+  argv+=("$@")
   REVOLTA_NATIVE_LIB="$lib" timeout "$BENCH_TIMEOUT" python3 "${argv[@]}" --out "$file.json" >"$file.log" 2>&1
   local rc=$?
   [ -s "$file.json" ] || echo "{\"error\": \"exit status $rc; see $(basename "$file").log in logs.txt\"}" >"$file.json"

@@ -59,10 +59,10 @@ def type_name(var: EnvVar) -> str:
 
 
 def default_text(var: EnvVar) -> str:
-    """A variable's default as the doc shows it: ``1``/``0`` for flags, "unset" for an empty text."""
+    """A variable's default as the doc shows it: ``1``/``0`` for flags, "unset" for an empty text or None."""
     if isinstance(var.default, bool):
         return "`1`" if var.default else "`0`"
-    if var.default == "":
+    if var.default is None or var.default == "":
         return "unset"
     return f"`{var.default}`"
 

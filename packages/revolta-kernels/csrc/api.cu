@@ -12,6 +12,9 @@
 #ifndef REVOLTA_ARCHS
 #define REVOLTA_ARCHS "unknown"
 #endif
+#ifndef REVOLTA_MAX_ARCH
+#define REVOLTA_MAX_ARCH 0
+#endif
 
 namespace revolta {
 cudaError_t attention_decode(const AttnParams&, int, int, int, int, cudaStream_t, int*);
@@ -26,6 +29,9 @@ int g_frag_ok[kMaxDevices] = {};  // set by revolta_mma_layout_probe, per device
 
 namespace {
 int g_pdl_cached[kMaxDevices] = {};  // 0 = unknown, 1 = off, 2 = on (sm_90+)
+// Device code waits for its predecessor (pdl.cuh) only where compiled for sm_90+: a library without sm_90 code
+// (the Volta one, whose compute_70 PTX a newer GPU's driver compiles) must never be launched with PDL.
+constexpr bool kPdlCode = REVOLTA_MAX_ARCH >= 90;
 bool g_pdl_allowed = true;           // revolta_set_pdl
 int g_decode_vec = 1;              // revolta_set_decode_vec
 int g_sm_count[kMaxDevices] = {};
@@ -36,7 +42,8 @@ bool pdl_enabled() {
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return false;
   if (g_pdl_cached[dev] == 0) {
     int major = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    const bool ok = kPdlCode && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    major >= 9;
     g_pdl_cached[dev] = ok ? 2 : 1;
   }
   return g_pdl_cached[dev] == 2 && g_pdl_allowed;

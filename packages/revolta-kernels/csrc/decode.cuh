@@ -41,7 +41,7 @@ struct DecodeCfg {
   static_assert(NT / ROWS <= 32 && (NT / ROWS & (NT / ROWS - 1)) == 0, "threads per row: power of two <= 32");
 };
 
-// Exposed for tools/check_sm70.py, which reads the dynamic shared memory of each instantiation.
+// Exposed for tools/check_volta.py, which reads the dynamic shared memory of each instantiation.
 template <int D, int KIND, int NW, int BN, int STAGES, int ROWS>
 __device__ const int decode_smem_bytes = DecodeCfg<D, KIND, NW, BN, STAGES, ROWS>::SMEM_BYTES;
 

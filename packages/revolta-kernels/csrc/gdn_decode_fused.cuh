@@ -16,6 +16,7 @@
 #pragma once
 
 #include "conv1d.cuh"
+#include "cuda_compat.cuh"
 #include "delta_rule.cuh"
 #include "gdn_gating.cuh"
 #include "pdl.cuh"
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(kGdnDecodeThreads)
   __threadfence();
   float ov[4];
 #pragma unroll
-  for (int c = 0; c < 4; ++c) ov[c] = to_float(__ldcg(out_head + 4 * lane + c));  // other blocks' stores: past L1
+  for (int c = 0; c < 4; ++c) ov[c] = to_float(ldcg(out_head + 4 * lane + c));  // other blocks' stores: past L1
   const float ss = warp_sum(ov[0] * ov[0] + ov[1] * ov[1] + ov[2] * ov[2] + ov[3] * ov[3]);
   const float inv = rsqrtf(ss / static_cast<float>(DV) + p.eps);
 #pragma unroll

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "cuda_compat.cuh"
 #include "pdl.cuh"
 
 namespace revolta {
@@ -161,7 +162,7 @@ __device__ void moe_route_block_cand(const T* logits, int E, int K, int renormal
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int e = tid + i * NT;
-    v[i] = e < E ? to_float(__ldcg(logits + e)) : -INFINITY;
+    v[i] = e < E ? to_float(ldcg(logits + e)) : -INFINITY;
   }
   const float part = warp_max(fmaxf(v[0], v[1]));
   if (tid == 0) *ncand = 0;

@@ -36,7 +36,7 @@ struct PrefillCfg {
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16, at most 256");
 };
 
-// Exposed for tools/check_sm70.py, which reads the dynamic shared memory of each instantiation.
+// Exposed for tools/check_volta.py, which reads the dynamic shared memory of each instantiation.
 template <int D, int KIND, int WM, int RF, int BN>
 __device__ const int prefill_smem_bytes = PrefillCfg<D, KIND, WM, RF, BN>::SMEM_BYTES;
 

@@ -23,7 +23,7 @@ __host__ __device__ constexpr int gemv_smem_bytes(int bits, int mt, int warps, i
   return x_bytes > red_bytes ? x_bytes : red_bytes;
 }
 
-// The most any launch of quant_gemv_kernel<BITS, MT, WARPS, *> asks for (tools/check_sm70_quant.py).
+// The most any launch of quant_gemv_kernel<BITS, MT, WARPS, *> asks for (tools/check_volta.py).
 template <int BITS, int MT, int WARPS>
 __device__ const int quant_gemv_max_smem = gemv_smem_bytes(BITS, MT, WARPS, kGemvXSmemCap / (MT * (32 / BITS) * 2));
 

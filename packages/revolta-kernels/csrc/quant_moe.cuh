@@ -12,7 +12,7 @@
 // qweight [E, K / pack, N] packed along K, scales [E, K / G, N] fp16, qzeros [E, K / G, N / pack] packed along N.
 // A block owns one row and 64 output columns: 16 column quads x 16 slices of K, each thread reading 16 bytes (four
 // columns' packed words) per packed row; the slices' sums meet in shared memory. fp32 accumulation; no tensor cores
-// (a row's expert weights are read once: memory-bound). Self-contained for NVRTC (tools/check_sm70_quant.py).
+// (a row's expert weights are read once: memory-bound). Self-contained (CUDA headers only).
 // For one token quant_moe_gemv_one_token_kernel (quant_moe_gemv_one_token.cuh) runs instead. Launched with PDL (pdl.cuh): the
 // kernel waits for its predecessor before it reads anything.
 #pragma once
@@ -49,7 +49,7 @@ constexpr int kQuantMoeSlices = kQuantMoeThreads / kQuantMoeQuads;  // slices of
 constexpr int kQuantMoeCols = 4 * kQuantMoeQuads;                  // output columns per block
 constexpr int kQuantMoeMaxK = 8192;                                // the staged input row: 32 KB of floats
 constexpr int kQuantMoeMaxRows = 65535;                            // (token, slot) rows: the grid's y dimension
-__device__ const int quant_moe_max_smem = kQuantMoeMaxK * 4;       // its most dynamic shared memory (sm_70 check)
+__device__ const int quant_moe_max_smem = kQuantMoeMaxK * 4;       // its most dynamic shared memory (tools/check_volta.py)
 
 template <int BITS>
 __global__ void __launch_bounds__(kQuantMoeThreads) quant_moe_gemv_kernel(const QuantMoeParams p) {

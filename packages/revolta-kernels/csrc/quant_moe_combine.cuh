@@ -17,8 +17,8 @@
 //   * every warp computes part of the shared expert gate's dot product x . g;
 //   * 16 threads then form out = sum_k fp16(w_k) * y_k (each product rounded to fp16, the sum in fp32) +
 //     fp16(sigmoid(x . g)) * y_shared with moe_combine_kernel's roundings.
-// Rows are at most kMoeMaxTopK + 1 (one warp each). Launched with PDL (pdl.cuh). Self-contained for NVRTC
-// (tools/check_sm70_quant.py).
+// Rows are at most kMoeMaxTopK + 1 (one warp each). Launched with PDL (pdl.cuh). Self-contained (CUDA headers
+// only).
 #pragma once
 
 #include <cuda_fp16.h>

@@ -50,8 +50,9 @@ def test_found_but_unusable_library_falls_back_with_the_reason(monkeypatch, tmp_
     path.write_bytes(b"not an ELF file")
     monkeypatch.delenv("REVOLTA_NATIVE_LIB", raising=False)
     monkeypatch.delenv("REVOLTA_DISABLE_NATIVE", raising=False)
+    monkeypatch.delenv("REVOLTA_EMULATE_ARCH", raising=False)  # Volta mode would refuse the file unopened
     monkeypatch.setattr(native, "_candidates", lambda: [path])
-    lib, status = native._load()
+    lib, status, _ = native._load()
     assert lib is None
     assert status.startswith("reference only") and str(path) in status and "REVOLTA_CUDA_ARCHS" in status
 
@@ -60,14 +61,14 @@ def test_no_library_found_is_reported(monkeypatch, tmp_path):
     monkeypatch.delenv("REVOLTA_NATIVE_LIB", raising=False)
     monkeypatch.delenv("REVOLTA_DISABLE_NATIVE", raising=False)
     monkeypatch.setattr(native, "_candidates", lambda: [tmp_path / "librevolta_native.so"])
-    lib, status = native._load()
+    lib, status, _ = native._load()
     assert lib is None
     assert status.startswith("reference only") and "REVOLTA_CUDA_ARCHS" in status
 
 
 def test_disable_switch(monkeypatch):
     monkeypatch.setenv("REVOLTA_DISABLE_NATIVE", "1")
-    lib, status = native._load()
+    lib, status, _ = native._load()
     assert lib is None and "REVOLTA_DISABLE_NATIVE" in status
 
 

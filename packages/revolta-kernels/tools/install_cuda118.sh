@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install Debian's CUDA 11.8 toolkit: the newest nvcc that still targets sm_70 (Volta).
-# CUDA 12.x and 13 dropped Volta code generation, so the Volta/Turing library is built with it.
+# CUDA 13 dropped Volta code generation (12.x only deprecated it); Debian packages 11.8, so the Volta/Turing
+# library is built with it.
 # Needs root and the Debian bookworm mirror; adds the contrib and non-free components.
 set -euo pipefail
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import platform
-import shutil
-import subprocess
 import sys
 from typing import Any
+
+from revolta_cli import doctor_kernels
 
 
 def add_parser(subparsers: Any) -> None:
     """Register ``doctor``."""
-    p = subparsers.add_parser("doctor", help="check Python, torch, CUDA, GPUs and the kernels")
+    p = subparsers.add_parser("doctor", help="check Python, torch, CUDA toolkits and driver, GPUs and the kernels")
     p.set_defaults(func=run)
 
 
@@ -32,13 +32,6 @@ def run(ns: argparse.Namespace) -> int:
         return 1
     _line("torch", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})")
     _line("cpu threads", torch.get_num_threads())
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
-        release = next((ln.strip() for ln in out.splitlines() if "release" in ln), out.strip()[-60:])
-        _line("nvcc", f"{nvcc}: {release}")
-    else:
-        _line("nvcc", "not found (kernels can only be built with a CUDA toolkit)")
     if torch.cuda.is_available():
         _line("CUDA devices", torch.cuda.device_count())
         for i in range(torch.cuda.device_count()):
@@ -49,9 +42,7 @@ def run(ns: argparse.Namespace) -> int:
         _line("CUDA devices", "none visible (the engine runs on the CPU)")
     _interconnect(torch)
     try:
-        import revolta_kernels
-
-        _line("revolta-kernels", revolta_kernels.native_status())
+        doctor_kernels.report(_line)
     except Exception as exc:  # report, do not crash: that is the point of doctor
         _line("revolta-kernels", f"not usable: {exc}")
     _profile()

@@ -94,10 +94,36 @@ def set_env_vars(package: str | None = None) -> list[tuple[str, str]]:
             for name in (v.name, *v.aliases) if os.environ.get(name)]
 
 
+def parse_arch(raw: str) -> int | None:
+    """``70`` / ``7.0`` (or 75 / 7.5) -> 70 (75); the archs Volta mode can stand for."""
+    arch = int(raw.replace(".", "")) if raw.replace(".", "").isdigit() else -1
+    if arch not in (70, 75):
+        raise ValueError(f"expected 70 (Volta) or 75 (Turing), got {raw!r}")
+    return arch
+
+
 CUDA_ARCHS = declare(
     "REVOLTA_CUDA_ARCHS", str, "",
-    "Build time: semicolon-separated compute capabilities to compile the native library for (e.g. `70;90`); "
-    "default the visible GPU's, else reference only.")
+    "Build time: semicolon-separated compute capabilities to compile the native libraries for (e.g. "
+    "`70;75;80;86;89;90`): 70/72/75 go into `librevolta_native_sm70.so` (built by a CUDA 11.x/12.x nvcc), 80 and "
+    "newer into `librevolta_native.so` (the default nvcc); default the visible GPU's, else reference only.")
+VOLTA_NVCC = declare(
+    "REVOLTA_VOLTA_NVCC", str, "",
+    "Build time: the CUDA 11.x/12.x `nvcc` that builds the Volta library; default the first found of Debian's "
+    "`nvidia-cuda-toolkit` (`/usr/lib/nvidia-cuda-toolkit/bin/nvcc`), `/usr/local/cuda-12.*` and "
+    "`/usr/local/cuda-11.*`.")
+VOLTA_LIB = declare(
+    "REVOLTA_VOLTA_LIB", str, "",
+    "Build time: an already built `librevolta_native_sm70.so` to package instead of compiling the Volta library.")
+EMULATE_ARCH: EnvVar[int | None] = declare(
+    "REVOLTA_EMULATE_ARCH", parse_arch, None,
+    "`70`: Volta mode on any GPU: load `librevolta_native_sm70.so` (its compute_70 PTX is compiled by the driver) "
+    "and make every host-side choice a V100 makes (no fragment-layout attention kernels, no programmatic "
+    "dependent launch, fp16 for bf16 checkpoints); to run the code a V100 runs on a newer GPU.")
+CUDA_VISIBLE_DEVICES = declare(
+    "CUDA_VISIBLE_DEVICES", str, "",
+    "Read, never set: the GPUs CUDA will use (indices), so the native library is chosen for the lowest compute "
+    "capability among them.")
 NATIVE_LIB = declare(
     "REVOLTA_NATIVE_LIB", str, "",
     "Path of a `librevolta_native.so` to load instead of the installed one; a library there that cannot be used "

@@ -1,4 +1,5 @@
-"""Finding and loading the native CUDA library (``librevolta_native.so``) through ctypes.
+"""Finding and loading the native CUDA library through ctypes: ``librevolta_native.so`` (sm_80+) or
+``librevolta_native_sm70.so`` (sm_70/75 + compute_70 PTX), whichever fits the GPU (:mod:`revolta_kernels.device_arch`).
 
 The library has a plain C ABI (raw device pointers plus a ``cudaStream_t``) and links only the CUDA
 runtime, so it works with any torch build. Where it is missing or cannot load, every op keeps using its
@@ -15,11 +16,18 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from revolta_kernels import envs
+from revolta_kernels.device_arch import (
+    MODERN_LIB,
+    VOLTA_LIB,
+    choose_library,
+    effective_capability,
+    emulated_arch,
+    library_runs_on,
+)
 
-LIB_NAME = "librevolta_native.so"
 BUILD_HINT = (
     "to build the CUDA kernels, run e.g. `REVOLTA_CUDA_ARCHS=90 uv sync --reinstall-package revolta-kernels` "
-    "(use your GPU's compute capability; 70 needs a CUDA 12.x nvcc)"
+    "(use your GPU's compute capability; 70/75 need a CUDA 11.8/12.x nvcc, see docs/kernels.md)"
 )
 
 _c_int, _c_float, _c_ll, _ptr = ctypes.c_int, ctypes.c_float, ctypes.c_longlong, ctypes.c_void_p
@@ -102,24 +110,32 @@ _SIGNATURES: dict[str, list] = {
 
 
 def _candidates() -> list[Path]:
-    env = envs.NATIVE_LIB.get()
-    if env:
-        return [Path(env)]
+    """Every place a native library may be, in search order: this package's directory, then the same package
+    directory on each ``sys.path`` entry (editable installs put build outputs in site-packages)."""
     here = Path(__file__).resolve().parent
-    # Editable installs put build outputs in site-packages rather than next to the sources.
     dirs = [here] + [Path(p) / "revolta_kernels" for p in sys.path if p]
     seen: list[Path] = []
     for d in dirs:
         if d not in seen:
             seen.append(d)
-    return [d / LIB_NAME for d in seen]
+    return [d / name for d in seen for name in (MODERN_LIB, VOLTA_LIB)]
+
+
+def _available() -> dict[str, Path]:
+    """Library file name -> the first existing path of that name among :func:`_candidates`."""
+    found: dict[str, Path] = {}
+    for path in _candidates():
+        if path.is_file():
+            found.setdefault(path.name, path)
+    return found
 
 
 def _build_note() -> str | None:
+    """What the build recorded about the native libraries (native_build.txt), on one line."""
     for lib in _candidates():
         note = lib.with_name("native_build.txt")
         if note.is_file():
-            return note.read_text().strip()
+            return "; ".join(line.strip() for line in note.read_text().splitlines() if line.strip())
     return None
 
 
@@ -164,34 +180,71 @@ def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
     mismatch = _layout_mismatch(lib, (AttnParams, DecodeRope))
     if mismatch:
         return None, f"{path}: {mismatch}"
-    archs = lib.revolta_build_archs().decode()
-    return lib, f"native: CUDA kernels loaded from {path} (built for sm_{archs.replace(',', ', sm_')})"
+    return lib, f"native: CUDA kernels loaded from {path} (built for sm_{archs_of(lib).replace(',', ', sm_')})"
 
 
-def _load() -> tuple[ctypes.CDLL | None, str]:
+def archs_of(lib: ctypes.CDLL) -> str:
+    """The archs a loaded library was built for, as ``revolta_build_archs()`` says (e.g. ``"70,75"``)."""
+    return lib.revolta_build_archs().decode()
+
+
+def is_volta_library(archs: str) -> bool:
+    """True for a library built only for archs before sm_80 (the Volta/Turing one): its device code has no
+    programmatic dependent launch, and the host must choose as on a V100."""
+    built = [int(a.rstrip("af")) for a in archs.split(",") if a.strip().rstrip("af").isdigit()]
+    return bool(built) and max(built) < 80
+
+
+def _load_explicit(explicit: str) -> tuple[ctypes.CDLL | None, str, Path | None]:
+    path = Path(explicit)
+    if not path.is_file():
+        raise NativeLibraryError(
+            f"REVOLTA_NATIVE_LIB={explicit}: no such file; unset it to use the installed kernels "
+            f"(or the references), or point it at a {MODERN_LIB} or {VOLTA_LIB}"
+        )
+    lib, status = _open(path)
+    if lib is None:
+        raise NativeLibraryError(f"REVOLTA_NATIVE_LIB: {status}; {BUILD_HINT}")
+    return lib, f"{status}; named by REVOLTA_NATIVE_LIB", path
+
+
+def _load() -> tuple[ctypes.CDLL | None, str, Path | None]:
+    """The library to use, the status line that says which and why, and its path."""
     if envs.DISABLE_NATIVE.get():
-        return None, "reference only: native kernels disabled by REVOLTA_DISABLE_NATIVE=1"
+        return None, "reference only: native kernels disabled by REVOLTA_DISABLE_NATIVE=1", None
     explicit = envs.NATIVE_LIB.get()
-    for path in _candidates():
-        if not path.is_file():
-            if explicit:
-                raise NativeLibraryError(
-                    f"REVOLTA_NATIVE_LIB={explicit}: no such file; unset it to use the installed kernels "
-                    f"(or the references), or point it at a librevolta_native.so"
-                )
-            continue
-        lib, status = _open(path)
-        if lib is None and explicit:
-            raise NativeLibraryError(f"REVOLTA_NATIVE_LIB: {status}; {BUILD_HINT}")
-        return lib, status if lib is not None else f"reference only: {status}; {BUILD_HINT}"
-    note = _build_note()
-    why = note if note else "the native library was not built with this install"
-    return None, f"reference only ({why}); {BUILD_HINT}"
+    if explicit:
+        return _load_explicit(explicit)
+    available = _available()
+    if not available:
+        note = _build_note()
+        why = note if note else "the native library was not built with this install"
+        return None, f"reference only ({why}); {BUILD_HINT}", None
+    capability, how = effective_capability()
+    name, why = choose_library(capability, available)
+    if name is None:
+        return None, f"reference only: {why} ({how}); {BUILD_HINT}", None
+    lib, status = _open(available[name])
+    if lib is not None and capability is not None and not library_runs_on(name, archs_of(lib), capability):
+        if name == MODERN_LIB and VOLTA_LIB in available:  # e.g. built for sm_90 only, on an A100
+            fallback, fstatus = _open(available[VOLTA_LIB])
+            if fallback is not None:
+                return fallback, (f"{fstatus}; chosen because {MODERN_LIB} (sm_{archs_of(lib)}) has no code for "
+                                  f"compute capability {capability[0]}.{capability[1]}: the compute_70 PTX is "
+                                  f"compiled by the driver ({how})"), available[VOLTA_LIB]
+        return None, (f"reference only: {available[name]} was built for sm_{archs_of(lib)}, which has no code for "
+                      f"compute capability {capability[0]}.{capability[1]} ({how}); {BUILD_HINT}"), None
+    if lib is None:
+        return None, f"reference only: {status}; {BUILD_HINT}", None
+    return lib, f"{status}; chosen for {why} ({how})", available[name]
 
 
-LIB, STATUS = _load()
-if LIB is not None and not envs.PDL.get():
-    LIB.revolta_set_pdl(0)
+LIB, STATUS, LIB_PATH = _load()
+VOLTA = LIB is not None and is_volta_library(archs_of(LIB))
+# Host code chooses as on a V100 (no fragment-layout kernels, no PDL) with the Volta library or in Volta mode.
+VOLTA_CHOICES = VOLTA or emulated_arch() is not None
+if LIB is not None and (VOLTA or not envs.PDL.get()):
+    LIB.revolta_set_pdl(0)  # the Volta library's device code has no PDL wait: never launch it with PDL
 
 
 def bind(signatures: dict[str, list], structs: Iterable[type[ctypes.Structure]] = ()) -> bool:

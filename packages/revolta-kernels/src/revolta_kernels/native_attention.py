@@ -14,7 +14,7 @@ import torch
 
 from revolta_kernels import ops
 from revolta_kernels import reference as ref
-from revolta_kernels.native import LIB, AttnParams, check
+from revolta_kernels.native import LIB, VOLTA_CHOICES, AttnParams, check
 from revolta_kernels.native_ops import _sm_count, _split_counters, _stream, int8_scales_ok
 
 _KV_KIND = {torch.float16: 0, torch.int8: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
@@ -28,10 +28,13 @@ _FRAG_OK: dict[int, bool] = {}
 def _mma_layout(index: int) -> bool:
     """Whether the fragment-layout ("mma") attention kernels run on device ``index``.
 
-    Probed once per device (sm_80 and later pass; Volta does not and keeps the generic kernels). The
-    probe allocates and synchronises, so it is skipped during CUDA-graph capture (the generic kernels
-    serve a capture that comes before any eager call).
+    Probed once per device (sm_80 and later pass; Volta does not and keeps the generic kernels). Never with the
+    Volta library or in Volta mode (``REVOLTA_EMULATE_ARCH``), where the choice is a V100's even though a newer
+    GPU would pass. The probe allocates and synchronises, so it is skipped during CUDA-graph capture (the generic
+    kernels serve a capture that comes before any eager call).
     """
+    if VOLTA_CHOICES:
+        return False
     ok = _FRAG_OK.get(index)
     if ok is None:
         if torch.cuda.is_current_stream_capturing():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from revolta_engine.errors import InvalidRequestError
+from revolta_kernels import effective_arch
 
 _DTYPES = {
     "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
@@ -34,13 +35,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def choose_dtype(requested: str, checkpoint_dtype: torch.dtype | None, device: torch.device) -> tuple[torch.dtype, str]:
-    """Pick the compute dtype: explicit wins; ``auto`` is float32 on CPU, fp16 on Volta/Turing, else checkpoint's."""
+    """Pick the compute dtype: explicit wins; ``auto`` is float32 on CPU, fp16 on Volta/Turing (and in Volta mode,
+    ``REVOLTA_EMULATE_ARCH``), else the checkpoint's."""
     if requested != "auto":
         return parse_dtype(requested), "user"
     if device.type == "cpu":
         return torch.float32, "profile"
-    major, _ = torch.cuda.get_device_capability(device)
-    if major < 8:
+    if _arch(device) < 80:
         return torch.float16, "profile"
     if checkpoint_dtype in (torch.float16, torch.bfloat16):
         return checkpoint_dtype, "profile"
@@ -48,9 +49,17 @@ def choose_dtype(requested: str, checkpoint_dtype: torch.dtype | None, device: t
 
 
 def check_dtype_on_device(dtype: torch.dtype, device: torch.device) -> None:
-    """Refuse bfloat16 on GPUs without bfloat16 math (before compute capability 8.0)."""
-    if device.type == "cuda" and dtype == torch.bfloat16 and torch.cuda.get_device_capability()[0] < 8:
-        raise InvalidRequestError("bfloat16 needs compute capability 8.0 or newer; use --dtype float16", param="dtype")
+    """Refuse bfloat16 on GPUs without bfloat16 math (before compute capability 8.0, or in Volta mode)."""
+    if device.type == "cuda" and dtype == torch.bfloat16 and _arch(device) < 80:
+        raise InvalidRequestError("bfloat16 needs compute capability 8.0 or newer (REVOLTA_EMULATE_ARCH makes "
+                                  "the GPU count as Volta); use --dtype float16", param="dtype")
+
+
+def _arch(device: torch.device) -> int:
+    """The arch the engine decides for on ``device`` (70 in Volta mode, whatever the GPU)."""
+    arch = effective_arch(torch.cuda.get_device_capability(device))
+    assert arch is not None
+    return arch
 
 
 def native_kernels_note(device: torch.device, available: bool, status: str) -> str | None:

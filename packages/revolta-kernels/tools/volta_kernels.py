@@ -1,30 +1,16 @@
-"""Volta (sm_70) check of every kernel's device code, without a Volta GPU or a CUDA 12 nvcc.
+"""The kernels tools/check_volta.py checks: every instantiation the library's launchers use, per translation unit.
 
-One table per translation unit of the library (attention and the small ops, the GEMVs / GEMMs, the MoE and Gated DeltaNet
-kernels) lists every instantiation its launchers use. Each table's headers are compiled with NVRTC 12.9
-(``nvidia-cuda-nvrtc-cu12``) to compute_70 PTX, assembled with ``ptxas -v`` from ``nvidia-cuda-nvcc-cu12``
-(registers, spills, static shared memory) and disassembled with the ``cuobjdump`` shipped in triton's wheel. The
-check fails if a kernel that claims tensor cores has no HMMA instruction, one that claims dp4a has no IDP, any
-SASS holds bf16 arithmetic (sm_70 has none: bf16 is storage only), or a kernel needs more than 96 KB of shared
-memory (Volta's per-block limit); spills are reported. Prints one row per kernel.
-Usage: ``python tools/check_sm70.py [--out DIR]``.
+Each entry names a kernel with its full template arguments (as the demangled symbol spells them), whether it
+claims tensor cores (its SASS must hold HMMA) or dp4a (IDP), and where its dynamic shared memory comes from: a
+``__device__`` constant the launch configuration also uses (``smem_expr``) or a fixed launch size.
 """
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import importlib.util
-import re
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
-VOLTA_SMEM = 96 * 1024
+VOLTA_SMEM = 96 * 1024  # Volta's shared memory per block
 KINDS = {0: "fp16", 1: "int8", 2: "fp8e4m3", 3: "fp8e5m2"}
 DTYPES = {"__half": "fp16", "__nv_bfloat16": "bf16", "float": "fp32"}
 MOE_DYNAMIC_SMEM = 45 * 1024  # the MoE launchers refuse more (H or K * I + Is floats, kMoeMaxSmemFloats)
@@ -32,26 +18,14 @@ MOE_DYNAMIC_SMEM = 45 * 1024  # the MoE launchers refuse more (H or K * I + Is f
 
 @dataclass
 class Kernel:
+    """One kernel instantiation the library launches, and what it claims."""
+
     name: str  # readable name for the table
-    expr: str  # C++ name expression NVRTC instantiates
+    expr: str  # C++ name of the instantiation, full template arguments
     tensor_cores: bool
-    smem_expr: str | None = None  # __device__ variable holding the dynamic shared memory
+    smem_expr: str | None = None  # __device__ variable holding the dynamic shared memory its launch asks for
     dp4a: bool = False  # claims integer dot products: its SASS must hold IDP (dp4a)
     smem_dynamic: int = 0
-    lowered: str = ""
-    registers: int = 0
-    smem_static: int = 0
-    spill: int = 0
-    hmma: int = 0
-    idp: int = 0
-    bf16: int = 0
-
-
-def _pkg_dir(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(f"check_sm70: python package '{module}' is missing (pip install it)")
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def attention_kernels() -> list[Kernel]:
@@ -123,7 +97,7 @@ def attention_kernels() -> list[Kernel]:
         for gc in (1, 2, 4, 8):
             for rope in ("false", "true"):
                 ks.append(Kernel(f"decode-vec{'+rope' if rope == 'true' else ''} d{d} group<={gc}",
-                                 f"&revolta::paged_decode_vec_kernel<{d}, {gc}, {rope}>", False,
+                                 f"&revolta::paged_decode_vec_kernel<{d}, {gc}, {rope}, 128>", False,
                                  f"&revolta::decode_vec_smem_bytes<{d}, {gc}>"))
             # the 256-thread variant (attention_decode.cu: no fused rotary)
             ks.append(Kernel(f"decode-vec wide d{d} group<={gc}",
@@ -177,6 +151,8 @@ def _prefill_mma(
     )
 
 
+# quant_moe_gemm.cuh's tile aliases as the symbols spell them (MoeGemmWide / MoeGemmShort)
+MOE_GEMM_TILES = {"Wide": "MoeGemmTile<64, 128, 32>", "Short": "MoeGemmTile<32, 128, 64>"}
 GEMM_TILES = ((128, 128, 32, 2, 4), (128, 128, 32, 2, 2), (256, 128, 32, 4, 2), (128, 256, 32, 2, 4),
               (128, 128, 64, 2, 4))  # the variants launch_gemm() dispatches
 
@@ -212,11 +188,11 @@ def gemm_kernels() -> list[Kernel]:
                              f"&revolta::quant_gemv_co_kernel<{bits}, {mt}, 8, 4>", False,
                              f"&revolta::quant_gemv_max_smem<{bits}, {mt}, 8>"))
     for mt in (1, 2):  # the split-K-free int4 variant (quant_gemv_whole_k.cuh)
-        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt}", f"&revolta::quant_gemv_whole_k_kernel<{mt}>", False,
+        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt}", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 32, false, false, false>", False,
                          f"&revolta::quant_gemv_whole_k_max_smem<{mt}>"))
-        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16>",
+        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16, false, false, false>",
                          False, f"&revolta::quant_gemv_whole_k_max_smem<{mt}>"))
-        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns rope", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16, true>",
+        ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns rope", f"&revolta::quant_gemv_whole_k_kernel<{mt}, 16, true, false, false>",
                          False, f"&revolta::quant_gemv_whole_k_max_smem<{mt}>"))
         for rope in ("false", "true"):  # int8 activations with dp4a (16 columns)
             ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} 16 columns{' rope' * (rope == 'true')} int8-x",
@@ -224,7 +200,7 @@ def gemm_kernels() -> list[Kernel]:
                              f"&revolta::quant_gemv_whole_k_max_smem<{mt}>", dp4a=True))
         for cols, rope in ((32, "false"), (16, "false"), (16, "true")):  # the act-order (gathering) instantiations
             ks.append(Kernel(f"quant gemv whole-K int4 m<={mt} {cols} columns{' rope' * (rope == 'true')} act-order",
-                             f"&revolta::quant_gemv_whole_k_kernel<{mt}, {cols}, {rope}, true>", False,
+                             f"&revolta::quant_gemv_whole_k_kernel<{mt}, {cols}, {rope}, true, false>", False,
                              f"&revolta::quant_gemv_whole_k_gather_max_smem<{mt}>"))
     for mt in (1, 2, 4, 8):  # the skinny fp16 GEMV (dense_gemv.cuh), as dense_gemv.cu launches it
         for rows in (4,) if mt >= 8 else (4, 8):
@@ -243,10 +219,10 @@ def gemm_kernels() -> list[Kernel]:
                              "&revolta::quant_moe_one_token_max_smem"))
         ks.append(Kernel(f"quant moe down + combine int{bits}", f"&revolta::quant_moe_down_combine_kernel<{bits}>",
                          False, "&revolta::quant_moe_combine_max_smem"))
-        for tile in ("Wide", "Short"):
+        for tile, spelt in MOE_GEMM_TILES.items():
             for silu in ("false", "true"):  # true: the gate/up call's SiLU-and-mul epilogue
                 ks.append(Kernel(f"quant moe gemm {tile.lower()} int{bits}{' silu' if silu == 'true' else ''}",
-                                 f"&revolta::quant_moe_gemm_kernel<{bits}, revolta::MoeGemm{tile}, {silu}>", True,
+                                 f"&revolta::quant_moe_gemm_kernel<{bits}, revolta::{spelt}, {silu}>", True,
                                  f"&revolta::quant_moe_gemm_smem_bytes<{bits}, revolta::MoeGemm{tile}>"))
     return ks
 
@@ -280,14 +256,20 @@ def moe_gdn_kernels() -> list[Kernel]:
 
 @dataclass(frozen=True)
 class Unit:
-    """One NVRTC program: the headers of a translation unit of the library and the kernels it instantiates."""
+    """The headers of one translation unit of the library and the kernels its launchers instantiate."""
 
     name: str
     headers: tuple[str, ...]
     kernels: Callable[[], list[Kernel]]
 
-    def source(self) -> bytes:
-        return "".join(f'#include "{h}"\n' for h in self.headers).encode()
+    def source(self) -> str:
+        """A translation unit that includes the headers and gives each table kernel's dynamic shared memory
+        constant an extern "C" name (``revolta_smem_<i>``), so its value appears in the unit's PTX."""
+        lines = [f'#include "{h}"' for h in self.headers]
+        for i, k in enumerate(self.kernels()):
+            if k.smem_expr:
+                lines.append(f'extern "C" __device__ int revolta_smem_{i} = {k.smem_expr.lstrip("&")};')
+        return "\n".join(lines) + "\n"
 
 
 UNITS = (
@@ -299,147 +281,3 @@ UNITS = (
     Unit("moe_gdn", ("gdn_decode.cuh", "gdn_decode_fused.cuh", "gdn_prefill.cuh", "conv1d.cuh", "moe.cuh",
                      "moe_routing.cuh"), moe_gdn_kernels),
 )
-
-
-def nvrtc_compile(ks: list[Kernel], arch: str, src: bytes, program: str, tool: str = "check_sm70") -> str:
-    """PTX of ``src`` (includes of csrc/) with every kernel of ``ks`` instantiated, compiled by NVRTC 12.9 for
-    ``arch``; sets each kernel's lowered name and, where it has a ``smem_expr``, its dynamic shared memory from
-    the PTX. ``tool`` names the check in its error messages."""
-    nvrtc_dir = _pkg_dir("nvidia.cuda_nvrtc")
-    lib = ctypes.CDLL(str(next((nvrtc_dir / "lib").glob("libnvrtc.so.12*"))))
-    includes = [CSRC, _pkg_dir("nvidia.cuda_runtime") / "include", _pkg_dir("nvidia.cuda_nvcc") / "include"]
-    prog = ctypes.c_void_p()
-
-    def ok(rc: int, what: str) -> None:
-        if rc != 0:
-            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-            raise SystemExit(f"{tool}: {what} failed: {lib.nvrtcGetErrorString(rc).decode()}")
-
-    ok(lib.nvrtcCreateProgram(ctypes.byref(prog), src, program.encode(), 0, None, None), "nvrtcCreateProgram")
-    exprs = [k.expr for k in ks] + [k.smem_expr for k in ks if k.smem_expr]
-    for e in exprs:
-        ok(lib.nvrtcAddNameExpression(prog, e.encode()), f"nvrtcAddNameExpression({e})")
-    opts = [f"-arch={arch}", "-std=c++17", "-default-device", "-lineinfo"] + [f"-I{p}" for p in includes]
-    copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-    rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
-    size = ctypes.c_size_t()
-    if rc != 0:
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        lib.nvrtcGetProgramLog(prog, log)
-        print(log.value.decode(), file=sys.stderr)
-        ok(rc, "nvrtcCompileProgram")
-    lowered = {}
-    for e in exprs:
-        name = ctypes.c_char_p()
-        ok(lib.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(name)), f"nvrtcGetLoweredName({e})")
-        lowered[e] = name.value.decode()
-    for k in ks:
-        k.lowered = lowered[k.expr]
-    lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
-    ptx = ctypes.create_string_buffer(size.value)
-    ok(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-    text = ptx.value.decode()
-    for k in ks:
-        if k.smem_expr:
-            m = re.search(re.escape(lowered[k.smem_expr]) + r"\s*=\s*(\d+)", text)
-            if not m:
-                raise SystemExit(f"{tool}: shared memory size of {k.name} not found in the PTX")
-            k.smem_dynamic = int(m.group(1))
-    return text
-
-
-def assemble(ptx: str, ks: list[Kernel], work: Path) -> Path:
-    ptxas = _pkg_dir("nvidia.cuda_nvcc") / "bin" / "ptxas"
-    (work / "revolta_sm70.ptx").write_text(ptx)
-    cubin = work / "revolta_sm70.cubin"
-    res = subprocess.run(
-        [str(ptxas), "-arch=sm_70", "-v", "-O3", str(work / "revolta_sm70.ptx"), "-o", str(cubin)],
-        capture_output=True,
-        text=True,
-    )
-    if res.returncode != 0:
-        raise SystemExit(f"check_sm70: ptxas failed:\n{res.stderr}")
-    by_name = {k.lowered: k for k in ks}
-    current = None
-    for line in res.stderr.splitlines():
-        m = re.search(r"Compiling entry function '([^']+)'", line)
-        if m:
-            current = by_name.get(m.group(1))
-            continue
-        if current is None:
-            continue
-        if m := re.search(r"(\d+) bytes spill stores", line):
-            current.spill = int(m.group(1))
-        if m := re.search(r"Used (\d+) registers", line):
-            current.registers = int(m.group(1))
-            if s := re.search(r"(\d+) bytes smem", line):
-                current.smem_static = int(s.group(1))
-    return cubin
-
-
-def scan_sass(cubin: Path, ks: list[Kernel]) -> None:
-    """Count each kernel's HMMA (tensor-core), IDP (dp4a) and bf16 arithmetic instructions in its sm_70 SASS."""
-    cuobjdump = _pkg_dir("triton") / "backends" / "nvidia" / "bin" / "cuobjdump"
-    res = subprocess.run([str(cuobjdump), "-sass", str(cubin)], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise SystemExit(f"check_sm70: cuobjdump failed:\n{res.stderr}")
-    by_name = {k.lowered: k for k in ks}
-    current = None
-    for line in res.stdout.splitlines():
-        if m := re.search(r"Function : (\S+)", line):
-            current = by_name.get(m.group(1))
-        elif current is not None and "HMMA" in line:
-            current.hmma += 1
-        elif current is not None and "IDP" in line:
-            current.idp += 1
-        elif current is not None and re.search(r"\.BF16", line):
-            current.bf16 += 1
-
-
-def problems_of(k: Kernel) -> list[str]:
-    """What makes ``k`` unfit for Volta (empty: nothing)."""
-    problems = []
-    if k.tensor_cores and k.hmma == 0:
-        problems.append("claims tensor cores but has no HMMA")
-    if k.dp4a and k.idp == 0:
-        problems.append("claims dp4a but has no IDP")
-    if k.bf16:
-        problems.append(f"{k.bf16} bf16 arithmetic instructions")
-    if k.smem_static + k.smem_dynamic > VOLTA_SMEM:
-        problems.append(f"{k.smem_static + k.smem_dynamic} B shared memory > 96 KB")
-    return problems
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, help="keep the PTX/cubins and write the table here")
-    args = parser.parse_args()
-    rows, failures, total = [], [], 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for unit in UNITS:
-            ks = unit.kernels()
-            total += len(ks)
-            work = (args.out or Path(tmp)) / unit.name
-            work.mkdir(parents=True, exist_ok=True)
-            ptx = nvrtc_compile(ks, "compute_70", unit.source(), f"{unit.name}_sm70.cu")
-            scan_sass(assemble(ptx, ks, work), ks)
-            for k in ks:
-                problems = problems_of(k)
-                note = f"ok (spills {k.spill} B to local memory)" if k.spill else "ok"
-                rows.append(f"{k.name:40s} {k.registers:5d} {k.smem_static + k.smem_dynamic:9d} {k.spill:6d} "
-                            f"{k.hmma:6d}  {'; '.join(problems) or note}")
-                failures += [f"{k.name}: {p}" for p in problems]
-    table = "\n".join([f"{'kernel (sm_70)':40s} {'regs':>5s} {'smem B':>9s} {'spill':>6s} {'HMMA':>6s}  status", *rows])
-    print(table)
-    if args.out:
-        (args.out / "sm70_table.txt").write_text(table + "\n")
-    if failures:
-        print(f"\ncheck_sm70: {len(failures)} problem(s):\n  " + "\n  ".join(failures), file=sys.stderr)
-        return 1
-    print(f"\ncheck_sm70: {total} kernels compiled for sm_70; all within Volta's limits")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
