@@ -29,17 +29,17 @@ class RecurrentStateSteps:
         slots, sources = self.kv.state_slots.take_pending()
         self.runner.reset_state_slots(slots, sources)
         snapshots = self.kv.plan_snapshots([(s.request, s.num_new_tokens) for s in scheduled])
-        draft_snaps, _ = draft_state_snapshots(scheduled, self.first_scratch_slot, self.max_drafts)
+        draft_snaps, firsts = draft_state_snapshots(scheduled, self.first_scratch_slot, self.max_drafts)
         state_slots = [self.kv.state_slot(s.request.request_id) for s in scheduled]
         logits = self.runner.execute(scheduled, tables, state_slots, snapshots, keep_rows=keep_rows,
                                      draft_snapshots=draft_snaps)
         # a verification graph feeds every sequence q tokens (its own, then padding) and snapshots them all
-        q = getattr(self.runner, "graph_query_len", 0)
+        q = self.runner.graph_query_len
         self._draft_states = {}
-        for i, s in enumerate(scheduled):
+        for s in scheduled:
             fed = q if q > 1 else s.num_new_tokens
             if s.num_drafts or fed > s.num_new_tokens:
-                self._draft_states[s.request.request_id] = (self.first_scratch_slot + i * self.max_drafts, fed)
+                self._draft_states[s.request.request_id] = (firsts[s.request.request_id], fed)
         return logits
 
     def keep_tokens(self, request: Request, num_kept: int) -> None:

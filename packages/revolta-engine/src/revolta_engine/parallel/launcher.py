@@ -149,6 +149,7 @@ class TensorParallelRunner:
         self.inner = runner
         self.workers = workers
         self._resets: list[tuple[int, int | None]] = []  # state slots the workers reset before their next step
+        self.graph_query_len = 0  # split steps run eagerly (see ModelRunner.graph_query_len)
 
     @property
     def kept_hidden(self) -> torch.Tensor | None:

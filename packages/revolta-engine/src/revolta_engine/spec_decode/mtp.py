@@ -88,9 +88,8 @@ class MtpProposer(Proposer):
                                   max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                   max_model_len=self.max_model_len)
         if self.device.type == "cuda" and not self._parallel:
-            capture_head_graphs(self.head, self.runner, self.head.hidden_size, max_num_seqs, self.max_model_len, self.dtype,
-                                self.num_drafts, self.enforce_eager)
-            self._static = self.runner.model  # its eager passes read the same buffer when capturing failed
+            self._static = capture_head_graphs(self.head, self.runner, self.head.hidden_size, max_num_seqs,
+                                               self.max_model_len, self.dtype, self.num_drafts, self.enforce_eager)
 
     # ---------------------------------------------------------------------------------------- drafts
     def next_drafts(self, request: Request, room: int) -> list[int]:

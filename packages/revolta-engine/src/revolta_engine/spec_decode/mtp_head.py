@@ -66,9 +66,11 @@ class StaticHiddenHead(nn.Module):
 
 
 def capture_head_graphs(head: HybridMTP, runner: ModelRunner, hidden_size: int, max_num_seqs: int,
-                        max_model_len: int, dtype: torch.dtype, num_drafts: int, enforce_eager: bool) -> bool:
+                        max_model_len: int, dtype: torch.dtype, num_drafts: int,
+                        enforce_eager: bool) -> StaticHiddenHead:
     """Run the head through a :class:`StaticHiddenHead` and capture its graphs: decode graphs for the chained
-    drafts, verification-sized ones for the catch-up on a step's kept tokens. True when graphs were captured."""
+    drafts, verification-sized ones for the catch-up on a step's kept tokens. Returns the wrapped head (its eager
+    passes, where capturing is off or failed, read the same buffer)."""
     from revolta_engine.worker.cuda_graph import capture_decode_graphs
 
     wrapped = StaticHiddenHead(head, runner.buffers.max_tokens, hidden_size, dtype, runner.device)
@@ -77,4 +79,4 @@ def capture_head_graphs(head: HybridMTP, runner: ModelRunner, hidden_size: int, 
     runner.graph_runner = capture_decode_graphs(wrapped, runner.kv_caches, runner.buffers, max_num_seqs,
                                                 max_model_len, runner.device, dtype, enforce_eager=enforce_eager,
                                                 num_drafts=num_drafts)
-    return runner.graph_runner is not None
+    return wrapped

@@ -45,13 +45,12 @@ def draft_state_snapshots(scheduled: list[Any], first_scratch: int,
                           per_request: int) -> tuple[list[tuple[int, int, int]], dict[str, int]]:
     """Hybrid models: ``(sequence, new tokens, slot)`` snapshots of the recurrent state after each verified position
     but the last, for every request that verifies drafts, into scratch slots (``per_request`` of them per batch row,
-    from ``first_scratch``); and each such request's first scratch slot. After verification the state after the
-    last kept draft is copied back from there (the last position's is the state the pass leaves anyway)."""
+    from ``first_scratch``: the layout verification graphs snapshot into too); and every request's first scratch
+    slot. After verification the state after the last kept draft is copied back from there (the last position's
+    is the state the pass leaves anyway)."""
     snapshots: list[tuple[int, int, int]] = []
     firsts: dict[str, int] = {}
     for i, s in enumerate(scheduled):
-        if s.num_drafts:
-            first = first_scratch + i * per_request
-            firsts[s.request.request_id] = first
-            snapshots += [(i, j, first + j - 1) for j in range(1, s.num_drafts + 1)]
+        first = firsts[s.request.request_id] = first_scratch + i * per_request
+        snapshots += [(i, j, first + j - 1) for j in range(1, s.num_drafts + 1)]
     return snapshots, firsts

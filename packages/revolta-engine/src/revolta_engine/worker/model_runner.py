@@ -147,15 +147,15 @@ class ModelRunner:
             if hidden_rows is not None:  # where the flattened batch's rows lie among the graph's
                 hidden_rows[compact:compact + k] = np.arange(off, off + k)
                 compact += k
-            width = q if q else k
-            off += width
-            qsl[i + 1] = off
-            ctx[i] = end + (width - k)
-            max_ctx = max(max_ctx, ctx[i])
             if s.completes:  # the last known token's row, then one row per draft
                 for j in range(s.num_drafts + 1):
-                    rows[num_rows] = off - (width - k) - 1 - s.num_drafts + j
+                    rows[num_rows] = off + k - 1 - s.num_drafts + j
                     num_rows += 1
+            span = q or k  # the rows this sequence owns: q in a graph (its tokens, then padding)
+            off += span
+            qsl[i + 1] = off
+            ctx[i] = end + span - k
+            max_ctx = max(max_ctx, ctx[i])
         if graph_batch is not None and graph_batch > n:
             # padding sequences write their K/V nowhere (slot -1) and attend to the null block
             ids[n * q:], pos[n * q:], slots[n * q:], ctx[n:] = 0, 0, -1, q
